@@ -1,0 +1,56 @@
+# source_writes: Kafka topics and webhooks as editable PostgreSQL tables
+#
+#   make && sudo make install    build and install the extension
+#   make test                    everything, on a fresh Debian 12 machine
+#   make demo / make demo-stop   a throwaway cluster with a tour
+
+EXTENSION = source_writes
+MODULE_big = source_writes
+OBJS = \
+	src/catalog.o \
+	src/ddl.o \
+	src/fdw_options.o \
+	src/fdw_scan.o \
+	src/source_writes.o \
+	src/storage.o
+DATA = sql/source_writes--0.1.sql
+PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
+
+SHLIB_LINK = -lrdkafka
+
+# regression tests: sql/*.sql against expected/*.out, on a temporary instance
+REGRESS = extension options lifecycle scan
+REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
+
+# isolation specs: test/isolation/specs/*.spec
+ISOLATION = ddl_vs_scan
+ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
+	--temp-config=test/regress.conf --load-extension=source_writes
+
+# TAP tests: test/t/*.pl
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+override with_llvm = no
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# after PGXS, which resets it: where the TAP tests find SwTest.pm
+PROVE_FLAGS = -I test/perl
+
+# the embedded Kafka broker for tests, demo and benchmarks
+test/kafka_broker: test/kafka_broker.c
+	$(CC) -O2 -Wall -o $@ $< -lrdkafka -pthread
+
+.PHONY: test demo demo-stop
+test:
+	test/run
+
+demo:
+	scripts/demo start
+
+demo-stop:
+	scripts/demo stop

@@ -1,0 +1,76 @@
+# scripts/lib.sh: shell helpers shared by test/run, scripts/demo and bench/.
+# Source it; it defines functions only.
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PG_BINDIR=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+
+# sw_sudo CMD...: run as root, through sudo when we are not root
+sw_sudo() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# sw_build: build and install the extension and the broker
+sw_build() {
+	make -s PG_CONFIG="$PG_CONFIG" &&
+		sw_sudo make -s PG_CONFIG="$PG_CONFIG" install &&
+		make -s PG_CONFIG="$PG_CONFIG" test/kafka_broker
+}
+
+# sw_pick_user NAME: set SW_USER to the unprivileged user that runs servers
+# (initdb and postgres refuse root): NAME, created if needed, when we are
+# root, else ourselves.
+sw_pick_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		SW_USER=$1
+		id "$SW_USER" >/dev/null 2>&1 ||
+			useradd --system --no-create-home --shell /usr/sbin/nologin "$SW_USER"
+	else
+		SW_USER=$(id -un)
+	fi
+}
+
+# sw_as_user CMD...: run a command as SW_USER
+sw_as_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$SW_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# sw_start_broker DIR: start the embedded Kafka broker with its files in
+# DIR and set SW_BROKERS (bootstrap address), SW_BROKER_CONTROL (control
+# address) and SW_BROKER_PID.
+sw_start_broker() {
+	local dir=$1 i
+	rm -f "$dir/broker.ready"
+	sw_as_user "$PWD/test/kafka_broker" --ready-file "$dir/broker.ready" \
+		>"$dir/broker.log" 2>&1 &
+	for i in $(seq 1 100); do
+		[ -s "$dir/broker.ready" ] && break
+		sleep 0.1
+	done
+	if [ ! -s "$dir/broker.ready" ]; then
+		echo "the Kafka broker did not start:" >&2
+		cat "$dir/broker.log" >&2
+		return 1
+	fi
+	SW_BROKERS=$(sed -n 's/^bootstrap=//p' "$dir/broker.ready")
+	SW_BROKER_CONTROL=$(sed -n 's/^control=//p' "$dir/broker.ready")
+	SW_BROKER_PID=$(sed -n 's/^pid=//p' "$dir/broker.ready")
+	export SW_BROKERS SW_BROKER_CONTROL SW_BROKER_PID
+}
+
+# sw_stop_processes DIR: stop every process whose command line names DIR
+# (servers with data directories there, the broker), politely first
+sw_stop_processes() {
+	local dir=$1 i
+	pkill -TERM -f -- "$dir" 2>/dev/null
+	for i in $(seq 1 50); do
+		pgrep -f -- "$dir" >/dev/null || return 0
+		sleep 0.2
+	done
+	pkill -KILL -f -- "$dir" 2>/dev/null
+	sleep 0.5
+	! pgrep -f -- "$dir" >/dev/null
+}

@@ -1,0 +1,281 @@
+--
+-- Lifecycle: the hidden storage of source tables follows CREATE, ALTER and
+-- DROP; failed commands leave nothing behind.
+--
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+
+-- Everything the extension keeps for source tables: its internal relations
+-- (named here after the table they belong to, not by OID, and with the
+-- bootstrap superuser, whose name varies, shown as such) and catalog rows.
+CREATE VIEW storage AS
+SELECT regexp_replace(c.relname, '_[0-9]+$', '') || ' of ' ||
+         coalesce(d.refobjid::regclass::text, '(no table)') AS hidden_relation,
+       CASE WHEN c.relowner = 10 THEN '(superuser)'
+            ELSE c.relowner::regrole::text END AS owner,
+       st.relid IS NOT NULL AS in_catalog
+FROM pg_class c
+LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                     AND d.deptype = 'i'
+LEFT JOIN source_writes.source_tables st ON c.oid IN (st.current_rel, st.history_rel)
+WHERE c.relnamespace = 'source_writes_internal'::regnamespace
+UNION ALL
+SELECT 'catalog row of ' || st.relid::text || ' without storage', NULL, true
+FROM source_writes.source_tables st
+WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = st.current_rel)
+   OR NOT EXISTS (SELECT FROM pg_class WHERE oid = st.history_rel)
+ORDER BY 1;
+
+-- The columns of a source table's hidden relations.
+CREATE FUNCTION hidden_columns(src regclass)
+RETURNS TABLE (relation text, columns text) LANGUAGE sql AS $$
+  SELECT r.name, string_agg(format('%s %s', quote_ident(a.attname),
+                                   format_type(a.atttypid, a.atttypmod)),
+                            ', ' ORDER BY a.attnum)
+  FROM source_writes.source_tables st
+  CROSS JOIN LATERAL (VALUES ('current', st.current_rel),
+                             ('history', st.history_rel)) AS r(name, rel)
+  JOIN pg_attribute a ON a.attrelid = r.rel AND a.attnum > 0 AND NOT a.attisdropped
+  WHERE st.relid = src
+  GROUP BY r.name ORDER BY r.name
+$$;
+
+-- Are the hidden relations in step with the table: column k of the table is
+-- column k + 1 (current) or k + 2 (history), same name and type, dropped or not?
+CREATE FUNCTION in_step(src regclass) RETURNS boolean LANGUAGE sql AS $$
+  SELECT bool_and(h.attisdropped = f.attisdropped AND
+                  (f.attisdropped OR (h.attname = f.attname AND
+                                      h.atttypid = f.atttypid AND
+                                      h.atttypmod = f.atttypmod AND
+                                      h.attcollation = f.attcollation)))
+         AND count(*) = (SELECT 2 * count(*) FROM pg_attribute
+                         WHERE attrelid = src AND attnum > 0)
+         AND bool_and((SELECT max(attnum) FROM pg_attribute WHERE attrelid = r.rel)
+                      = (SELECT max(attnum) FROM pg_attribute WHERE attrelid = src) + r.meta)
+  FROM source_writes.source_tables st
+  CROSS JOIN LATERAL (VALUES (st.current_rel, 1), (st.history_rel, 2)) AS r(rel, meta)
+  JOIN pg_attribute f ON f.attrelid = st.relid AND f.attnum > 0
+  JOIN pg_attribute h ON h.attrelid = r.rel AND h.attnum = f.attnum + r.meta
+  WHERE st.relid = src
+$$;
+
+-- Put rows into a source table's current rows directly (user DML is not
+-- there yet): rows is a JSON array of objects keyed by column name.
+CREATE FUNCTION put_rows(src regclass, rows json) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('INSERT INTO %s SELECT 0, * FROM json_populate_recordset(NULL::%s, %L)',
+                 (SELECT current_rel FROM source_writes.source_tables WHERE relid = src),
+                 src, rows);
+END
+$$;
+
+-- ... and take them out again
+CREATE FUNCTION remove_rows(src regclass, condition text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DELETE FROM %s WHERE %s',
+                 (SELECT current_rel FROM source_writes.source_tables WHERE relid = src),
+                 condition);
+END
+$$;
+
+SELECT * FROM storage;
+
+--
+-- CREATE
+--
+CREATE FOREIGN TABLE events (id int, kind text, payload jsonb,
+                             off bigint OPTIONS (source 'offset'))
+  SERVER kafka OPTIONS (topic 'events');
+CREATE FOREIGN TABLE calls (body jsonb OPTIONS (source 'body'),
+                            at timestamptz OPTIONS (source 'received_at'))
+  SERVER hooks;
+SELECT * FROM storage;
+SELECT relid, kind, upper = since AS empty_range,
+       upper BETWEEN (extract(epoch FROM now()) * 1000)::bigint - 600000
+                 AND (extract(epoch FROM now()) * 1000)::bigint + 600000 AS upper_is_now
+FROM source_writes.source_tables ORDER BY relid::text;
+SELECT * FROM hidden_columns('events');
+SELECT in_step('events'), in_step('calls');
+
+-- a failed or rolled back CREATE leaves nothing
+CREATE FOREIGN TABLE broken (id int OPTIONS (source 'offset')) SERVER kafka
+  OPTIONS (topic 'broken');
+BEGIN;
+CREATE FOREIGN TABLE later (id int) SERVER kafka OPTIONS (topic 'later');
+SELECT count(*) FROM storage;
+ROLLBACK;
+SELECT * FROM storage;
+
+-- foreign tables of other wrappers are none of our business
+CREATE FOREIGN DATA WRAPPER other_fdw;
+CREATE SERVER other FOREIGN DATA WRAPPER other_fdw;
+CREATE FOREIGN TABLE elsewhere (id int) SERVER other;
+ALTER FOREIGN TABLE elsewhere ADD COLUMN x int;
+SELECT count(*) FROM storage;
+DROP FOREIGN DATA WRAPPER other_fdw CASCADE;
+
+--
+-- ALTER: columns
+--
+SELECT put_rows('events', '[{"id": 1, "kind": "a", "payload": {"n": 1}, "off": 10},
+                            {"id": 2, "kind": "b", "payload": null, "off": 11},
+                            {"id": 3, "kind": "42", "payload": {"n": 3}, "off": 12}]');
+ALTER FOREIGN TABLE events ADD COLUMN note text, DROP COLUMN payload;
+ALTER FOREIGN TABLE events RENAME COLUMN kind TO category;
+ALTER TABLE events RENAME COLUMN note TO remark;
+SELECT * FROM hidden_columns('events');
+SELECT in_step('events');
+SELECT * FROM events ORDER BY id;
+
+-- types: the stored rows follow through a cast, in both relations
+ALTER FOREIGN TABLE events ALTER COLUMN id TYPE bigint;
+ALTER FOREIGN TABLE events ALTER COLUMN remark TYPE varchar(20);
+SELECT * FROM hidden_columns('events');
+SELECT in_step('events');
+SELECT * FROM events ORDER BY id;
+
+-- a cast that fails on a stored value, or no cast at all: nothing changes
+ALTER FOREIGN TABLE events ALTER COLUMN category TYPE int;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE events ALTER COLUMN id TYPE point;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM hidden_columns('events');
+SELECT * FROM events ORDER BY id;
+-- once the bad value is gone the conversion works
+SELECT remove_rows('events', $$category !~ '^[0-9]+$'$$);
+ALTER FOREIGN TABLE events ALTER COLUMN category TYPE int;
+SELECT * FROM events ORDER BY id;
+SELECT in_step('events');
+
+-- several changes in one command
+ALTER FOREIGN TABLE events ADD COLUMN a int, ADD COLUMN b text, DROP COLUMN remark,
+  ALTER COLUMN category TYPE numeric;
+SELECT * FROM hidden_columns('events');
+SELECT in_step('events');
+
+-- reserved names and the table's own rules still hold
+ALTER FOREIGN TABLE events ADD COLUMN "$batch" int;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE events ALTER COLUMN off TYPE int;
+\echo :LAST_ERROR_SQLSTATE
+SELECT in_step('events');
+
+--
+-- ALTER: names, schema, owner
+--
+CREATE SCHEMA elsewhere;
+ALTER FOREIGN TABLE events RENAME TO happenings;
+ALTER FOREIGN TABLE happenings SET SCHEMA elsewhere;
+SELECT * FROM storage;
+SELECT id, category, off FROM elsewhere.happenings ORDER BY id;
+ALTER FOREIGN TABLE elsewhere.happenings SET SCHEMA public;
+ALTER FOREIGN TABLE happenings RENAME TO events;
+
+CREATE ROLE regress_sw_owner;
+ALTER FOREIGN TABLE events OWNER TO regress_sw_owner;
+SELECT * FROM storage;
+-- the new owner's later changes run as that owner
+SET ROLE regress_sw_owner;
+ALTER FOREIGN TABLE events ADD COLUMN c date;
+RESET ROLE;
+SELECT in_step('events');
+
+--
+-- the upsert key follows renames and cannot lose a column
+--
+CREATE FOREIGN TABLE prices (sku text, region text, price numeric)
+  SERVER kafka OPTIONS (topic 'prices', envelope 'upsert', key 'region, sku');
+ALTER FOREIGN TABLE prices RENAME COLUMN sku TO "Article";
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'prices'::regclass;
+ALTER FOREIGN TABLE prices DROP COLUMN region;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE prices OPTIONS (SET key '"Article"');
+ALTER FOREIGN TABLE prices DROP COLUMN region;
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'prices'::regclass;
+SELECT in_step('prices');
+
+--
+-- inheritance: a change to a partitioned parent reaches its source partitions
+--
+CREATE TABLE readings (sensor text, value float8) PARTITION BY LIST (sensor);
+CREATE FOREIGN TABLE readings_kafka PARTITION OF readings FOR VALUES IN ('k')
+  SERVER kafka OPTIONS (topic 'readings');
+ALTER TABLE readings ADD COLUMN unit text;
+ALTER TABLE readings RENAME COLUMN value TO reading;
+SELECT * FROM hidden_columns('readings_kafka');
+SELECT in_step('readings_kafka');
+
+--
+-- tables made while the event triggers were off get storage at their next
+-- ALTER, and the hidden columns line up with any columns dropped meanwhile
+--
+ALTER EVENT TRIGGER source_writes_ddl_command_end DISABLE;
+CREATE FOREIGN TABLE unseen (a int, b int) SERVER kafka OPTIONS (topic 'unseen');
+ALTER FOREIGN TABLE unseen DROP COLUMN a;
+ALTER EVENT TRIGGER source_writes_ddl_command_end ENABLE;
+SELECT * FROM unseen;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE unseen ADD COLUMN c int;
+SELECT * FROM hidden_columns('unseen');
+SELECT in_step('unseen');
+SELECT * FROM unseen;
+
+--
+-- DROP
+--
+-- hidden relations cannot be dropped alone
+DO $$
+BEGIN
+  EXECUTE format('DROP TABLE %s', (SELECT current_rel FROM source_writes.source_tables
+                                   WHERE relid = 'calls'::regclass));
+EXCEPTION WHEN dependent_objects_still_exist THEN
+  RAISE NOTICE '% (%)', regexp_replace(SQLERRM, '[0-9]+', 'N'), SQLSTATE;
+END
+$$;
+
+SELECT * FROM storage;
+DROP FOREIGN TABLE calls;
+SELECT * FROM storage;
+
+-- a rolled back drop keeps everything
+BEGIN;
+DROP FOREIGN TABLE events;
+SELECT count(*) FROM storage;
+ROLLBACK;
+SELECT count(*) FROM storage;
+SELECT id, category FROM events ORDER BY id;
+
+-- with the schema, the owner, the server
+CREATE SCHEMA doomed;
+CREATE FOREIGN TABLE doomed.t (v jsonb) SERVER hooks;
+DROP SCHEMA doomed CASCADE;
+DROP OWNED BY regress_sw_owner;
+DROP ROLE regress_sw_owner;
+SELECT * FROM storage;
+DROP TABLE readings;
+DROP SERVER kafka CASCADE;
+SELECT * FROM storage;
+
+--
+-- DROP EXTENSION takes everything along and leaves nothing behind
+--
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE FOREIGN TABLE last (v jsonb) SERVER kafka OPTIONS (topic 'last');
+CREATE FOREIGN TABLE last_hook (v jsonb) SERVER hooks;
+SELECT count(*) FROM storage;
+DROP VIEW storage;
+DROP EXTENSION source_writes CASCADE;
+SELECT nspname FROM pg_namespace WHERE nspname LIKE 'source_writes%';
+SELECT count(*) AS foreign_tables FROM pg_foreign_table;
+SELECT count(*) AS servers FROM pg_foreign_server;
+SELECT count(*) AS event_triggers FROM pg_event_trigger;
+SELECT count(*) AS leftovers FROM pg_class WHERE relname ~ '^(current|history)_[0-9]+$';
+SELECT count(*) AS leftover_dependencies FROM pg_depend d
+WHERE d.classid = 'pg_class'::regclass AND NOT EXISTS (SELECT FROM pg_class WHERE oid = d.objid);
+
+-- and it comes back clean
+CREATE EXTENSION source_writes;
+SELECT count(*) FROM source_writes.source_tables;

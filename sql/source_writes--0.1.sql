@@ -1,0 +1,69 @@
+/* source_writes--0.1.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION source_writes" to load this file. \quit
+
+-- The schema source_writes holds what users call and read.
+-- source_writes_internal holds the hidden relations that store the rows of
+-- source tables; nobody but their owners may use it.  Both are members of
+-- the extension and go with it.
+CREATE SCHEMA source_writes;
+GRANT USAGE ON SCHEMA source_writes TO PUBLIC;
+CREATE SCHEMA source_writes_internal;
+REVOKE ALL ON SCHEMA source_writes_internal FROM PUBLIC;
+
+-- the foreign data wrapper
+CREATE FUNCTION source_writes.fdw_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME', 'source_writes_fdw_handler'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION source_writes.fdw_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'source_writes_fdw_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER source_writes
+  HANDLER source_writes.fdw_handler
+  VALIDATOR source_writes.fdw_validator;
+
+-- one row per source table
+CREATE TABLE source_writes.source_tables (
+    relid       regclass PRIMARY KEY,   -- the foreign table
+    kind        text NOT NULL CHECK (kind IN ('kafka', 'webhook')),
+    current_rel regclass NOT NULL,      -- hidden heap of current rows
+    history_rel regclass NOT NULL,      -- hidden heap of retracted rows
+    upper       bigint NOT NULL,        -- first timestamp not yet written (ms)
+    since       bigint NOT NULL         -- earliest readable timestamp (ms)
+);
+COMMENT ON TABLE source_writes.source_tables IS
+  'One row per source table: its kind, hidden relations and frontiers';
+GRANT SELECT ON source_writes.source_tables TO PUBLIC;
+
+-- storage follows DDL on source tables through event triggers
+CREATE FUNCTION source_writes.on_ddl_command_end()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_ddl_command_end'
+LANGUAGE C;
+
+CREATE FUNCTION source_writes.on_sql_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_sql_drop'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER source_writes_ddl_command_end ON ddl_command_end
+  WHEN TAG IN ('CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE', 'ALTER TABLE',
+               'CREATE SERVER', 'ALTER SERVER',
+               'CREATE USER MAPPING', 'ALTER USER MAPPING')
+  EXECUTE FUNCTION source_writes.on_ddl_command_end();
+
+CREATE EVENT TRIGGER source_writes_sql_drop ON sql_drop
+  EXECUTE FUNCTION source_writes.on_sql_drop();
+
+-- say at once when the workers cannot run
+CREATE FUNCTION source_writes.warn_unless_preloaded()
+RETURNS void
+AS 'MODULE_PATHNAME', 'source_writes_warn_unless_preloaded'
+LANGUAGE C;
+REVOKE EXECUTE ON FUNCTION source_writes.warn_unless_preloaded() FROM PUBLIC;
+SELECT source_writes.warn_unless_preloaded();

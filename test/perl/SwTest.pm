@@ -1,0 +1,117 @@
+# SwTest: helpers shared by the TAP tests of source_writes.
+#
+#   my $node = SwTest::node('main');                   # preloaded, started
+#   my $node = SwTest::node('plain', preload => 0);    # without the workers
+#   my $broker = SwTest::broker(topics => ['t:4']);    # our own broker
+#   SwTest::broker_control($broker, 'broker-down 1');
+#
+# The broker is the embedded one (test/kafka_broker), started once per
+# test file that asks for it and stopped when the file ends.
+package SwTest;
+
+use strict;
+use warnings;
+
+use File::Spec;
+use IO::Socket::INET;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Time::HiRes qw(usleep);
+
+my @brokers;
+
+# A new cluster with the extension created in database postgres.
+sub node
+{
+	my ($name, %opts) = @_;
+	my $preload = exists $opts{preload} ? $opts{preload} : 1;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'source_writes'\n")
+	  if $preload;
+	$node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION source_writes')
+	  unless $opts{no_extension};
+	return $node;
+}
+
+# Start an embedded Kafka broker; returns a hash with bootstrap, control
+# and pid.  topics => ['name:partitions', ...] creates topics first.
+sub broker
+{
+	my (%opts) = @_;
+	my $bin = $ENV{SW_BROKER_BIN}
+	  || File::Spec->rel2abs('test/kafka_broker');
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $ready = "$dir/broker.ready";
+	my @cmd = ($bin, '--ready-file', $ready);
+
+	push @cmd, '--brokers', $opts{brokers} if $opts{brokers};
+	push @cmd, map { ('--topic', $_) } @{ $opts{topics} || [] };
+
+	my $pid = fork();
+	die "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		open(STDOUT, '>', "$dir/broker.log");
+		open(STDERR, '>&', \*STDOUT);
+		exec(@cmd) or die "could not run $bin: $!";
+	}
+	for (1 .. 100)
+	{
+		last if -s $ready;
+		usleep(100_000);
+	}
+	die "the Kafka broker did not start" unless -s $ready;
+
+	my %info = (pid => $pid, log => "$dir/broker.log", ready => $ready);
+	open(my $fh, '<', $ready) or die "cannot read $ready: $!";
+	while (<$fh>)
+	{
+		chomp;
+		my ($k, $v) = split /=/, $_, 2;
+		$info{$k} = $v;
+	}
+	close $fh;
+	push @brokers, \%info;
+	return \%info;
+}
+
+# Send one control command to a broker; returns its answer line.
+sub broker_control
+{
+	my ($broker, $command) = @_;
+	my ($host, $port) = split /:/, $broker->{control};
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => $host,
+		PeerPort => $port,
+		Proto => 'tcp',
+		Timeout => 10) or die "cannot reach broker control: $!";
+	print $sock "$command\n";
+	my $answer = <$sock>;
+	close $sock;
+	chomp $answer if defined $answer;
+	return $answer;
+}
+
+# Stop a broker with SIGTERM and wait for it; returns its exit status.
+sub stop_broker
+{
+	my ($broker) = @_;
+	return undef unless $broker->{pid};
+	kill 'TERM', $broker->{pid};
+	waitpid($broker->{pid}, 0);
+	my $status = $?;
+	$broker->{pid} = undef;
+	return $status;
+}
+
+END
+{
+	stop_broker($_) for @brokers;
+}
+
+1;
