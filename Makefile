@@ -9,8 +9,12 @@ MODULE_big = source_writes
 OBJS = \
 	src/catalog.o \
 	src/ddl.o \
+	src/controller.o \
+	src/fdw_modify.o \
 	src/fdw_options.o \
 	src/fdw_scan.o \
+	src/launcher.o \
+	src/log.o \
 	src/source_writes.o \
 	src/storage.o
 DATA = sql/source_writes--0.1.sql
@@ -19,13 +23,13 @@ PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 SHLIB_LINK = -lrdkafka
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan
+REGRESS = extension options lifecycle scan dml workload compaction
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
 ISOLATION = ddl_vs_scan
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
-	--temp-config=test/regress.conf --load-extension=source_writes
+	--temp-config=test/isolation.conf --load-extension=source_writes
 
 # TAP tests: test/t/*.pl
 TAP_TESTS = 1

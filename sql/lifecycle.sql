@@ -7,21 +7,25 @@ CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
 CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 
 -- Everything the extension keeps for source tables: its internal relations
--- (named here after the table they belong to, not by OID, and with the
--- bootstrap superuser, whose name varies, shown as such) and catalog rows.
+-- (named here after the table they belong to, not by OID, with the
+-- bootstrap superuser, whose name varies, shown as such), whether each
+-- hidden heap depends internally on its table, and catalog rows.
 CREATE VIEW storage AS
-SELECT regexp_replace(c.relname, '_[0-9]+$', '') || ' of ' ||
-         coalesce(d.refobjid::regclass::text, '(no table)') AS hidden_relation,
+SELECT regexp_replace(c.relname, '_[0-9]+', '') || ' of ' ||
+         coalesce(st.relid::text, '(no table)') AS hidden_relation,
        CASE WHEN c.relowner = 10 THEN '(superuser)'
             ELSE c.relowner::regrole::text END AS owner,
-       st.relid IS NOT NULL AS in_catalog
+       EXISTS (SELECT FROM pg_depend d
+               WHERE d.classid = 'pg_class'::regclass
+                 AND d.objid = coalesce(i.indrelid, c.oid)
+                 AND d.refobjid = st.relid AND d.deptype = 'i') AS dependent
 FROM pg_class c
-LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
-                     AND d.deptype = 'i'
-LEFT JOIN source_writes.source_tables st ON c.oid IN (st.current_rel, st.history_rel)
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+LEFT JOIN source_writes.source_tables st
+       ON coalesce(i.indrelid, c.oid) IN (st.current_rel, st.history_rel)
 WHERE c.relnamespace = 'source_writes_internal'::regnamespace
 UNION ALL
-SELECT 'catalog row of ' || st.relid::text || ' without storage', NULL, true
+SELECT 'catalog row of ' || st.relid::text || ' without storage', NULL, NULL
 FROM source_writes.source_tables st
 WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = st.current_rel)
    OR NOT EXISTS (SELECT FROM pg_class WHERE oid = st.history_rel)
@@ -195,6 +199,21 @@ ALTER FOREIGN TABLE prices OPTIONS (SET key '"Article"');
 ALTER FOREIGN TABLE prices DROP COLUMN region;
 SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'prices'::regclass;
 SELECT in_step('prices');
+
+-- the key's unique index follows the key option and the key's type
+SELECT * FROM storage WHERE hidden_relation LIKE '%prices';
+ALTER FOREIGN TABLE prices ALTER COLUMN "Article" TYPE varchar(40);
+SELECT indexrelid::regclass IS NOT NULL AS has_key_index,
+       pg_get_indexdef(indexrelid) ~ 'USING btree \("Article"\)$' AS on_article
+FROM pg_index WHERE indrelid = (SELECT current_rel FROM source_writes.source_tables
+                                WHERE relid = 'prices'::regclass);
+ALTER FOREIGN TABLE prices OPTIONS (SET envelope 'none', DROP key);
+SELECT * FROM storage WHERE hidden_relation LIKE '%prices';
+ALTER FOREIGN TABLE prices ADD COLUMN spot point;
+ALTER FOREIGN TABLE prices OPTIONS (SET envelope 'upsert', ADD key 'spot');
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE prices OPTIONS (SET envelope 'upsert', ADD key 'price, "Article"');
+SELECT * FROM storage WHERE hidden_relation LIKE '%prices';
 
 --
 -- inheritance: a change to a partitioned parent reaches its source partitions

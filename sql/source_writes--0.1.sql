@@ -40,6 +40,49 @@ COMMENT ON TABLE source_writes.source_tables IS
   'One row per source table: its kind, hidden relations and frontiers';
 GRANT SELECT ON source_writes.source_tables TO PUBLIC;
 
+-- one row per committed batch of a source: the log's timestamps
+CREATE TABLE source_writes.batches (
+    source  oid NOT NULL,       -- the source table
+    batch   bigint NOT NULL,    -- the writing transaction's full xid
+    ts      bigint NOT NULL,    -- the batch's timestamp (ms since the epoch)
+    origin  text NOT NULL CHECK (origin IN ('user', 'kafka', 'webhook', 'system')),
+    role    oid NOT NULL,       -- who wrote it
+    PRIMARY KEY (source, batch)
+);
+COMMENT ON TABLE source_writes.batches IS
+  'One row per committed batch of a source table: its timestamp, origin and role';
+
+-- reading sources: frontiers, the log, notifications, compaction
+CREATE FUNCTION source_writes.frontiers(source regclass, OUT since bigint, OUT upper bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'source_writes_frontiers'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.frontiers(regclass) IS
+  'The readable range [since, upper) of a source table, in ms since the Unix epoch';
+
+CREATE FUNCTION source_writes.updates(source anyelement,
+                                      since bigint DEFAULT NULL,
+                                      until bigint DEFAULT NULL)
+RETURNS TABLE (ts bigint, diff integer, origin text, role name, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_updates'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.updates(anyelement, bigint, bigint) IS
+  'The log of a source table (pass NULL::tbl): its updates with since <= ts < until, in ts order';
+
+CREATE FUNCTION source_writes.channel(source regclass)
+RETURNS text
+AS 'MODULE_PATHNAME', 'source_writes_channel'
+LANGUAGE C STRICT STABLE;
+COMMENT ON FUNCTION source_writes.channel(regclass) IS
+  'The NOTIFY channel on which each new batch of a source table announces its upper';
+
+CREATE FUNCTION source_writes.compact(source regclass)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'source_writes_compact'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.compact(regclass) IS
+  'Moves since along with retain_history and deletes history retracted before it; returns the rows deleted';
+
 -- storage follows DDL on source tables through event triggers
 CREATE FUNCTION source_writes.on_ddl_command_end()
 RETURNS event_trigger

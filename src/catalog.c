@@ -22,9 +22,12 @@
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "storage/lmgr.h"
+#include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -33,6 +36,8 @@
 
 #define SW_CATALOG_TABLE	"source_tables"
 #define SW_CATALOG_INDEX	"source_tables_pkey"
+#define SW_BATCHES_TABLE	"batches"
+#define SW_BATCHES_INDEX	"batches_pkey"
 
 /* columns of source_writes.source_tables */
 #define Anum_st_relid		1
@@ -42,6 +47,21 @@
 #define Anum_st_upper		5
 #define Anum_st_since		6
 #define Natts_st			6
+
+/* columns of source_writes.batches */
+#define Anum_b_source		1
+#define Anum_b_batch		2
+#define Anum_b_ts			3
+#define Anum_b_origin		4
+#define Anum_b_role			5
+#define Natts_b				5
+
+static const char *const origin_names[] = {
+	[SW_ORIGIN_USER] = "user",
+	[SW_ORIGIN_KAFKA] = "kafka",
+	[SW_ORIGIN_WEBHOOK] = "webhook",
+	[SW_ORIGIN_SYSTEM] = "system"
+};
 
 /*
  * The OID of a relation in schema source_writes, or InvalidOid when the
@@ -128,6 +148,21 @@ sw_catalog_lookup(Oid relid, SwCatalogEntry *entry)
 }
 
 /*
+ * The catalog row of a source table, or an error if the table has no
+ * storage (it was created while our event triggers could not run).
+ */
+void
+sw_catalog_require(Oid relid, SwCatalogEntry *entry)
+{
+	if (!sw_catalog_lookup(relid, entry))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
+				 errmsg("source table \"%s\" has no storage", get_rel_name(relid)),
+				 errdetail("Storage is created by the extension's event triggers, which did not run for this table."),
+				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled, creates the storage.")));
+}
+
+/*
  * Add the catalog row of a new source table.
  */
 void
@@ -180,10 +215,10 @@ sw_catalog_delete(Oid relid)
 }
 
 /*
- * The catalog rows of the source tables on a server.
+ * The catalog rows of all source tables, or of those on one server.
  */
-List *
-sw_catalog_sources_of_server(Oid serverid)
+static List *
+catalog_entries(Oid serverid)
 {
 	Oid			catalog = sw_catalog_relation(SW_CATALOG_TABLE);
 	Relation	rel;
@@ -201,7 +236,8 @@ sw_catalog_sources_of_server(Oid serverid)
 		SwCatalogEntry *entry = palloc(sizeof(SwCatalogEntry));
 
 		entry_from_tuple(tuple, RelationGetDescr(rel), entry);
-		if (GetForeignTable(entry->relid)->serverid == serverid)
+		if (!OidIsValid(serverid) ||
+			GetForeignServerIdByRelId(entry->relid) == serverid)
 			result = lappend(result, entry);
 		else
 			pfree(entry);
@@ -209,4 +245,176 @@ sw_catalog_sources_of_server(Oid serverid)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return result;
+}
+
+List *
+sw_catalog_sources_of_server(Oid serverid)
+{
+	return catalog_entries(serverid);
+}
+
+List *
+sw_catalog_all_sources(void)
+{
+	return catalog_entries(InvalidOid);
+}
+
+/*
+ * Take the lock that serialises the writers of one source (and anything
+ * else that moves its frontiers) until the end of the transaction.  It is
+ * a lock on the source as an object of our catalog, not on the foreign
+ * table, so it conflicts with nothing but itself.
+ */
+void
+sw_catalog_lock_source(Oid relid)
+{
+	LockDatabaseObject(sw_catalog_relation_required(SW_CATALOG_TABLE), relid, 0,
+					   ExclusiveLock);
+}
+
+/*
+ * Set the frontiers of a source.  The caller holds the source's lock, so
+ * the row found with SnapshotSelf is its latest version and nobody else is
+ * updating it; it is updated in place of that version, the way PostgreSQL
+ * updates its own catalogs, whatever the caller's isolation level.
+ */
+void
+sw_catalog_set_frontiers(Oid relid, int64 since, int64 upper)
+{
+	Relation	rel = table_open(sw_catalog_relation_required(SW_CATALOG_TABLE),
+								 RowExclusiveLock);
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Datum		values[Natts_st] = {0};
+	bool		nulls[Natts_st] = {0};
+	bool		replace[Natts_st] = {0};
+
+	ScanKeyInit(&key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_CATALOG_INDEX),
+							  true, SnapshotSelf, 1, &key);
+	tuple = systable_getnext(scan);
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "source table %u has no catalog row", relid);
+
+	values[Anum_st_upper - 1] = Int64GetDatum(upper);
+	values[Anum_st_since - 1] = Int64GetDatum(since);
+	replace[Anum_st_upper - 1] = replace[Anum_st_since - 1] = true;
+	tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+	CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Record a committed batch of a source: its id (the writing transaction),
+ * timestamp, origin and role.
+ */
+void
+sw_catalog_insert_batch(Oid source, int64 batch, int64 ts, SwOrigin origin,
+						Oid role)
+{
+	Relation	rel = table_open(sw_catalog_relation_required(SW_BATCHES_TABLE),
+								 RowExclusiveLock);
+	Datum		values[Natts_b];
+	bool		nulls[Natts_b] = {0};
+	HeapTuple	tuple;
+
+	values[Anum_b_source - 1] = ObjectIdGetDatum(source);
+	values[Anum_b_batch - 1] = Int64GetDatum(batch);
+	values[Anum_b_ts - 1] = Int64GetDatum(ts);
+	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[origin]);
+	values[Anum_b_role - 1] = ObjectIdGetDatum(role);
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The committed batches of a source visible to the snapshot, as a hash
+ * table from batch id to SwBatch, in the caller's memory context.  Only
+ * batches at or before max_ts are loaded.
+ */
+HTAB *
+sw_catalog_load_batches(Oid source, int64 max_ts, Snapshot snapshot)
+{
+	Relation	rel = table_open(sw_catalog_relation_required(SW_BATCHES_TABLE),
+								 AccessShareLock);
+	HASHCTL		ctl;
+	HTAB	   *batches;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(SwBatch);
+	ctl.hcxt = CurrentMemoryContext;
+	batches = hash_create("source_writes batches", 1024, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	ScanKeyInit(&key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(source));
+	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_BATCHES_INDEX),
+							  true, snapshot, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Datum		values[Natts_b];
+		bool		nulls[Natts_b];
+		int64		id;
+		int64		ts;
+		SwBatch    *entry;
+		char	   *origin;
+
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		ts = DatumGetInt64(values[Anum_b_ts - 1]);
+		if (ts > max_ts)
+			continue;
+		id = DatumGetInt64(values[Anum_b_batch - 1]);
+		entry = hash_search(batches, &id, HASH_ENTER, NULL);
+		entry->ts = ts;
+		entry->role = DatumGetObjectId(values[Anum_b_role - 1]);
+		origin = TextDatumGetCString(values[Anum_b_origin - 1]);
+		entry->origin = SW_ORIGIN_USER;
+		for (int i = 0; i < lengthof(origin_names); i++)
+			if (strcmp(origin, origin_names[i]) == 0)
+				entry->origin = i;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return batches;
+}
+
+const char *
+sw_origin_name(SwOrigin origin)
+{
+	return origin_names[origin];
+}
+
+/*
+ * Forget the batches of a dropped source.
+ */
+void
+sw_catalog_delete_batches(Oid source)
+{
+	Oid			catalog = sw_catalog_relation(SW_BATCHES_TABLE);
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	if (!OidIsValid(catalog))
+		return;
+	rel = table_open(catalog, RowExclusiveLock);
+	ScanKeyInit(&key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(source));
+	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_BATCHES_INDEX),
+							  true, SnapshotSelf, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		CatalogTupleDelete(rel, &tuple->t_self);
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
 }

@@ -993,3 +993,24 @@ sw_source_table(Relation rel)
 	check_key(st, rel);
 	return st;
 }
+
+/*
+ * The retain_history of a source table in ms, or -1 to keep all history;
+ * reads only the table's options, for the controller's hot path.
+ */
+int64
+sw_retention_ms(Oid relid)
+{
+	ListCell   *lc;
+	int64		ms = -1;
+
+	foreach(lc, GetForeignTable(relid)->options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, "retain_history") == 0 &&
+			!parse_interval_ms(defGetString(def), &ms))
+			ms = -1;
+	}
+	return ms;
+}

@@ -9,7 +9,15 @@
  * sequential scan of a plain table, plus moving the datums of the needed
  * columns (which sit one attnum further) into the foreign scan's slot.
  * The slot's tts_tid is the heap tuple's ctid: the row identity that
- * UPDATE and DELETE use, visible as the ctid system column.
+ * UPDATE and DELETE use, visible as the ctid system column.  Large tables
+ * are scanned in parallel, like plain ones.
+ *
+ * With source_writes.as_of = T, the scan returns the contents at T
+ * instead: current rows whose batch is at or before T, and history rows
+ * inserted at or before T and retracted after it.  T must be readable
+ * (since <= T < upper); then every batch at or before T has committed, and
+ * a snapshot taken after that check sees all of them, so the same T gives
+ * the same rows whenever it is read.
  *
  * IDENTIFICATION
  *		  src/fdw_scan.c
@@ -19,6 +27,8 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/parallel.h"
+#include "access/relscan.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/table.h"
@@ -35,10 +45,12 @@
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
 #include "optimizer/plancat.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 #include "storage/bufmgr.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/sampling.h"
@@ -61,30 +73,39 @@ enum SwScanPrivate
 	SwScanNeededAtts			/* Integer: last foreign attnum the plan reads */
 };
 
+/* shared state of a parallel scan: one parallel heap scan per hidden heap */
+typedef struct SwParallelScan
+{
+	Size		history_offset; /* where the history heap's scan starts */
+	ParallelTableScanDescData current;	/* followed by the history's */
+} SwParallelScan;
+
 /* execution state of a scan */
 typedef struct SwScanState
 {
 	Relation	current;		/* hidden heap of current rows */
-	TableScanDesc scan;
-	TupleTableSlot *hidden_slot;	/* tuples of the hidden heap */
-	int			needed_atts;	/* deform the hidden tuple this far (foreign attnums) */
+	Relation	history;		/* hidden heap of retracted rows (as_of) */
+	TableScanDesc scan;			/* the heap being scanned now */
+	bool		in_history;		/* as_of: scanning the history heap */
+	TupleTableSlot *current_slot;	/* tuples of the current heap */
+	TupleTableSlot *history_slot;	/* tuples of the history heap */
+	int			needed_atts;	/* deform hidden tuples this far (foreign attnums) */
+	Snapshot	snapshot;		/* what the scan sees */
+	bool		registered;		/* we registered the snapshot */
+	int64		as_of;			/* -1, or the time read */
+	HTAB	   *batches;		/* as_of: batches at or before it */
+	SwParallelScan *pscan;		/* parallel scan, when there is one */
 } SwScanState;
 
 /*
- * The hidden heap of current rows of a source table, or an error if the
- * table has no storage (created while our event triggers could not run).
+ * The hidden heap of current rows of a source table.
  */
 static Oid
 current_relation(Oid relid)
 {
 	SwCatalogEntry entry;
 
-	if (!sw_catalog_lookup(relid, &entry))
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
-				 errmsg("source table \"%s\" has no storage", get_rel_name(relid)),
-				 errdetail("Storage is created by the extension's event triggers, which did not run for this table."),
-				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled, creates the storage.")));
+	sw_catalog_require(relid, &entry);
 	return entry.current_rel;
 }
 
@@ -114,7 +135,22 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 }
 
 /*
- * One path: a full scan, costed like a sequential scan of the hidden heap.
+ * The share of the rows one participant of a parallel plan handles, as the
+ * planner reckons it for a sequential scan.
+ */
+static double
+parallel_divisor(int workers)
+{
+	double		divisor = workers;
+
+	if (parallel_leader_participation && 1.0 - 0.3 * workers > 0)
+		divisor += 1.0 - 0.3 * workers;
+	return divisor;
+}
+
+/*
+ * A full scan, costed like a sequential scan of the hidden heap, and its
+ * parallel version when the heap is big enough to be worth it.
  */
 static void
 swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
@@ -122,20 +158,42 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	SwPlanInfo *info = baserel->fdw_private;
 	double		seq_page_cost;
 	Cost		startup;
-	Cost		run;
+	Cost		cpu_run;
+	Cost		disk_run;
+	int			workers;
 
 	get_tablespace_page_costs(InvalidOid, NULL, &seq_page_cost);
 	startup = baserel->baserestrictcost.startup +
 		baserel->reltarget->cost.startup;
-	run = seq_page_cost * info->pages +
-		(cpu_tuple_cost + baserel->baserestrictcost.per_tuple) * baserel->tuples +
+	disk_run = seq_page_cost * info->pages;
+	cpu_run = (cpu_tuple_cost + baserel->baserestrictcost.per_tuple) * baserel->tuples +
 		baserel->reltarget->cost.per_tuple * baserel->rows;
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup, startup + run,
+									 startup, startup + disk_run + cpu_run,
 									 NIL, baserel->lateral_relids,
 									 NULL, NIL));
+
+	if (!baserel->consider_parallel || baserel->lateral_relids != NULL)
+		return;
+	workers = compute_parallel_worker(baserel, info->pages, -1,
+									  max_parallel_workers_per_gather);
+	if (workers > 0)
+	{
+		double		divisor = parallel_divisor(workers);
+		ForeignPath *path;
+
+		path = create_foreignscan_path(root, baserel, NULL,
+									   clamp_row_est(baserel->rows / divisor),
+									   startup,
+									   startup + disk_run + cpu_run / divisor,
+									   NIL, NULL, NULL, NIL);
+		path->path.parallel_aware = true;
+		path->path.parallel_safe = true;
+		path->path.parallel_workers = workers;
+		add_partial_path(baserel, (Path *) path);
+	}
 }
 
 /*
@@ -188,18 +246,115 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
+	Relation	ftrel = node->ss.ss_currentRelation;
 	SwScanState *ss = palloc0(sizeof(SwScanState));
 	Oid			current = DatumGetObjectId(((Const *) list_nth(plan->fdw_private,
 															   SwScanCurrentRel))->constvalue);
 
 	ss->needed_atts = intVal(list_nth(plan->fdw_private, SwScanNeededAtts));
+	ss->as_of = sw_as_of;
 	node->fdw_state = ss;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
 	ss->current = table_open(current, AccessShareLock);
-	ss->hidden_slot = table_slot_create(ss->current, &estate->es_tupleTable);
-	ss->scan = table_beginscan(ss->current, estate->es_snapshot, 0, NULL);
+	ss->current_slot = table_slot_create(ss->current, &estate->es_tupleTable);
+	ss->snapshot = estate->es_snapshot;
+
+	if (ss->as_of >= 0)
+	{
+		SwCatalogEntry entry;
+
+		sw_catalog_require(RelationGetRelid(ftrel), &entry);
+		ss->history = table_open(entry.history_rel, AccessShareLock);
+		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);
+
+		/*
+		 * Check that the time is readable, then take the snapshot: every
+		 * batch at or before it has committed by now.  Parallel workers get
+		 * the leader's snapshot with their scans.
+		 */
+		if (!IsParallelWorker())
+		{
+			sw_check_readable(RelationGetRelid(ftrel), &entry, ss->as_of);
+			ss->snapshot = RegisterSnapshot(GetLatestSnapshot());
+			ss->registered = true;
+		}
+	}
+}
+
+/*
+ * Start scanning a hidden heap, in parallel when the plan says so.
+ */
+static TableScanDesc
+begin_heap_scan(SwScanState *ss, Relation rel, bool history)
+{
+	if (ss->pscan)
+	{
+		ParallelTableScanDesc pscan = history
+		? (ParallelTableScanDesc) ((char *) ss->pscan + ss->pscan->history_offset)
+		: &ss->pscan->current;
+
+		return table_beginscan_parallel(rel, pscan);
+	}
+	return table_beginscan(rel, ss->snapshot, 0, NULL);
+}
+
+/*
+ * The next row of the source as of ss->as_of: from the current heap, rows
+ * whose batch is at or before it, then from the history heap, rows
+ * inserted at or before it and retracted after it.  Returns the hidden
+ * slot and, in *meta, the number of hidden columns before the table's; or
+ * NULL at the end.
+ */
+static TupleTableSlot *
+next_row_as_of(ForeignScanState *node, SwScanState *ss, int *meta)
+{
+	MemoryContext query_cxt = node->ss.ps.state->es_query_cxt;
+
+	if (ss->batches == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(query_cxt);
+
+		ss->batches = sw_catalog_load_batches(RelationGetRelid(node->ss.ss_currentRelation),
+											  ss->as_of, ss->scan->rs_snapshot);
+		MemoryContextSwitchTo(old);
+	}
+
+	for (;;)
+	{
+		TupleTableSlot *hidden = ss->in_history ? ss->history_slot : ss->current_slot;
+		bool		isnull;
+		int64		batch;
+
+		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
+		{
+			MemoryContext old;
+
+			if (ss->in_history)
+				return NULL;
+			table_endscan(ss->scan);
+			old = MemoryContextSwitchTo(query_cxt);
+			ss->scan = begin_heap_scan(ss, ss->history, true);
+			MemoryContextSwitchTo(old);
+			ss->in_history = true;
+			continue;
+		}
+
+		batch = DatumGetInt64(slot_getattr(hidden, 1, &isnull));
+		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) == NULL)
+			continue;			/* inserted later, or not committed */
+		if (!ss->in_history)
+		{
+			*meta = SW_CURRENT_META;
+			return hidden;
+		}
+		batch = DatumGetInt64(slot_getattr(hidden, 2, &isnull));
+		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) != NULL)
+			continue;			/* already retracted then */
+		*meta = SW_HISTORY_META;
+		return hidden;
+	}
 }
 
 static TupleTableSlot *
@@ -207,18 +362,35 @@ swIterateForeignScan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-	TupleTableSlot *hidden = ss->hidden_slot;
+	TupleTableSlot *hidden;
 	int			natts = slot->tts_tupleDescriptor->natts;
+	int			meta;
 
 	ExecClearTuple(slot);
-	if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
+	if (ss->scan == NULL)
+	{
+		/* we run in per-tuple memory; the scan lives as long as the query */
+		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
+
+		ss->scan = begin_heap_scan(ss, ss->current, false);
+		MemoryContextSwitchTo(old);
+	}
+
+	if (ss->as_of < 0)
+	{
+		hidden = ss->current_slot;
+		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
+			return slot;
+		meta = SW_CURRENT_META;
+	}
+	else if ((hidden = next_row_as_of(node, ss, &meta)) == NULL)
 		return slot;
 
-	/* foreign attnum k is hidden attnum k + SW_CURRENT_META */
-	slot_getsomeattrs(hidden, ss->needed_atts + SW_CURRENT_META);
-	memcpy(slot->tts_values, hidden->tts_values + SW_CURRENT_META,
+	/* foreign attnum k is hidden attnum k + meta */
+	slot_getsomeattrs(hidden, ss->needed_atts + meta);
+	memcpy(slot->tts_values, hidden->tts_values + meta,
 		   ss->needed_atts * sizeof(Datum));
-	memcpy(slot->tts_isnull, hidden->tts_isnull + SW_CURRENT_META,
+	memcpy(slot->tts_isnull, hidden->tts_isnull + meta,
 		   ss->needed_atts * sizeof(bool));
 	for (int i = ss->needed_atts; i < natts; i++)
 		slot->tts_isnull[i] = true;
@@ -232,7 +404,17 @@ swReScanForeignScan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
 
-	table_rescan(ss->scan, NULL);
+	if (ss->scan == NULL)
+		return;
+	if (ss->in_history)
+	{
+		/* back to the start: the current heap */
+		table_endscan(ss->scan);
+		ss->scan = NULL;
+		ss->in_history = false;
+	}
+	else
+		table_rescan(ss->scan, NULL);
 }
 
 static void
@@ -242,8 +424,77 @@ swEndForeignScan(ForeignScanState *node)
 
 	if (ss == NULL || ss->current == NULL)
 		return;
-	table_endscan(ss->scan);
+	if (ss->scan)
+		table_endscan(ss->scan);
+	if (ss->registered)
+		UnregisterSnapshot(ss->snapshot);
+	if (ss->history)
+		table_close(ss->history, NoLock);
 	table_close(ss->current, NoLock);
+}
+
+/*
+ * Parallel scans: the shared memory holds a parallel heap scan of the
+ * current heap and, for as_of, one of the history heap.
+ */
+static bool
+swIsForeignScanParallelSafe(PlannerInfo *root, RelOptInfo *rel,
+							RangeTblEntry *rte)
+{
+	return true;
+}
+
+static Size
+swEstimateDSMForeignScan(ForeignScanState *node, ParallelContext *pcxt)
+{
+	SwScanState *ss = node->fdw_state;
+	Size		size = offsetof(SwParallelScan, current);
+
+	size = add_size(size, MAXALIGN(table_parallelscan_estimate(ss->current,
+															   ss->snapshot)));
+	if (ss->history)
+		size = add_size(size, table_parallelscan_estimate(ss->history,
+														  ss->snapshot));
+	return size;
+}
+
+static void
+swInitializeDSMForeignScan(ForeignScanState *node, ParallelContext *pcxt,
+						   void *coordinate)
+{
+	SwScanState *ss = node->fdw_state;
+	SwParallelScan *pscan = coordinate;
+
+	pscan->history_offset = offsetof(SwParallelScan, current) +
+		MAXALIGN(table_parallelscan_estimate(ss->current, ss->snapshot));
+	table_parallelscan_initialize(ss->current, &pscan->current, ss->snapshot);
+	if (ss->history)
+		table_parallelscan_initialize(ss->history,
+									  (ParallelTableScanDesc) ((char *) pscan + pscan->history_offset),
+									  ss->snapshot);
+	ss->pscan = pscan;
+}
+
+static void
+swReInitializeDSMForeignScan(ForeignScanState *node, ParallelContext *pcxt,
+							 void *coordinate)
+{
+	SwScanState *ss = node->fdw_state;
+	SwParallelScan *pscan = coordinate;
+
+	table_parallelscan_reinitialize(ss->current, &pscan->current);
+	if (ss->history)
+		table_parallelscan_reinitialize(ss->history,
+										(ParallelTableScanDesc) ((char *) pscan + pscan->history_offset));
+}
+
+static void
+swInitializeWorkerForeignScan(ForeignScanState *node, shm_toc *toc,
+							  void *coordinate)
+{
+	SwScanState *ss = node->fdw_state;
+
+	ss->pscan = coordinate;
 }
 
 /*
@@ -255,7 +506,11 @@ swExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	Relation	rel = node->ss.ss_currentRelation;
 	ForeignTable *table = GetForeignTable(RelationGetRelid(rel));
 	ForeignServer *server = GetForeignServer(table->serverid);
+	SwScanState *ss = node->fdw_state;
 	ListCell   *lc;
+
+	if (ss && ss->as_of >= 0)
+		ExplainPropertyInteger("As Of", NULL, ss->as_of, es);
 
 	if (sw_server_kind(server) == SW_KIND_WEBHOOK)
 	{
@@ -373,6 +628,12 @@ source_writes_fdw_handler(PG_FUNCTION_ARGS)
 	routine->EndForeignScan = swEndForeignScan;
 	routine->ExplainForeignScan = swExplainForeignScan;
 	routine->AnalyzeForeignTable = swAnalyzeForeignTable;
+	routine->IsForeignScanParallelSafe = swIsForeignScanParallelSafe;
+	routine->EstimateDSMForeignScan = swEstimateDSMForeignScan;
+	routine->InitializeDSMForeignScan = swInitializeDSMForeignScan;
+	routine->ReInitializeDSMForeignScan = swReInitializeDSMForeignScan;
+	routine->InitializeWorkerForeignScan = swInitializeWorkerForeignScan;
+	sw_fdw_modify_routine(routine);
 
 	PG_RETURN_POINTER(routine);
 }

@@ -14,8 +14,12 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "common/string.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 
 #include "source_writes.h"
@@ -30,6 +34,46 @@ bool		sw_preloaded = false;
 /* settings */
 char	   *sw_database = NULL;
 char	   *sw_webhook_listen = NULL;
+int			sw_compaction_interval = 60;
+static char *sw_as_of_string = NULL;
+
+/* source_writes.as_of as a number: -1 when not set */
+int64		sw_as_of = -1;
+
+/*
+ * source_writes.as_of is empty or a timestamp in ms since the Unix epoch.
+ */
+static bool
+check_as_of(char **newval, void **extra, GucSource source)
+{
+	int64		value = -1;
+	int64	   *result;
+
+	if (**newval != '\0')
+	{
+		char	   *end;
+
+		errno = 0;
+		value = strtoi64(*newval, &end, 10);
+		if (errno != 0 || end == *newval || *end != '\0' || value < 0)
+		{
+			GUC_check_errdetail("The value must be a time in milliseconds since the Unix epoch, as source_writes.frontiers() and source_writes.updates() show them, or empty.");
+			return false;
+		}
+	}
+	result = malloc(sizeof(int64));
+	if (result == NULL)
+		return false;
+	*result = value;
+	*extra = result;
+	return true;
+}
+
+static void
+assign_as_of(const char *newval, void *extra)
+{
+	sw_as_of = *(int64 *) extra;
+}
 
 /*
  * Accept "host:port" with a port from 1 to 65535.
@@ -106,5 +150,27 @@ _PG_init(void)
 							   0,
 							   check_webhook_listen, NULL, NULL);
 
+	DefineCustomStringVariable("source_writes.as_of",
+							   "Reads source tables as of this time (ms since the Unix epoch).",
+							   "Empty reads the current contents.  Source tables cannot be modified while it is set.",
+							   &sw_as_of_string,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_as_of, assign_as_of, NULL);
+
+	DefineCustomIntVariable("source_writes.compaction_interval",
+							"Time between the background worker's compaction passes.",
+							"0 turns the periodic pass off; source_writes.compact() still works.",
+							&sw_compaction_interval,
+							60,
+							0, INT_MAX / 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("source_writes");
+
+	if (sw_preloaded)
+		sw_launcher_register();
 }

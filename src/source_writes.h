@@ -18,9 +18,11 @@
 
 #include "access/attnum.h"
 #include "datatype/timestamp.h"
+#include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 /* schema of the extension's user-facing objects and catalog tables */
 #define SW_SCHEMA			"source_writes"
@@ -102,6 +104,24 @@ typedef struct SwSourceTable
 	SwColumn   *columns;
 } SwSourceTable;
 
+/* who wrote a batch */
+typedef enum SwOrigin
+{
+	SW_ORIGIN_USER,
+	SW_ORIGIN_KAFKA,
+	SW_ORIGIN_WEBHOOK,
+	SW_ORIGIN_SYSTEM
+} SwOrigin;
+
+/* a committed batch, as loaded from source_writes.batches */
+typedef struct SwBatch
+{
+	int64		batch;			/* hash key: the writing transaction */
+	int64		ts;
+	SwOrigin	origin;
+	Oid			role;
+} SwBatch;
+
 /* one row of source_writes.source_tables */
 typedef struct SwCatalogEntry
 {
@@ -115,6 +135,8 @@ typedef struct SwCatalogEntry
 
 /* source_writes.c */
 extern bool sw_preloaded;
+extern int64 sw_as_of;
+extern int	sw_compaction_interval;
 extern char *sw_database;
 extern char *sw_webhook_listen;
 extern void sw_warn_if_not_preloaded(void);
@@ -124,6 +146,24 @@ extern const char *sw_kind_name(SwKind kind);
 extern SwKind sw_server_kind(ForeignServer *server);
 extern SwSourceTable *sw_source_table(Relation rel);
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
+extern int64 sw_retention_ms(Oid relid);
+
+/* controller.c */
+extern int64 sw_now_ms(void);
+extern char *sw_channel_name(Oid relid);
+extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
+extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
+extern void sw_check_readable(Oid relid, const SwCatalogEntry *entry, int64 ts);
+extern void sw_check_select(Oid relid);
+
+/* launcher.c */
+extern void sw_launcher_register(void);
+
+/* fdw_modify.c */
+extern void sw_fdw_modify_routine(FdwRoutine *routine);
+
+/* log.c */
+extern int64 sw_compact(Oid relid);
 
 /* ddl.c */
 extern bool sw_is_source_server(Oid serverid);
@@ -131,13 +171,24 @@ extern bool sw_is_source_table(Oid relid);
 
 /* catalog.c */
 extern bool sw_catalog_lookup(Oid relid, SwCatalogEntry *entry);
+extern void sw_catalog_require(Oid relid, SwCatalogEntry *entry);
 extern void sw_catalog_insert(const SwCatalogEntry *entry);
 extern void sw_catalog_delete(Oid relid);
 extern bool sw_catalog_exists(void);
 extern List *sw_catalog_sources_of_server(Oid serverid);
+extern List *sw_catalog_all_sources(void);
+extern void sw_catalog_lock_source(Oid relid);
+extern void sw_catalog_set_frontiers(Oid relid, int64 since, int64 upper);
+extern void sw_catalog_insert_batch(Oid source, int64 batch, int64 ts,
+									SwOrigin origin, Oid role);
+extern struct HTAB *sw_catalog_load_batches(Oid source, int64 max_ts,
+											Snapshot snapshot);
+extern void sw_catalog_delete_batches(Oid source);
+extern const char *sw_origin_name(SwOrigin origin);
 
 /* storage.c */
 extern void sw_storage_sync(Oid relid);
 extern void sw_storage_forget(Oid relid);
+extern Oid	sw_storage_key_index(Oid current_rel);
 
 #endif							/* SOURCE_WRITES_H */

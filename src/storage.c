@@ -38,10 +38,12 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/heap.h"
+#include "catalog/index.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_type.h"
@@ -66,6 +68,7 @@
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix, int nmeta);
 static void sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
+static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 
 /*
  * Milliseconds since the Unix epoch, the unit of source timestamps.
@@ -121,18 +124,138 @@ sw_storage_sync(Oid relid)
 
 	sync_hidden_relation(ftrel, entry.current_rel, SW_CURRENT_META);
 	sync_hidden_relation(ftrel, entry.history_rel, SW_HISTORY_META);
+	sync_key_index(ftrel, entry.current_rel, st);
 
 	relation_close(ftrel, NoLock);
 }
 
 /*
  * Forget a dropped source table.  Its hidden relations went with it through
- * their internal dependency; only the catalog row is left to remove.
+ * their internal dependency; its catalog row and batches are left.
  */
 void
 sw_storage_forget(Oid relid)
 {
 	sw_catalog_delete(relid);
+	sw_catalog_delete_batches(relid);
+}
+
+/*
+ * The name of the unique index on the key of an upsert source.
+ */
+static void
+key_index_name(Oid current_rel, char *name)
+{
+	snprintf(name, NAMEDATALEN, "%s_key", get_rel_name(current_rel));
+}
+
+/*
+ * The unique index on the key columns of an upsert source, or InvalidOid.
+ */
+Oid
+sw_storage_key_index(Oid current_rel)
+{
+	char		name[NAMEDATALEN];
+
+	key_index_name(current_rel, name);
+	return get_relname_relid(name, get_rel_namespace(current_rel));
+}
+
+/* error context while the key index of an upsert source is built */
+static void
+key_index_error_callback(void *arg)
+{
+	errcontext("while making the key of upsert source \"%s\"", (const char *) arg);
+}
+
+/*
+ * Upsert sources keep a unique index on their key columns in the current
+ * heap.  Make it match the options: build it, rebuild it when the key
+ * changed, drop it when the envelope is no longer 'upsert'.  Like the
+ * hidden relations, it is made without privilege checks on the internal
+ * schema.
+ */
+static void
+sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
+{
+	Oid			existing = sw_storage_key_index(current_rel);
+	int			nkeys = list_length(st->key);
+	AttrNumber *attnums = palloc(sizeof(AttrNumber) * Max(nkeys, 1));
+	Relation	current;
+	IndexInfo  *info;
+	Oid		   *collations;
+	Oid		   *opclasses;
+	int16	   *coloptions;
+	List	   *colnames = NIL;
+	char		name[NAMEDATALEN];
+	ErrorContextCallback errcallback;
+	int			k = 0;
+	ListCell   *lc;
+
+	foreach(lc, st->key)
+		for (int i = 0; i < st->ncolumns; i++)
+			if (strcmp(st->columns[i].name, lfirst(lc)) == 0)
+				attnums[k++] = st->columns[i].attnum + SW_CURRENT_META;
+
+	if (OidIsValid(existing))
+	{
+		HeapTuple	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(existing));
+		Form_pg_index index;
+		bool		same;
+		ObjectAddress addr;
+
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "cache lookup failed for index %u", existing);
+		index = (Form_pg_index) GETSTRUCT(tuple);
+		same = st->upsert && index->indnkeyatts == nkeys &&
+			memcmp(index->indkey.values, attnums, sizeof(AttrNumber) * nkeys) == 0;
+		ReleaseSysCache(tuple);
+		if (same)
+			return;
+		ObjectAddressSet(addr, RelationRelationId, existing);
+		performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
+		CommandCounterIncrement();
+	}
+	if (!st->upsert)
+		return;
+
+	current = table_open(current_rel, ShareLock);
+	info = makeIndexInfo(nkeys, nkeys, BTREE_AM_OID, NIL, NIL,
+						 true, false, true, false);
+	collations = palloc(sizeof(Oid) * nkeys);
+	opclasses = palloc(sizeof(Oid) * nkeys);
+	coloptions = palloc0(sizeof(int16) * nkeys);
+	for (int i = 0; i < nkeys; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(current), attnums[i] - 1);
+
+		info->ii_IndexAttrNumbers[i] = attnums[i];
+		collations[i] = att->attcollation;
+		opclasses[i] = GetDefaultOpClass(att->atttypid, BTREE_AM_OID);
+		if (!OidIsValid(opclasses[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("key column \"%s\" of source table \"%s\" has type %s, which cannot be a key",
+							NameStr(att->attname), RelationGetRelationName(ftrel),
+							format_type_be(att->atttypid)),
+					 errhint("Key columns need a type with a default btree operator class, such as text, integer or jsonb.")));
+		colnames = lappend(colnames, NameStr(att->attname));
+	}
+
+	errcallback.callback = key_index_error_callback;
+	errcallback.arg = RelationGetRelationName(ftrel);
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	key_index_name(current_rel, name);
+	index_create(current, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
+				 info, colnames, BTREE_AM_OID, current->rd_rel->reltablespace,
+				 collations, opclasses, coloptions, (Datum) 0,
+				 0, 0, true, true, NULL);
+
+	error_context_stack = errcallback.previous;
+	table_close(current, NoLock);
+	CommandCounterIncrement();
 }
 
 /*

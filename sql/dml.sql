@@ -1,0 +1,362 @@
+--
+-- DML on source tables.  Every committed transaction's edits to a source
+-- are one batch at one fresh timestamp in the source's log.
+--
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE FOREIGN TABLE events (id int, kind text, amount numeric, note text)
+  SERVER kafka OPTIONS (topic 'events');
+CREATE TABLE plain (id int, kind text, amount numeric, note text);
+
+-- The log with each batch's timestamp shown as its rank (1 = first batch),
+-- so that the output does not depend on the clock.
+CREATE FUNCTION log_of(src anyelement)
+RETURNS TABLE (batch bigint, diff int, origin text, role text, data text)
+LANGUAGE sql AS $$
+  SELECT dense_rank() OVER (ORDER BY u.ts), u.diff, u.origin,
+         CASE WHEN u.role = (SELECT rolname FROM pg_roles WHERE oid = 10)
+              THEN '(superuser)' ELSE u.role::text END,
+         u.data::text
+  FROM source_writes.updates(src) u
+  ORDER BY 1, 2 DESC, 5
+$$;
+
+-- An error, with timestamps (13 digits) replaced, to show range errors.
+CREATE FUNCTION show_error(query text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  msg text; det text; hint text;
+BEGIN
+  EXECUTE query;
+  RETURN 'no error';
+EXCEPTION WHEN others THEN
+  GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                          hint = PG_EXCEPTION_HINT;
+  RETURN regexp_replace(format(E'%s: %s\nDETAIL: %s\nHINT: %s', SQLSTATE, msg, det, hint),
+                        '[0-9]{13}', '<ts>', 'g');
+END
+$$;
+
+-- EXPLAIN, with timestamps replaced.
+CREATE FUNCTION explain_of(query text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+    RETURN NEXT regexp_replace(line, '[0-9]{13}', '<ts>', 'g');
+  END LOOP;
+END
+$$;
+
+-- The log consolidated up to t (all of it without t): the rows whose
+-- diffs sum to a positive count, that many times each.
+CREATE FUNCTION consolidated(src anyelement, t bigint DEFAULT NULL)
+RETURNS SETOF anyelement LANGUAGE sql AS $$
+  SELECT u.data
+  FROM (SELECT data, sum(diff) AS n
+        FROM source_writes.updates(src, until => t + 1) GROUP BY data) u
+  CROSS JOIN LATERAL generate_series(1, u.n)
+  WHERE u.n > 0
+$$;
+
+-- Does reading events as of each of its batches give the log consolidated
+-- up to that batch?
+CREATE FUNCTION as_of_matches_log() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  t bigint;
+  differences bigint;
+BEGIN
+  FOR t IN SELECT ts FROM source_writes.batches WHERE source = 'events'::regclass
+  LOOP
+    PERFORM set_config('source_writes.as_of', t::text, true);
+    SELECT count(*) INTO differences FROM (
+      (SELECT * FROM events EXCEPT ALL SELECT * FROM consolidated(NULL::events, t))
+      UNION ALL
+      (SELECT * FROM consolidated(NULL::events, t) EXCEPT ALL SELECT * FROM events)) d;
+    IF differences > 0 THEN
+      RETURN false;
+    END IF;
+  END LOOP;
+  PERFORM set_config('source_writes.as_of', '', true);
+  RETURN true;
+END
+$$;
+
+--
+-- INSERT
+--
+INSERT INTO events VALUES (1, 'order', 10.5, NULL);
+INSERT INTO events VALUES (2, 'order', 20, 'big'), (3, 'refund', -5, NULL)
+RETURNING id, kind, ctid;
+INSERT INTO events (id, kind) SELECT g, 'bulk' FROM generate_series(4, 6) g;
+PREPARE ins(int, text) AS INSERT INTO events (id, kind) VALUES ($1, $2);
+EXECUTE ins(7, 'prepared');
+EXECUTE ins(8, 'prepared');
+-- COPY goes through the batch insert path
+-- a bad line fails the whole COPY and writes nothing
+COPY events FROM stdin;
+9	copied	1.5	\N
+10	copied	2.5	with a tab	too many
+\.
+COPY events FROM stdin;
+9	copied	1.5	\N
+10	copied	2.5	tab
+\.
+SELECT * FROM events ORDER BY id, note;
+SELECT * FROM log_of(NULL::events);
+
+-- a statement does not see its own effects: this doubles the table once
+INSERT INTO events SELECT * FROM events WHERE kind = 'bulk';
+SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind;
+
+--
+-- UPDATE
+--
+UPDATE events SET amount = coalesce(amount, 0) + 1 WHERE kind = 'order'
+RETURNING id, amount;
+-- every row once, however many rows
+UPDATE events SET amount = coalesce(amount, 0) + 100 WHERE kind = 'bulk';
+SELECT id, amount FROM events WHERE kind = 'bulk' ORDER BY id, ctid;
+-- UPDATE ... FROM a join that matches a row twice still touches it once
+CREATE TABLE fixes (id int, note text);
+INSERT INTO fixes VALUES (1, 'first fix'), (1, 'second fix'), (3, 'refunded');
+UPDATE events e SET note = f.note FROM fixes f WHERE e.id = f.id
+RETURNING e.id, e.note IN ('first fix', 'second fix', 'refunded') AS fixed;
+SELECT id, note FROM events WHERE id IN (1, 3) ORDER BY id;
+-- the log: an update is a retraction and an addition in one batch
+SELECT * FROM log_of(NULL::events) WHERE batch >= 7;
+
+--
+-- DELETE
+--
+DELETE FROM events WHERE kind = 'copied' RETURNING *;
+-- one instance of a duplicated row, by its identity
+DELETE FROM events WHERE ctid = (SELECT min(ctid) FROM events WHERE id = 4);
+SELECT id, count(*) FROM events WHERE kind = 'bulk' GROUP BY id ORDER BY id;
+DELETE FROM events WHERE id = 999;
+
+--
+-- transactions: read your own edits, savepoints, rollback
+--
+SELECT count(*) AS batches_before FROM source_writes.batches
+WHERE source = 'events'::regclass \gset
+BEGIN;
+INSERT INTO events VALUES (20, 'tx', 1, NULL);
+SELECT id, kind FROM events WHERE id = 20;
+UPDATE events SET note = 'in tx' WHERE id = 20;
+SAVEPOINT before_mistake;
+DELETE FROM events;
+SELECT count(*) FROM events;
+ROLLBACK TO before_mistake;
+SELECT count(*) > 0 AS rows_back FROM events;
+SAVEPOINT another;
+INSERT INTO events VALUES (21, 'tx', 1, 'released');
+RELEASE another;
+COMMIT;
+SELECT id, note FROM events WHERE kind = 'tx' ORDER BY id;
+-- the whole transaction is one batch, without what was rolled back
+SELECT * FROM log_of(NULL::events)
+WHERE batch = (SELECT max(batch) FROM log_of(NULL::events));
+SELECT count(*) - :batches_before AS new_batches FROM source_writes.batches
+WHERE source = 'events'::regclass;
+
+-- a rolled back transaction leaves no batch and no rows
+BEGIN;
+INSERT INTO events VALUES (30, 'gone', 0, NULL);
+DELETE FROM events WHERE id = 1;
+ROLLBACK;
+-- nor does one whose only writes were rolled back to a savepoint
+BEGIN;
+SAVEPOINT s;
+INSERT INTO events VALUES (31, 'gone', 0, NULL);
+ROLLBACK TO s;
+COMMIT;
+-- nor a statement that changed nothing
+UPDATE events SET note = 'never' WHERE false;
+SELECT count(*) - :batches_before AS new_batches FROM source_writes.batches
+WHERE source = 'events'::regclass;
+SELECT count(*) FROM events WHERE kind = 'gone';
+
+--
+-- TRUNCATE is a retraction of every row, in the log
+--
+CREATE FOREIGN TABLE scratch (v int) SERVER kafka OPTIONS (topic 'scratch');
+INSERT INTO scratch VALUES (1), (2), (2);
+BEGIN;
+INSERT INTO scratch VALUES (3);
+TRUNCATE scratch;
+INSERT INTO scratch VALUES (4);
+COMMIT;
+SELECT * FROM scratch;
+SELECT * FROM log_of(NULL::scratch);
+-- rolled back, it changes nothing
+BEGIN;
+TRUNCATE scratch;
+ROLLBACK;
+SELECT * FROM scratch;
+
+--
+-- the controller: one timestamp per committed batch, strictly increasing,
+-- and upper just after the last one
+--
+SELECT count(*) = count(DISTINCT ts) AS distinct_timestamps
+FROM source_writes.batches WHERE source = 'events'::regclass;
+SELECT f.upper = (SELECT max(ts) + 1 FROM source_writes.batches
+                  WHERE source = 'events'::regclass) AS upper_follows_last_batch,
+       f.since < f.upper AS readable
+FROM source_writes.frontiers('events') f;
+-- a transaction that writes several sources gets one timestamp for all
+BEGIN;
+INSERT INTO scratch VALUES (5);
+INSERT INTO events VALUES (40, 'pair', 0, NULL);
+COMMIT;
+SELECT count(DISTINCT ts) AS timestamps, count(*) AS batches
+FROM source_writes.batches b
+WHERE b.batch = (SELECT max(batch) FROM source_writes.batches
+                 WHERE source = 'scratch'::regclass);
+SELECT (SELECT upper FROM source_writes.frontiers('events')) =
+       (SELECT upper FROM source_writes.frontiers('scratch')) AS same_upper;
+-- a source dropped in the transaction that wrote it needs no batch
+BEGIN;
+INSERT INTO scratch VALUES (6);
+DROP FOREIGN TABLE scratch;
+COMMIT;
+SELECT count(*) AS batches_of_dropped FROM source_writes.batches
+WHERE source NOT IN (SELECT relid FROM source_writes.source_tables);
+
+--
+-- time: reading as of a past timestamp
+--
+SELECT upper - 1 AS t1 FROM source_writes.frontiers('events') \gset
+SELECT count(*) AS rows_at_t1, sum(id) AS ids_at_t1 FROM events \gset
+UPDATE events SET amount = -1 WHERE kind = 'order';
+DELETE FROM events WHERE kind = 'bulk';
+INSERT INTO events VALUES (50, 'later', 0, NULL);
+SELECT upper - 1 AS t2 FROM source_writes.frontiers('events') \gset
+SET source_writes.as_of = :t1;
+SELECT count(*) = :rows_at_t1 AS same_count, sum(id) = :ids_at_t1 AS same_ids FROM events;
+SELECT id, amount FROM events WHERE kind = 'order' ORDER BY id;
+SELECT explain_of('SELECT * FROM events');
+-- the same time gives the same rows after more edits
+RESET source_writes.as_of;
+INSERT INTO events VALUES (51, 'later still', 0, NULL);
+DELETE FROM events WHERE kind = 'order';
+SET source_writes.as_of = :t1;
+SELECT count(*) = :rows_at_t1 AS still_same_count, sum(id) = :ids_at_t1 AS still_same_ids
+FROM events;
+SET source_writes.as_of = :t2;
+SELECT id, kind FROM events WHERE kind IN ('order', 'later', 'later still') ORDER BY id;
+-- as of the time of each batch, the contents are the log consolidated
+-- up to it
+SELECT as_of_matches_log() AS every_batch_matches;
+RESET source_writes.as_of;
+-- outside the readable range: an error that names the range
+SELECT show_error('SET source_writes.as_of = 1; SELECT * FROM events');
+RESET source_writes.as_of;
+SELECT show_error(format('SET source_writes.as_of = %s; SELECT * FROM events', :t2 + 1000000));
+RESET source_writes.as_of;
+-- garbage is refused when set
+SET source_writes.as_of = 'yesterday';
+SET source_writes.as_of = '-5';
+-- and no writing while reading the past
+SET source_writes.as_of = :t1;
+INSERT INTO events VALUES (60, 'no', 0, NULL);
+UPDATE events SET note = 'no';
+DELETE FROM events;
+TRUNCATE events;
+RESET source_writes.as_of;
+SELECT count(*) FROM events WHERE id = 60;
+
+--
+-- the log, since and until
+--
+SELECT count(*) AS all_updates FROM source_writes.updates(NULL::events);
+SELECT count(*) = 0 AS none_before_t1_plus_1
+FROM source_writes.updates(NULL::events, since => :t1 + 1) WHERE ts <= :t1;
+SELECT bool_and(ts >= :t1 AND ts < :t2) AS in_window
+FROM source_writes.updates(NULL::events, since => :t1, until => :t2);
+SELECT show_error('SELECT * FROM source_writes.updates(NULL::events, since => 0)');
+SELECT show_error('SELECT * FROM source_writes.updates(NULL::plain)');
+SELECT show_error('SELECT * FROM source_writes.updates(NULL::int)');
+SELECT show_error($$SELECT * FROM source_writes.frontiers('plain')$$);
+
+--
+-- upsert sources: one current row per key
+--
+CREATE FOREIGN TABLE prices (sku text, region text, price numeric)
+  SERVER kafka OPTIONS (topic 'prices', envelope 'upsert', key 'sku, region');
+INSERT INTO prices VALUES ('a', 'eu', 10), ('a', 'us', 12), ('b', 'eu', 5);
+INSERT INTO prices VALUES ('a', 'eu', 11);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO prices VALUES ('c', 'eu', 1), ('c', 'eu', 2);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO prices VALUES (NULL, 'eu', 1);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE prices SET region = 'eu' WHERE sku = 'a' AND region = 'us';
+\echo :LAST_ERROR_SQLSTATE
+UPDATE prices SET price = price * 2 WHERE sku = 'a';
+UPDATE prices SET sku = 'z' WHERE sku = 'b';
+DELETE FROM prices WHERE sku = 'a' AND region = 'us';
+SELECT * FROM prices ORDER BY sku, region;
+-- the delete is a tombstone: the key's last update retracts it
+SELECT * FROM log_of(NULL::prices);
+-- COPY checks keys row by row too
+COPY prices FROM stdin;
+d	eu	4
+d	eu	5
+\.
+SELECT count(*) FROM prices WHERE sku = 'd';
+
+--
+-- privileges are the foreign table's; without SELECT, errors show no data
+--
+CREATE ROLE regress_sw_writer;
+GRANT INSERT ON events, prices TO regress_sw_writer;
+SET ROLE regress_sw_writer;
+INSERT INTO events VALUES (70, 'by writer', 0, NULL);
+SELECT * FROM events;
+UPDATE events SET note = 'x';
+DELETE FROM events;
+TRUNCATE events;
+SELECT * FROM source_writes.updates(NULL::events);
+SELECT * FROM source_writes.frontiers('events');
+SELECT source_writes.channel('events');
+SELECT source_writes.compact('events');
+SET source_writes.as_of = 1;
+SELECT * FROM events;
+RESET source_writes.as_of;
+INSERT INTO prices VALUES ('z', 'eu', 1);
+RESET ROLE;
+GRANT SELECT, UPDATE ON events TO regress_sw_writer;
+SET ROLE regress_sw_writer;
+UPDATE events SET note = 'by writer' WHERE id = 70;
+SELECT count(*) FROM source_writes.updates(NULL::events) WHERE (data).id = 70;
+RESET ROLE;
+SELECT diff, origin, role, data FROM log_of(NULL::events) WHERE data LIKE '(70,%';
+REVOKE ALL ON events, prices FROM regress_sw_writer;
+DROP ROLE regress_sw_writer;
+
+--
+-- bad input changes nothing
+--
+SELECT count(*) AS rows_before, sum(id) AS ids_before FROM events \gset
+SELECT count(*) AS batches_before FROM source_writes.batches \gset
+INSERT INTO events VALUES ('not a number', 'x', 0, NULL);
+INSERT INTO events VALUES (80, 'x', 'lots', NULL);
+INSERT INTO events VALUES (81, 'x', 0, NULL) ON CONFLICT DO NOTHING;
+INSERT INTO events SELECT 82, 'x', 1 / 0, NULL;
+UPDATE events SET id = id / 0;
+-- DML on a dropped source
+CREATE FOREIGN TABLE doomed (v int) SERVER kafka OPTIONS (topic 'doomed');
+PREPARE into_doomed AS INSERT INTO doomed VALUES (1);
+DROP FOREIGN TABLE doomed;
+EXECUTE into_doomed;
+-- two-phase commit cannot promise a batch timestamp
+BEGIN;
+INSERT INTO events VALUES (83, 'x', 0, NULL);
+PREPARE TRANSACTION 'with_edits';
+SELECT count(*) = :rows_before AND sum(id) = :ids_before AS unchanged FROM events;
+SELECT count(*) - :batches_before AS new_batches FROM source_writes.batches;
+
+DROP TABLE plain, fixes;
+DROP SERVER kafka CASCADE;
+SELECT count(*) AS batches_left FROM source_writes.batches;

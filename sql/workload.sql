@@ -1,0 +1,126 @@
+--
+-- Invariants under a generated workload: 1,200 random statements (inserts
+-- with duplicates and NULLs, multi-row updates, deletes, self-inserts), in
+-- transactions that commit or roll back, some inside savepoints rolled
+-- back, applied alike to a source table and to a plain table.
+--
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE FOREIGN TABLE w (k int, v text) SERVER kafka OPTIONS (topic 'w');
+CREATE TABLE w_plain (k int, v text);
+CREATE TABLE workload_stats (statements int, transactions int, rollbacks int,
+                             savepoint_rollbacks int);
+
+-- One statement of the workload, with TBL standing for the table.
+CREATE FUNCTION random_statement() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  r float8 := random();
+  k int := floor(random() * 12)::int;
+  v text := CASE WHEN random() < 0.2 THEN NULL ELSE 'v' || floor(random() * 4)::int END;
+BEGIN
+  RETURN CASE
+    WHEN r < 0.30 THEN format('INSERT INTO TBL VALUES (%s, %L)', k, v)
+    WHEN r < 0.40 THEN format('INSERT INTO TBL VALUES (%s, %L), (%s, %L), (%s, NULL)',
+                              k, v, k, v, k + 1)
+    WHEN r < 0.55 THEN format('UPDATE TBL SET v = %L WHERE k %% 3 = %s', v, k % 3)
+    WHEN r < 0.65 THEN format('UPDATE TBL SET k = k + 1 WHERE v IS NULL AND k = %s', k)
+    WHEN r < 0.75 THEN format('DELETE FROM TBL WHERE k = %s', k)
+    WHEN r < 0.82 THEN format('DELETE FROM TBL WHERE v IS NOT DISTINCT FROM %L AND k > %s', v, k)
+    WHEN r < 0.90 THEN format('INSERT INTO TBL SELECT k, v FROM TBL WHERE k = %s', k)
+    WHEN r < 0.95 THEN format('UPDATE TBL SET v = v WHERE k < %s', k)
+    ELSE format('UPDATE TBL SET k = NULL WHERE k = %s AND v IS NULL', k)
+  END;
+END
+$$;
+
+CREATE PROCEDURE run_workload(statements int) LANGUAGE plpgsql AS $$
+DECLARE
+  done int := 0;
+  transactions int := 0;
+  rollbacks int := 0;
+  savepoint_rollbacks int := 0;
+  stmt text;
+BEGIN
+  PERFORM setseed(0.4242);
+  WHILE done < statements LOOP
+    -- a transaction of up to 6 statements
+    FOR i IN 1..1 + floor(random() * 6)::int LOOP
+      stmt := random_statement();
+      EXECUTE replace(stmt, 'TBL', 'w');
+      EXECUTE replace(stmt, 'TBL', 'w_plain');
+      done := done + 1;
+    END LOOP;
+    -- sometimes more statements inside a savepoint that is rolled back
+    IF random() < 0.3 THEN
+      BEGIN
+        FOR i IN 1..1 + floor(random() * 3)::int LOOP
+          stmt := random_statement();
+          EXECUTE replace(stmt, 'TBL', 'w');
+          EXECUTE replace(stmt, 'TBL', 'w_plain');
+          done := done + 1;
+        END LOOP;
+        RAISE EXCEPTION 'roll back to the savepoint';
+      EXCEPTION WHEN raise_exception THEN
+        savepoint_rollbacks := savepoint_rollbacks + 1;
+      END;
+    END IF;
+    transactions := transactions + 1;
+    IF random() < 0.15 THEN
+      ROLLBACK;
+      rollbacks := rollbacks + 1;
+    ELSE
+      COMMIT;
+    END IF;
+  END LOOP;
+  INSERT INTO workload_stats VALUES (done, transactions, rollbacks, savepoint_rollbacks);
+END
+$$;
+
+CALL run_workload(1200);
+
+-- the workload was not trivial
+SELECT statements >= 1000 AS at_least_1000_statements,
+       rollbacks > 10 AS rollbacks, savepoint_rollbacks > 10 AS savepoint_rollbacks
+FROM workload_stats;
+SELECT count(*) > 20 AS rows, count(*) > count(DISTINCT (k, v)) AS duplicates,
+       count(*) FILTER (WHERE v IS NULL) > 0 AS null_values,
+       count(*) FILTER (WHERE k IS NULL) > 0 AS null_keys
+FROM w_plain;
+SELECT count(*) > 100 AS batches FROM source_writes.batches WHERE source = 'w'::regclass;
+
+-- the source table and the plain table hold the same multiset
+SELECT (SELECT count(*) FROM w) = (SELECT count(*) FROM w_plain) AS same_count,
+       (SELECT count(*) FROM ((SELECT * FROM w EXCEPT ALL SELECT * FROM w_plain)
+                              UNION ALL
+                              (SELECT * FROM w_plain EXCEPT ALL SELECT * FROM w)) d) AS differences;
+
+-- consolidating the log gives the current contents
+SELECT count(*) AS differences_from_log FROM (
+  (SELECT (c).* FROM (SELECT u.data AS c
+                      FROM (SELECT data, sum(diff) AS n
+                            FROM source_writes.updates(NULL::w) GROUP BY data) u
+                      CROSS JOIN LATERAL generate_series(1, u.n) WHERE u.n > 0) x
+   EXCEPT ALL SELECT * FROM w)
+  UNION ALL
+  (SELECT * FROM w
+   EXCEPT ALL
+   SELECT (c).* FROM (SELECT u.data AS c
+                      FROM (SELECT data, sum(diff) AS n
+                            FROM source_writes.updates(NULL::w) GROUP BY data) u
+                      CROSS JOIN LATERAL generate_series(1, u.n) WHERE u.n > 0) x)) d;
+
+-- no row's multiplicity ever goes below zero: the running sum of each
+-- row's diffs, time by time
+SELECT min(running) >= 0 AS never_negative, count(*) > 0 AS checked
+FROM (SELECT sum(n) OVER (PARTITION BY data ORDER BY ts) AS running
+      FROM (SELECT data, ts, sum(diff) AS n
+            FROM source_writes.updates(NULL::w) GROUP BY data, ts) per_time) r;
+
+-- and every batch has its own timestamp
+SELECT count(*) = count(DISTINCT ts) AS distinct_timestamps
+FROM source_writes.batches WHERE source = 'w'::regclass;
+
+DROP TABLE w_plain, workload_stats;
+DROP PROCEDURE run_workload(int);
+DROP FUNCTION random_statement();
+DROP SERVER kafka CASCADE;
