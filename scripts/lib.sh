@@ -74,3 +74,40 @@ sw_stop_processes() {
 	sleep 0.5
 	! pgrep -f -- "$dir" >/dev/null
 }
+
+# sw_free_port N: the first TCP port on loopback from N up that nobody uses
+sw_free_port() {
+	local port=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		port=$((port + 1))
+	done
+	echo "$port"
+}
+
+# sw_start_cluster DIR PORT [CONF]: initdb a throwaway cluster in DIR/data
+# owned by SW_USER (superuser "postgres", trust on its socket in DIR only),
+# append CONF to postgresql.conf, start it
+sw_start_cluster() {
+	local dir=$1 port=$2 conf=${3:-}
+	mkdir -p "$dir"
+	chown "$SW_USER" "$dir"
+	sw_as_user "$PG_BINDIR/initdb" -D "$dir/data" -U postgres -A trust \
+		>"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
+	cat >>"$dir/data/postgresql.conf" <<CONF
+port = $port
+listen_addresses = ''
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'source_writes'
+$conf
+CONF
+	sw_as_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
+		>/dev/null || { cat "$dir/server.log" >&2; return 1; }
+}
+
+# sw_stop_cluster DIR: stop the cluster in DIR/data, if it runs
+sw_stop_cluster() {
+	local dir=$1
+	if [ -f "$dir/data/postmaster.pid" ]; then
+		sw_as_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+	fi
+}

@@ -45,9 +45,17 @@ RETURNS TABLE (relation text, columns text) LANGUAGE sql AS $$
   GROUP BY r.name ORDER BY r.name
 $$;
 
--- Are the hidden relations in step with the table: column k of the table is
--- column k + 1 (current) or k + 2 (history), same name and type, dropped or not?
+-- Are the hidden relations in step with the table?  Column k of the table
+-- is column k of a hidden relation below "$batch", and k + 1 (current) or
+-- k + 2 (history) above it: same name and type, dropped or not.
 CREATE FUNCTION in_step(src regclass) RETURNS boolean LANGUAGE sql AS $$
+  WITH hidden AS (
+    SELECT r.rel, r.nmeta,
+           (SELECT attnum FROM pg_attribute
+            WHERE attrelid = r.rel AND attname = '$batch') AS meta
+    FROM source_writes.source_tables st
+    CROSS JOIN LATERAL (VALUES (st.current_rel, 1), (st.history_rel, 2)) AS r(rel, nmeta)
+    WHERE st.relid = src)
   SELECT bool_and(h.attisdropped = f.attisdropped AND
                   (f.attisdropped OR (h.attname = f.attname AND
                                       h.atttypid = f.atttypid AND
@@ -55,26 +63,25 @@ CREATE FUNCTION in_step(src regclass) RETURNS boolean LANGUAGE sql AS $$
                                       h.attcollation = f.attcollation)))
          AND count(*) = (SELECT 2 * count(*) FROM pg_attribute
                          WHERE attrelid = src AND attnum > 0)
-         AND bool_and((SELECT max(attnum) FROM pg_attribute WHERE attrelid = r.rel)
-                      = (SELECT max(attnum) FROM pg_attribute WHERE attrelid = src) + r.meta)
-  FROM source_writes.source_tables st
-  CROSS JOIN LATERAL (VALUES (st.current_rel, 1), (st.history_rel, 2)) AS r(rel, meta)
-  JOIN pg_attribute f ON f.attrelid = st.relid AND f.attnum > 0
-  JOIN pg_attribute h ON h.attrelid = r.rel AND h.attnum = f.attnum + r.meta
-  WHERE st.relid = src
+         AND bool_and((SELECT max(attnum) FROM pg_attribute WHERE attrelid = hidden.rel)
+                      = (SELECT max(attnum) FROM pg_attribute WHERE attrelid = src) + hidden.nmeta)
+  FROM hidden
+  JOIN pg_attribute f ON f.attrelid = src AND f.attnum > 0
+  JOIN pg_attribute h ON h.attrelid = hidden.rel
+   AND h.attnum = CASE WHEN f.attnum < hidden.meta THEN f.attnum
+                       ELSE f.attnum + hidden.nmeta END
 $$;
 
--- Put rows into a source table's current rows directly (user DML is not
--- there yet): rows is a JSON array of objects keyed by column name.
+-- Put rows into a source table: rows is a JSON array of objects keyed by
+-- column name.
 CREATE FUNCTION put_rows(src regclass, rows json) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  EXECUTE format('INSERT INTO %s SELECT 0, * FROM json_populate_recordset(NULL::%s, %L)',
-                 (SELECT current_rel FROM source_writes.source_tables WHERE relid = src),
-                 src, rows);
+  EXECUTE format('INSERT INTO %s SELECT * FROM json_populate_recordset(NULL::%s, %L)',
+                 src, src, rows);
 END
 $$;
 
--- ... and take them out again
+-- ... and take them out again, behind the log's back, to set up a test
 CREATE FUNCTION remove_rows(src regclass, condition text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

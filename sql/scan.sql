@@ -18,12 +18,11 @@ CREATE FOREIGN TABLE calls (body jsonb OPTIONS (source 'body'),
                             received timestamptz OPTIONS (source 'received_at'))
   SERVER hooks;
 
--- Rows go in through the hidden heap here; user DML comes later.
+-- Rows go in as JSON, one object per row.
 CREATE FUNCTION put_rows(src regclass, rows json) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  EXECUTE format('INSERT INTO %s SELECT 0, * FROM json_populate_recordset(NULL::%s, %L)',
-                 (SELECT current_rel FROM source_writes.source_tables WHERE relid = src),
-                 src, rows);
+  EXECUTE format('INSERT INTO %s SELECT * FROM json_populate_recordset(NULL::%s, %L)',
+                 src, src, rows);
 END
 $$;
 

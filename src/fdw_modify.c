@@ -52,6 +52,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -60,6 +61,9 @@
 /* rows per ExecForeignBatchInsert call (multi-row INSERT, COPY FROM) */
 #define SW_INSERT_BATCH_SIZE	100
 
+/* retractions collected before they go into the history heap at once */
+#define SW_HISTORY_BATCH_SIZE	1000
+
 /* state of one source table's modification in one statement */
 typedef struct SwModifyState
 {
@@ -67,12 +71,24 @@ typedef struct SwModifyState
 	SwSourceTable *source;		/* its options */
 	Relation	current;		/* hidden heap of current rows */
 	Relation	history;		/* hidden heap of retracted rows */
+	SwLayout	current_layout;
+	SwLayout	history_layout;
 	ResultRelInfo *current_rri; /* the current heap's indexes */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *old_slot;	/* the current row being retracted */
-	TupleTableSlot *history_slot;	/* a row for the history heap */
+	HeapTupleData old_tuple;	/* ... when the scan handed it over */
 	TupleTableSlot **batch_slots;	/* rows of a batch insert */
+	TupleTableSlot **history_slots; /* retractions not yet written */
+	int			nhistory;
+	Datum	   *history_values; /* to form a history row */
+	bool	   *history_isnull;
+	Datum	   *row_values;		/* a deformed current row */
+	bool	   *row_isnull;
+	MemoryContext history_cxt;	/* memory of the retractions not yet written */
+	BulkInsertState history_bistate;
+	CommandId	history_cid;
 	AttrNumber	ctid_attno;		/* row identity in the plan's output */
+	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
 	int			natts;			/* attributes of the foreign table */
 	int64		batch;			/* our batch, once we have written */
 	Oid			key_index;		/* upsert: the unique index on the key */
@@ -112,6 +128,8 @@ begin_modify(EState *estate, ResultRelInfo *rinfo)
 	state->natts = RelationGetDescr(ftrel)->natts;
 	state->current = table_open(entry.current_rel, RowExclusiveLock);
 	state->history = table_open(entry.history_rel, RowExclusiveLock);
+	sw_layout(state->current, &state->current_layout);
+	sw_layout(state->history, &state->history_layout);
 
 	state->current_rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(state->current_rri, state->current, 0, NULL, 0);
@@ -122,11 +140,11 @@ begin_modify(EState *estate, ResultRelInfo *rinfo)
 	state->new_slot = MakeSingleTupleTableSlot(RelationGetDescr(state->current),
 											   &TTSOpsVirtual);
 	state->old_slot = table_slot_create(state->current, NULL);
-	state->history_slot = MakeSingleTupleTableSlot(RelationGetDescr(state->history),
-												   &TTSOpsVirtual);
 	state->ctid_attno = InvalidAttrNumber;
 	return state;
 }
+
+static void end_history(SwModifyState *state);
 
 static void
 end_modify(SwModifyState *state)
@@ -138,9 +156,9 @@ end_modify(SwModifyState *state)
 	if (state->batch_slots)
 		for (int i = 0; i < SW_INSERT_BATCH_SIZE && state->batch_slots[i]; i++)
 			ExecDropSingleTupleTableSlot(state->batch_slots[i]);
+	end_history(state);
 	ExecDropSingleTupleTableSlot(state->new_slot);
 	ExecDropSingleTupleTableSlot(state->old_slot);
-	ExecDropSingleTupleTableSlot(state->history_slot);
 	ExecCloseIndices(state->current_rri);
 	table_close(state->history, NoLock);
 	table_close(state->current, NoLock);
@@ -160,20 +178,21 @@ our_batch(SwModifyState *state)
 }
 
 /*
- * Fill a current-heap slot from a row of the foreign table: our batch
- * first, then the columns, attnum by attnum.
+ * Fill a current-heap slot from a row of the foreign table: its columns in
+ * their places, and our batch.
  */
 static void
 form_current_row(SwModifyState *state, TupleTableSlot *row, TupleTableSlot *dst)
 {
+	AttrNumber	meta = state->current_layout.meta;
+
 	ExecClearTuple(dst);
 	slot_getallattrs(row);
-	dst->tts_values[0] = Int64GetDatum(our_batch(state));
-	dst->tts_isnull[0] = false;
-	memcpy(dst->tts_values + SW_CURRENT_META, row->tts_values,
-		   state->natts * sizeof(Datum));
-	memcpy(dst->tts_isnull + SW_CURRENT_META, row->tts_isnull,
-		   state->natts * sizeof(bool));
+	sw_to_hidden(&state->current_layout, state->natts,
+				 row->tts_values, row->tts_isnull,
+				 dst->tts_values, dst->tts_isnull);
+	dst->tts_values[meta - 1] = Int64GetDatum(our_batch(state));
+	dst->tts_isnull[meta - 1] = false;
 	ExecStoreVirtualTuple(dst);
 }
 
@@ -185,12 +204,43 @@ form_table_row(SwModifyState *state, TupleTableSlot *hidden, TupleTableSlot *dst
 {
 	ExecClearTuple(dst);
 	slot_getallattrs(hidden);
-	memcpy(dst->tts_values, hidden->tts_values + SW_CURRENT_META,
-		   state->natts * sizeof(Datum));
-	memcpy(dst->tts_isnull, hidden->tts_isnull + SW_CURRENT_META,
-		   state->natts * sizeof(bool));
+	sw_from_hidden(&state->current_layout, state->natts,
+				   hidden->tts_values, hidden->tts_isnull,
+				   dst->tts_values, dst->tts_isnull);
 	ExecStoreVirtualTuple(dst);
 	ExecMaterializeSlot(dst);
+}
+
+/*
+ * Does a current-heap tuple end with "$batch", as every current row does
+ * while no column has been added after the table was created?  Then its
+ * batch is the last 8 bytes of its data, and its history row is the same
+ * tuple with "$retracted" appended.
+ */
+static inline bool
+ends_with_batch(SwModifyState *state, HeapTuple tuple)
+{
+	return HeapTupleHeaderGetNatts(tuple->t_data) == state->current_layout.meta;
+}
+
+/*
+ * The batch that inserted a current-heap tuple.
+ */
+static int64
+inserted_by(SwModifyState *state, HeapTuple tuple)
+{
+	bool		isnull;
+
+	if (ends_with_batch(state, tuple))
+	{
+		int64		batch;
+
+		memcpy(&batch, (char *) tuple->t_data + tuple->t_len - sizeof(int64),
+			   sizeof(int64));
+		return batch;
+	}
+	return DatumGetInt64(heap_getattr(tuple, state->current_layout.meta,
+									  RelationGetDescr(state->current), &isnull));
 }
 
 /*
@@ -212,7 +262,7 @@ check_key(SwModifyState *state, EState *estate, TupleTableSlot *row)
 			SwColumn   *col = &st->columns[i];
 
 			if (strcmp(col->name, lfirst(lc)) == 0 &&
-				row->tts_isnull[col->attnum - 1 + SW_CURRENT_META])
+				row->tts_isnull[sw_hidden_attnum(&state->current_layout, col->attnum) - 1])
 				ereport(ERROR,
 						(errcode(ERRCODE_NOT_NULL_VIOLATION),
 						 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
@@ -248,7 +298,7 @@ check_key(SwModifyState *state, EState *estate, TupleTableSlot *row)
 									 quote_identifier(col->name));
 					appendStringInfo(&values, "%s%s", values.len > 0 ? ", " : "",
 									 OidOutputFunctionCall(out,
-														   row->tts_values[col->attnum - 1 + SW_CURRENT_META]));
+														   row->tts_values[sw_hidden_attnum(&state->current_layout, col->attnum) - 1]));
 				}
 			appendStringInfo(&key, ")=(%s", values.data);
 		}
@@ -276,31 +326,139 @@ insert_current(SwModifyState *state, EState *estate, TupleTableSlot *row)
 }
 
 /*
- * Record the retraction of a current row in the history heap (nothing when
- * our own batch inserted it).
+ * Write the collected retractions into the history heap, many rows per
+ * page and WAL record.
  */
 static void
-retract(SwModifyState *state, TupleTableSlot *old, CommandId cid)
+flush_history(SwModifyState *state)
 {
-	TupleTableSlot *hist = state->history_slot;
-	int64		inserted_by;
+	if (state->nhistory == 0)
+		return;
+	table_multi_insert(state->history, state->history_slots, state->nhistory,
+					   state->history_cid, 0, state->history_bistate);
+	for (int i = 0; i < state->nhistory; i++)
+		ExecClearTuple(state->history_slots[i]);
+	state->nhistory = 0;
+	MemoryContextReset(state->history_cxt);
+}
 
-	slot_getallattrs(old);
-	inserted_by = DatumGetInt64(old->tts_values[0]);
-	if (inserted_by == our_batch(state))
+/*
+ * Write what is left and free the retraction buffers.
+ */
+static void
+end_history(SwModifyState *state)
+{
+	if (state->history_slots == NULL)
+		return;
+	flush_history(state);
+	for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
+		ExecDropSingleTupleTableSlot(state->history_slots[i]);
+	FreeBulkInsertState(state->history_bistate);
+	MemoryContextDelete(state->history_cxt);
+	state->history_slots = NULL;
+}
+
+/*
+ * The history tuple of a current tuple that ends with "$batch": a copy
+ * with "$retracted" appended, made without deforming it.  The data keeps
+ * its alignment because both headers are MAXALIGNed; only a null bitmap
+ * that needs one more byte can move it.
+ */
+static HeapTuple
+append_retracted(SwModifyState *state, HeapTuple current, int64 retracted)
+{
+	HeapTupleHeader from = current->t_data;
+	TupleDesc	desc = RelationGetDescr(state->history);
+	int			natts = HeapTupleHeaderGetNatts(from) + 1;
+	bool		hasnulls = HeapTupleHasNulls(current);
+	Size		hoff = MAXALIGN(SizeofHeapTupleHeader + (hasnulls ? BITMAPLEN(natts) : 0));
+	Size		datalen = current->t_len - from->t_hoff;
+	Size		len = hoff + datalen + sizeof(int64);
+	HeapTuple	tuple = (HeapTuple) palloc0(HEAPTUPLESIZE + len);
+	HeapTupleHeader to = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
+
+	tuple->t_len = len;
+	tuple->t_data = to;
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = InvalidOid;
+
+	HeapTupleHeaderSetDatumLength(to, len);
+	HeapTupleHeaderSetTypeId(to, desc->tdtypeid);
+	HeapTupleHeaderSetTypMod(to, desc->tdtypmod);
+	HeapTupleHeaderSetNatts(to, natts);
+	to->t_hoff = hoff;
+	to->t_infomask = from->t_infomask & (HEAP_HASNULL | HEAP_HASVARWIDTH | HEAP_HASEXTERNAL);
+	if (hasnulls)
+	{
+		memcpy(to->t_bits, from->t_bits, BITMAPLEN(natts - 1));
+		to->t_bits[(natts - 1) >> 3] |= 1 << ((natts - 1) & 7);
+	}
+	memcpy((char *) to + hoff, (char *) from + from->t_hoff, datalen);
+	memcpy((char *) to + hoff + datalen, &retracted, sizeof(int64));
+	return tuple;
+}
+
+/*
+ * Record the retraction of a current tuple in the history heap (nothing
+ * when our own batch inserted it).  Retractions are collected and written
+ * in groups; end_modify() writes the rest, before the statement ends.
+ */
+static void
+retract(SwModifyState *state, HeapTuple old, CommandId cid)
+{
+	TupleDesc	desc = RelationGetDescr(state->history);
+	int64		batch = inserted_by(state, old);
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+
+	if (batch == our_batch(state))
 		return;
 
-	ExecClearTuple(hist);
-	hist->tts_values[0] = Int64GetDatum(inserted_by);
-	hist->tts_isnull[0] = false;
-	hist->tts_values[1] = Int64GetDatum(state->batch);
-	hist->tts_isnull[1] = false;
-	memcpy(hist->tts_values + SW_HISTORY_META, old->tts_values + SW_CURRENT_META,
-		   state->natts * sizeof(Datum));
-	memcpy(hist->tts_isnull + SW_HISTORY_META, old->tts_isnull + SW_CURRENT_META,
-		   state->natts * sizeof(bool));
-	ExecStoreVirtualTuple(hist);
-	table_tuple_insert(state->history, hist, cid, 0, NULL);
+	if (state->history_slots == NULL)
+	{
+		state->history_slots = palloc(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
+		for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
+			state->history_slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		state->history_values = palloc(sizeof(Datum) * desc->natts);
+		state->history_isnull = palloc(sizeof(bool) * desc->natts);
+		state->row_values = palloc(sizeof(Datum) * RelationGetDescr(state->current)->natts);
+		state->row_isnull = palloc(sizeof(bool) * RelationGetDescr(state->current)->natts);
+		state->history_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												   "source_writes retractions",
+												   ALLOCSET_DEFAULT_SIZES);
+		state->history_bistate = GetBulkInsertState();
+	}
+
+	oldcxt = MemoryContextSwitchTo(state->history_cxt);
+	if (ends_with_batch(state, old))
+		tuple = append_retracted(state, old, state->batch);
+	else
+	{
+		/* columns were added later: the table's columns move */
+		AttrNumber	meta = state->history_layout.meta;
+		Datum	   *values = state->history_values;
+		bool	   *isnull = state->history_isnull;
+		Datum	   *row = palloc(sizeof(Datum) * Max(state->natts, 1));
+		bool	   *rownull = palloc(sizeof(bool) * Max(state->natts, 1));
+
+		heap_deform_tuple(old, RelationGetDescr(state->current),
+						  state->row_values, state->row_isnull);
+		sw_from_hidden(&state->current_layout, state->natts,
+					   state->row_values, state->row_isnull, row, rownull);
+		sw_to_hidden(&state->history_layout, state->natts, row, rownull,
+					 values, isnull);
+		values[meta - 1] = Int64GetDatum(batch);
+		isnull[meta - 1] = false;
+		values[meta] = Int64GetDatum(state->batch);
+		isnull[meta] = false;
+		tuple = heap_form_tuple(desc, values, isnull);
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	ExecStoreHeapTuple(tuple, state->history_slots[state->nhistory++], false);
+	state->history_cid = cid;
+	if (state->nhistory == SW_HISTORY_BATCH_SIZE)
+		flush_history(state);
 }
 
 /*
@@ -356,6 +514,31 @@ row_identity(SwModifyState *state, TupleTableSlot *planSlot)
 }
 
 /*
+ * The current tuple at tid, as it is now.  When the scan feeding us just
+ * returned it, its buffer is pinned and the tuple is at hand; otherwise it
+ * is fetched.  Either way old_slot holds it (and a pin) until the next row.
+ */
+static HeapTuple
+current_tuple(SwModifyState *state, ItemPointer tid)
+{
+	TupleTableSlot *row = state->scan ? sw_scan_current_row(state->scan) : NULL;
+
+	if (row && !TupIsNull(row) && ItemPointerEquals(&row->tts_tid, tid))
+	{
+		BufferHeapTupleTableSlot *b = (BufferHeapTupleTableSlot *) row;
+
+		state->old_tuple = *b->base.tuple;
+		ExecStoreBufferHeapTuple(&state->old_tuple, state->old_slot, b->buffer);
+	}
+	else if (!table_tuple_fetch_row_version(state->current, tid, SnapshotAny,
+											state->old_slot))
+		elog(ERROR, "failed to fetch the row at (%u,%u) of source table \"%s\"",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
+			 RelationGetRelationName(state->ftrel));
+	return ExecFetchSlotHeapTuple(state->old_slot, false, NULL);
+}
+
+/*
  * UPDATE and DELETE identify rows by the ctid of the current heap, which
  * the scan puts in its slots.
  */
@@ -397,6 +580,11 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		state->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
 		if (!AttributeNumberIsValid(state->ctid_attno))
 			elog(ERROR, "could not find junk ctid column");
+		/* when the scan of this table feeds us directly, it has the row */
+		if (IsA(outerPlanState(mtstate), ForeignScanState) &&
+			((ForeignScanState *) outerPlanState(mtstate))->ss.ss_currentRelation ==
+			rinfo->ri_RelationDesc)
+			state->scan = (ForeignScanState *) outerPlanState(mtstate);
 	}
 	rinfo->ri_FdwState = state;
 }
@@ -493,9 +681,8 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 	bool		update_indexes;
 	TM_Result	result;
 
-	if (!table_tuple_fetch_row_version(state->current, tid, SnapshotAny,
-									   state->old_slot))
-		elog(ERROR, "failed to fetch the row to update");
+	HeapTuple	old = current_tuple(state, tid);
+
 	form_current_row(state, slot, state->new_slot);
 
 	/* a changed key must not collide with another row's */
@@ -507,7 +694,7 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 		for (int i = 0; i < state->source->ncolumns && !changed; i++)
 		{
 			SwColumn   *col = &state->source->columns[i];
-			int			k = col->attnum - 1 + SW_CURRENT_META;
+			int			k = sw_hidden_attnum(&state->current_layout, col->attnum) - 1;
 			ListCell   *lc;
 
 			foreach(lc, state->source->key)
@@ -533,7 +720,7 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 	if (update_indexes && state->current_rri->ri_NumIndices > 0)
 		ExecInsertIndexTuples(state->current_rri, state->new_slot, estate,
 							  true, false, NULL, NIL);
-	retract(state, state->old_slot, cid);
+	retract(state, old, cid);
 
 	slot->tts_tid = state->new_slot->tts_tid;
 	return slot;
@@ -552,19 +739,18 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 	TM_FailureData tmfd;
 	TM_Result	result;
 
-	if (!table_tuple_fetch_row_version(state->current, tid, SnapshotAny,
-									   state->old_slot))
-		elog(ERROR, "failed to fetch the row to delete");
+	HeapTuple	old = current_tuple(state, tid);
 
 	result = table_tuple_delete(state->current, tid, cid, estate->es_snapshot,
 								estate->es_crosscheck_snapshot, true, &tmfd,
 								false);
 	if (!check_tm_result(result, &tmfd, cid, "deleted"))
 		return NULL;
-	retract(state, state->old_slot, cid);
+	retract(state, old, cid);
 
 	/* RETURNING sees the deleted row */
-	form_table_row(state, state->old_slot, slot);
+	if (rinfo->ri_projectReturning)
+		form_table_row(state, state->old_slot, slot);
 	return slot;
 }
 
@@ -614,18 +800,17 @@ swExecForeignTruncate(List *rels, DropBehavior behavior, bool restart_seqs)
 		state.current = table_open(entry.current_rel, AccessExclusiveLock);
 		state.history = table_open(entry.history_rel, RowExclusiveLock);
 		state.old_slot = table_slot_create(state.current, NULL);
-		state.history_slot = MakeSingleTupleTableSlot(RelationGetDescr(state.history),
-													  &TTSOpsVirtual);
+		sw_layout(state.current, &state.current_layout);
+		sw_layout(state.history, &state.history_layout);
 
 		snapshot = RegisterSnapshot(GetLatestSnapshot());
 		scan = table_beginscan(state.current, snapshot, 0, NULL);
 		while (table_scan_getnextslot(scan, ForwardScanDirection, state.old_slot))
-			retract(&state, state.old_slot, cid);
+			retract(&state, ExecFetchSlotHeapTuple(state.old_slot, false, NULL), cid);
 		table_endscan(scan);
 		UnregisterSnapshot(snapshot);
-
+		end_history(&state);
 		ExecDropSingleTupleTableSlot(state.old_slot);
-		ExecDropSingleTupleTableSlot(state.history_slot);
 		table_close(state.history, NoLock);
 
 		ExecuteTruncateGuts(list_make1(state.current),

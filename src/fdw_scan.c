@@ -5,12 +5,15 @@
  *		  tables, EXPLAIN and ANALYZE
  *
  * A source table is read straight from its hidden heap of current rows
- * with a table AM scan under the query's snapshot: the same work as a
- * sequential scan of a plain table, plus moving the datums of the needed
- * columns (which sit one attnum further) into the foreign scan's slot.
- * The slot's tts_tid is the heap tuple's ctid: the row identity that
- * UPDATE and DELETE use, visible as the ctid system column.  Large tables
- * are scanned in parallel, like plain ones.
+ * with a table AM scan under the query's snapshot.  The hidden heap starts
+ * with the table's columns, attnum for attnum, so unless columns were
+ * added after the table was created, each heap tuple is handed on as a row
+ * of the table, in a buffer slot with the table's descriptor: the same
+ * work as a sequential scan of a plain table (our columns at the end are
+ * never deformed).  Otherwise the needed columns are copied to their
+ * places.  The slot's tts_tid is the heap tuple's ctid: the row identity
+ * that UPDATE and DELETE use, visible as the ctid system column.  Large
+ * tables are scanned in parallel, like plain ones.
  *
  * With source_writes.as_of = T, the scan returns the contents at T
  * instead: current rows whose batch is at or before T, and history rows
@@ -89,6 +92,9 @@ typedef struct SwScanState
 	bool		in_history;		/* as_of: scanning the history heap */
 	TupleTableSlot *current_slot;	/* tuples of the current heap */
 	TupleTableSlot *history_slot;	/* tuples of the history heap */
+	TupleTableSlot *direct_slot;	/* current tuples read as the table's */
+	SwLayout	current_layout;
+	SwLayout	history_layout;
 	int			needed_atts;	/* deform hidden tuples this far (foreign attnums) */
 	Snapshot	snapshot;		/* what the scan sees */
 	bool		registered;		/* we registered the snapshot */
@@ -259,7 +265,14 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 
 	ss->current = table_open(current, AccessShareLock);
 	ss->current_slot = table_slot_create(ss->current, &estate->es_tupleTable);
+	sw_layout(ss->current, &ss->current_layout);
 	ss->snapshot = estate->es_snapshot;
+
+	/* every column of the table where the heap has it: no copying */
+	if (ss->as_of < 0 && RelationGetDescr(ftrel)->natts < ss->current_layout.meta)
+		ss->direct_slot = ExecAllocTableSlot(&estate->es_tupleTable,
+											 RelationGetDescr(ftrel),
+											 &TTSOpsBufferHeapTuple);
 
 	if (ss->as_of >= 0)
 	{
@@ -268,6 +281,7 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 		sw_catalog_require(RelationGetRelid(ftrel), &entry);
 		ss->history = table_open(entry.history_rel, AccessShareLock);
 		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);
+		sw_layout(ss->history, &ss->history_layout);
 
 		/*
 		 * Check that the time is readable, then take the snapshot: every
@@ -304,11 +318,10 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
  * The next row of the source as of ss->as_of: from the current heap, rows
  * whose batch is at or before it, then from the history heap, rows
  * inserted at or before it and retracted after it.  Returns the hidden
- * slot and, in *meta, the number of hidden columns before the table's; or
- * NULL at the end.
+ * slot and, in *layout, where its columns are; or NULL at the end.
  */
 static TupleTableSlot *
-next_row_as_of(ForeignScanState *node, SwScanState *ss, int *meta)
+next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 {
 	MemoryContext query_cxt = node->ss.ps.state->es_query_cxt;
 
@@ -341,32 +354,32 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, int *meta)
 			continue;
 		}
 
-		batch = DatumGetInt64(slot_getattr(hidden, 1, &isnull));
+		*layout = ss->in_history ? &ss->history_layout : &ss->current_layout;
+		batch = DatumGetInt64(slot_getattr(hidden, (*layout)->meta, &isnull));
 		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) == NULL)
 			continue;			/* inserted later, or not committed */
 		if (!ss->in_history)
-		{
-			*meta = SW_CURRENT_META;
 			return hidden;
-		}
-		batch = DatumGetInt64(slot_getattr(hidden, 2, &isnull));
+		batch = DatumGetInt64(slot_getattr(hidden, (*layout)->meta + 1, &isnull));
 		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) != NULL)
 			continue;			/* already retracted then */
-		*meta = SW_HISTORY_META;
 		return hidden;
 	}
 }
 
+/*
+ * The general case of swIterateForeignScan: start the scan, read as of a
+ * time, or copy the needed columns of each row to their places.
+ */
 static TupleTableSlot *
-swIterateForeignScan(ForeignScanState *node)
+iterate_scan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	TupleTableSlot *hidden;
+	SwLayout   *layout = &ss->current_layout;
 	int			natts = slot->tts_tupleDescriptor->natts;
-	int			meta;
 
-	ExecClearTuple(slot);
 	if (ss->scan == NULL)
 	{
 		/* we run in per-tuple memory; the scan lives as long as the query */
@@ -376,27 +389,60 @@ swIterateForeignScan(ForeignScanState *node)
 		MemoryContextSwitchTo(old);
 	}
 
+	if (ss->direct_slot)
+	{
+		table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->direct_slot);
+		return ss->direct_slot;
+	}
+
+	ExecClearTuple(slot);
 	if (ss->as_of < 0)
 	{
 		hidden = ss->current_slot;
 		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
 			return slot;
-		meta = SW_CURRENT_META;
 	}
-	else if ((hidden = next_row_as_of(node, ss, &meta)) == NULL)
+	else if ((hidden = next_row_as_of(node, ss, &layout)) == NULL)
 		return slot;
 
-	/* foreign attnum k is hidden attnum k + meta */
-	slot_getsomeattrs(hidden, ss->needed_atts + meta);
-	memcpy(slot->tts_values, hidden->tts_values + meta,
-		   ss->needed_atts * sizeof(Datum));
-	memcpy(slot->tts_isnull, hidden->tts_isnull + meta,
-		   ss->needed_atts * sizeof(bool));
+	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, ss->needed_atts));
+	sw_from_hidden(layout, ss->needed_atts, hidden->tts_values,
+				   hidden->tts_isnull, slot->tts_values, slot->tts_isnull);
 	for (int i = ss->needed_atts; i < natts; i++)
 		slot->tts_isnull[i] = true;
 	ExecStoreVirtualTuple(slot);
 	slot->tts_tid = hidden->tts_tid;
 	return slot;
+}
+
+/*
+ * The row the scan returned last, in a buffer slot of the current heap's
+ * tuples, when it hands them over as they are (see swIterateForeignScan);
+ * NULL otherwise.  UPDATE and DELETE use it to skip fetching the row again.
+ */
+TupleTableSlot *
+sw_scan_current_row(ForeignScanState *node)
+{
+	SwScanState *ss = node->fdw_state;
+
+	return ss ? ss->direct_slot : NULL;
+}
+
+/*
+ * The next row.  In the common case the heap tuple is the row, and this is
+ * all there is to it: as little as a sequential scan does per row.
+ */
+static TupleTableSlot *
+swIterateForeignScan(ForeignScanState *node)
+{
+	SwScanState *ss = node->fdw_state;
+
+	if (likely(ss->direct_slot != NULL && ss->scan != NULL))
+	{
+		table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->direct_slot);
+		return ss->direct_slot;
+	}
+	return iterate_scan(node);
 }
 
 static void
@@ -547,11 +593,15 @@ swAcquireSampleRows(Relation relation, int elevel, HeapTuple *rows,
 	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
 	TupleTableSlot *slot = table_slot_create(current, NULL);
+	Datum	   *values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	bool	   *isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	SwLayout	layout;
 	ReservoirStateData rstate;
 	double		rowstoskip = -1;
 	double		seen = 0;
 	int			numrows = 0;
 
+	sw_layout(current, &layout);
 	reservoir_init_selection_state(&rstate, targrows);
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
@@ -560,8 +610,9 @@ swAcquireSampleRows(Relation relation, int elevel, HeapTuple *rows,
 
 		vacuum_delay_point();
 		slot_getallattrs(slot);
-		tuple = heap_form_tuple(desc, slot->tts_values + SW_CURRENT_META,
-								slot->tts_isnull + SW_CURRENT_META);
+		sw_from_hidden(&layout, desc->natts, slot->tts_values, slot->tts_isnull,
+					   values, isnull);
+		tuple = heap_form_tuple(desc, values, isnull);
 		if (numrows < targrows)
 			rows[numrows++] = tuple;
 		else

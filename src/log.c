@@ -54,6 +54,8 @@ typedef struct UpdatesState
 	TupleDesc	outdesc;
 	Tuplesortstate *sort;
 	TupleTableSlot *slot;		/* an update on its way into the sort */
+	Datum	   *row_values;		/* the row of an update */
+	bool	   *row_isnull;
 } UpdatesState;
 
 /*
@@ -61,7 +63,7 @@ typedef struct UpdatesState
  */
 static void
 add_update(UpdatesState *us, SwBatch *batch, int diff, TupleTableSlot *hidden,
-		   int meta)
+		   SwLayout *layout)
 {
 	Datum		values[UPDATES_NATTS];
 	bool		nulls[UPDATES_NATTS] = {0};
@@ -72,8 +74,9 @@ add_update(UpdatesState *us, SwBatch *batch, int diff, TupleTableSlot *hidden,
 		return;
 
 	slot_getallattrs(hidden);
-	row = heap_form_tuple(us->rowdesc, hidden->tts_values + meta,
-						  hidden->tts_isnull + meta);
+	sw_from_hidden(layout, us->rowdesc->natts, hidden->tts_values,
+				   hidden->tts_isnull, us->row_values, us->row_isnull);
+	row = heap_form_tuple(us->rowdesc, us->row_values, us->row_isnull);
 
 	values[0] = Int64GetDatum(batch->ts);
 	values[1] = Int32GetDatum(diff);
@@ -101,25 +104,27 @@ collect_updates(UpdatesState *us, Relation rel, Snapshot snapshot, bool history)
 {
 	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	int			meta = history ? SW_HISTORY_META : SW_CURRENT_META;
+	SwLayout	layout;
+
+	sw_layout(rel, &layout);
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		bool		isnull;
-		int64		id = DatumGetInt64(slot_getattr(slot, 1, &isnull));
+		int64		id = DatumGetInt64(slot_getattr(slot, layout.meta, &isnull));
 		SwBatch    *batch = hash_search(us->batches, &id, HASH_FIND, NULL);
 
 		CHECK_FOR_INTERRUPTS();
 		/* rows of batches that have not committed are not in the log */
 		if (batch == NULL)
 			continue;
-		add_update(us, batch, 1, slot, meta);
+		add_update(us, batch, 1, slot, &layout);
 		if (history)
 		{
-			id = DatumGetInt64(slot_getattr(slot, 2, &isnull));
+			id = DatumGetInt64(slot_getattr(slot, layout.meta + 1, &isnull));
 			batch = hash_search(us->batches, &id, HASH_FIND, NULL);
 			if (batch)
-				add_update(us, batch, -1, slot, meta);
+				add_update(us, batch, -1, slot, &layout);
 		}
 	}
 	ExecDropSingleTupleTableSlot(slot);
@@ -178,6 +183,8 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	us.outdesc = rsinfo->setDesc;
 	us.rowdesc = lookup_rowtype_tupdesc_copy(rowtype, -1);
+	us.row_values = palloc(sizeof(Datum) * Max(us.rowdesc->natts, 1));
+	us.row_isnull = palloc(sizeof(bool) * Max(us.rowdesc->natts, 1));
 	us.batches = sw_catalog_load_batches(relid, PG_INT64_MAX, snapshot);
 
 	sort_ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
@@ -223,6 +230,7 @@ sw_compact(Oid relid)
 	HTAB	   *batches;
 	TableScanDesc scan;
 	TupleTableSlot *slot;
+	SwLayout	layout;
 
 	LockRelationOid(relid, AccessShareLock);
 	sw_catalog_lock_source(relid);
@@ -240,10 +248,11 @@ sw_compact(Oid relid)
 		history = table_open(entry.history_rel, RowExclusiveLock);
 		scan = table_beginscan(history, snapshot, 0, NULL);
 		slot = table_slot_create(history, NULL);
+		sw_layout(history, &layout);
 		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 		{
 			bool		isnull;
-			int64		retracted = DatumGetInt64(slot_getattr(slot, 2, &isnull));
+			int64		retracted = DatumGetInt64(slot_getattr(slot, layout.meta + 1, &isnull));
 
 			CHECK_FOR_INTERRUPTS();
 			if (hash_search(batches, &retracted, HASH_FIND, NULL) == NULL)

@@ -18,6 +18,7 @@
 
 #include "access/attnum.h"
 #include "datatype/timestamp.h"
+#include "executor/tuptable.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
 #include "nodes/pg_list.h"
@@ -30,14 +31,29 @@
 #define SW_INTERNAL_SCHEMA	"source_writes_internal"
 
 /*
- * The hidden relations put their own columns first and then mirror the
- * foreign table's columns attnum by attnum (dropped columns included), so
- * foreign table column k is hidden column k + SW_*_META.
+ * The hidden relations hold the foreign table's columns as they were when
+ * it was created, attnum for attnum (so that a current row can be read
+ * with the table's own tuple descriptor), then our own columns, then the
+ * columns added to the table later, again attnum for attnum after ours.
  */
 #define SW_CURRENT_META		1	/* "$batch" */
 #define SW_HISTORY_META		2	/* "$batch", "$retracted" */
 #define SW_META_BATCH		"$batch"
 #define SW_META_RETRACTED	"$retracted"
+
+/* where a hidden relation's own columns are */
+typedef struct SwLayout
+{
+	AttrNumber	meta;			/* attnum of "$batch" */
+	int			nmeta;			/* how many of ours: SW_*_META */
+} SwLayout;
+
+/* the hidden attnum of the foreign table's attnum */
+static inline AttrNumber
+sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
+{
+	return attnum < layout->meta ? attnum : attnum + layout->nmeta;
+}
 
 /* source timestamps are milliseconds since the Unix epoch */
 #define SW_MSECS_PER_DAY	((int64) SECS_PER_DAY * 1000)
@@ -159,6 +175,9 @@ extern void sw_check_select(Oid relid);
 /* launcher.c */
 extern void sw_launcher_register(void);
 
+/* fdw_scan.c */
+extern TupleTableSlot *sw_scan_current_row(ForeignScanState *node);
+
 /* fdw_modify.c */
 extern void sw_fdw_modify_routine(FdwRoutine *routine);
 
@@ -190,5 +209,12 @@ extern const char *sw_origin_name(SwOrigin origin);
 extern void sw_storage_sync(Oid relid);
 extern void sw_storage_forget(Oid relid);
 extern Oid	sw_storage_key_index(Oid current_rel);
+extern void sw_layout(Relation hidden, SwLayout *layout);
+extern void sw_to_hidden(const SwLayout *layout, int natts,
+						 const Datum *values, const bool *isnull,
+						 Datum *hvalues, bool *hisnull);
+extern void sw_from_hidden(const SwLayout *layout, int natts,
+						   const Datum *hvalues, const bool *hisnull,
+						   Datum *values, bool *isnull);
 
 #endif							/* SOURCE_WRITES_H */

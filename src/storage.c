@@ -8,22 +8,25 @@
  * after the foreign table's OID so that renaming or moving the table needs
  * no change:
  *
- *		current_<oid>	"$batch", then the table's columns
- *		history_<oid>	"$batch", "$retracted", then the table's columns
+ *		current_<oid>	the table's columns, "$batch", later columns
+ *		history_<oid>	the table's columns, "$batch", "$retracted", later columns
  *
  * They have the same owner as the foreign table and depend on it
  * internally, like a table's TOAST relation: dropping the foreign table
  * (directly, with its server, schema or the extension) drops them, and they
  * cannot be dropped alone.
  *
- * After the hidden columns, the foreign table's columns are mirrored attnum
- * by attnum, dropped ones included: column k of the foreign table is column
- * k + SW_*_META of the hidden relation.  sw_storage_sync() restores that
- * after any DDL by comparing the two descriptors: a new attnum is an added
- * column, a dropped one a drop, a different name a rename and a different
- * type a conversion of the stored rows.  Because it compares states rather
- * than replaying commands, one function serves CREATE, every form of ALTER
- * and inherited changes alike, and running it twice changes nothing.
+ * The foreign table's columns are mirrored attnum by attnum, dropped ones
+ * included: the columns it had when it was created come first, so that a
+ * hidden tuple can be read with the foreign table's own descriptor (the
+ * scan hands the heap tuple over without copying); our own columns follow;
+ * columns added later come after them (see SwLayout).  sw_storage_sync()
+ * restores that after any DDL by comparing the two descriptors: a new
+ * attnum is an added column, a dropped one a drop, a different name a
+ * rename and a different type a conversion of the stored rows.  Because it
+ * compares states rather than replaying commands, one function serves
+ * CREATE, every form of ALTER and inherited changes alike, and running it
+ * twice changes nothing.
  *
  * IDENTIFICATION
  *		  src/storage.c
@@ -47,6 +50,7 @@
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_type.h"
+#include "catalog/toasting.h"
 #include "commands/event_trigger.h"
 #include "commands/defrem.h"
 #include "commands/tablecmds.h"
@@ -66,7 +70,7 @@
 #include "source_writes.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix, int nmeta);
-static void sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta);
+static void sync_hidden_relation(Relation ftrel, Oid hiddenid);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 
@@ -122,8 +126,8 @@ sw_storage_sync(Oid relid)
 				 errdetail("The type of a source's server cannot change while it has source tables."),
 				 errhint("Create a new server of the other type and new source tables on it.")));
 
-	sync_hidden_relation(ftrel, entry.current_rel, SW_CURRENT_META);
-	sync_hidden_relation(ftrel, entry.history_rel, SW_HISTORY_META);
+	sync_hidden_relation(ftrel, entry.current_rel);
+	sync_hidden_relation(ftrel, entry.history_rel);
 	sync_key_index(ftrel, entry.current_rel, st);
 
 	relation_close(ftrel, NoLock);
@@ -190,12 +194,15 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	char		name[NAMEDATALEN];
 	ErrorContextCallback errcallback;
 	int			k = 0;
+	SwLayout	layout;
 	ListCell   *lc;
 
+	current = table_open(current_rel, ShareLock);
+	sw_layout(current, &layout);
 	foreach(lc, st->key)
 		for (int i = 0; i < st->ncolumns; i++)
 			if (strcmp(st->columns[i].name, lfirst(lc)) == 0)
-				attnums[k++] = st->columns[i].attnum + SW_CURRENT_META;
+				attnums[k++] = sw_hidden_attnum(&layout, st->columns[i].attnum);
 
 	if (OidIsValid(existing))
 	{
@@ -211,15 +218,20 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 			memcmp(index->indkey.values, attnums, sizeof(AttrNumber) * nkeys) == 0;
 		ReleaseSysCache(tuple);
 		if (same)
+		{
+			table_close(current, NoLock);
 			return;
+		}
 		ObjectAddressSet(addr, RelationRelationId, existing);
 		performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
 		CommandCounterIncrement();
 	}
 	if (!st->upsert)
+	{
+		table_close(current, NoLock);
 		return;
+	}
 
-	current = table_open(current_rel, ShareLock);
 	info = makeIndexInfo(nkeys, nkeys, BTREE_AM_OID, NIL, NIL,
 						 true, false, true, false);
 	collations = palloc(sizeof(Oid) * nkeys);
@@ -259,14 +271,16 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 }
 
 /*
- * Create an empty hidden relation with just its own columns; the caller's
- * sync adds the foreign table's columns.
+ * Create a hidden relation: the foreign table's columns, then ours.  A
+ * column the table has already dropped gets a placeholder, which the
+ * caller's sync drops again so that the attnums line up.
  */
 static Oid
 create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
 {
 	Oid			nsp = get_namespace_oid(SW_INTERNAL_SCHEMA, false);
-	TupleDesc	desc = CreateTemplateTupleDesc(nmeta);
+	TupleDesc	ftdesc = RelationGetDescr(ftrel);
+	TupleDesc	desc = CreateTemplateTupleDesc(ftdesc->natts + nmeta);
 	char		relname[NAMEDATALEN];
 	Oid			relid;
 	ObjectAddress hidden;
@@ -274,11 +288,24 @@ create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
 
 	snprintf(relname, sizeof(relname), "%s_%u", prefix, RelationGetRelid(ftrel));
 
-	TupleDescInitEntry(desc, 1, SW_META_BATCH, INT8OID, -1, 0);
+	for (int k = 1; k <= ftdesc->natts; k++)
+	{
+		Form_pg_attribute att = TupleDescAttr(ftdesc, k - 1);
+
+		if (att->attisdropped)
+			TupleDescInitEntry(desc, k, psprintf("$dropped_%d", k), INT4OID, -1, 0);
+		else
+		{
+			TupleDescInitEntry(desc, k, NameStr(att->attname), att->atttypid,
+							   att->atttypmod, att->attndims);
+			TupleDescInitEntryCollation(desc, k, att->attcollation);
+		}
+	}
+	TupleDescInitEntry(desc, ftdesc->natts + 1, SW_META_BATCH, INT8OID, -1, 0);
 	if (nmeta > 1)
-		TupleDescInitEntry(desc, 2, SW_META_RETRACTED, INT8OID, -1, 0);
+		TupleDescInitEntry(desc, ftdesc->natts + 2, SW_META_RETRACTED, INT8OID, -1, 0);
 	for (int i = 0; i < nmeta; i++)
-		TupleDescAttr(desc, i)->attnotnull = true;
+		TupleDescAttr(desc, ftdesc->natts + i)->attnotnull = true;
 
 	/*
 	 * Like a TOAST table: no privilege checks on the internal schema, no
@@ -305,7 +332,77 @@ create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
 	recordDependencyOn(&hidden, &table, DEPENDENCY_INTERNAL);
 
 	CommandCounterIncrement();
+	NewRelationCreateToastTable(relid, (Datum) 0);
+	CommandCounterIncrement();
 	return relid;
+}
+
+/*
+ * Where a hidden relation's own columns are.
+ */
+void
+sw_layout(Relation hidden, SwLayout *layout)
+{
+	TupleDesc	desc = RelationGetDescr(hidden);
+
+	layout->meta = InvalidAttrNumber;
+	layout->nmeta = 0;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
+			layout->meta = att->attnum;
+		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0 ||
+			strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
+			layout->nmeta++;
+	}
+	if (layout->meta == InvalidAttrNumber)
+		elog(ERROR, "hidden relation \"%s\" has no column \"%s\"",
+			 RelationGetRelationName(hidden), SW_META_BATCH);
+}
+
+/*
+ * Copy the values of a row of the foreign table (natts attributes) into
+ * their places in a hidden row; our own columns are the caller's.
+ */
+void
+sw_to_hidden(const SwLayout *layout, int natts, const Datum *values,
+			 const bool *isnull, Datum *hvalues, bool *hisnull)
+{
+	int			before = Min(natts, layout->meta - 1);
+
+	memcpy(hvalues, values, before * sizeof(Datum));
+	memcpy(hisnull, isnull, before * sizeof(bool));
+	if (natts > before)
+	{
+		memcpy(hvalues + before + layout->nmeta, values + before,
+			   (natts - before) * sizeof(Datum));
+		memcpy(hisnull + before + layout->nmeta, isnull + before,
+			   (natts - before) * sizeof(bool));
+	}
+}
+
+/*
+ * The opposite: a row of the foreign table from a hidden row.
+ */
+void
+sw_from_hidden(const SwLayout *layout, int natts, const Datum *hvalues,
+			   const bool *hisnull, Datum *values, bool *isnull)
+{
+	int			before = Min(natts, layout->meta - 1);
+
+	memcpy(values, hvalues, before * sizeof(Datum));
+	memcpy(isnull, hisnull, before * sizeof(bool));
+	if (natts > before)
+	{
+		memcpy(values + before, hvalues + before + layout->nmeta,
+			   (natts - before) * sizeof(Datum));
+		memcpy(isnull + before, hisnull + before + layout->nmeta,
+			   (natts - before) * sizeof(bool));
+	}
 }
 
 /*
@@ -439,11 +536,12 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds)
  * names, then added, converted and dropped columns.
  */
 static void
-sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta)
+sync_hidden_relation(Relation ftrel, Oid hiddenid)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
 	TupleDesc	hdesc;
+	SwLayout	layout;
 	List	   *cmds = NIL;
 	List	   *placeholders = NIL;
 	bool		renamed = false;
@@ -456,16 +554,17 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta)
 	}
 
 	/* renames are catalog updates; do them first so later steps see them */
+	sw_layout(hidden, &layout);
 	hdesc = RelationGetDescr(hidden);
-	for (int k = 1; k <= fdesc->natts && k + nmeta <= hdesc->natts; k++)
+	for (int k = 1; k <= fdesc->natts && sw_hidden_attnum(&layout, k) <= hdesc->natts; k++)
 	{
 		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
-		Form_pg_attribute hatt = TupleDescAttr(hdesc, k + nmeta - 1);
+		Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(&layout, k) - 1);
 
 		if (!fatt->attisdropped && !hatt->attisdropped &&
 			strcmp(NameStr(fatt->attname), NameStr(hatt->attname)) != 0)
 		{
-			rename_hidden_column(hiddenid, k + nmeta, NameStr(fatt->attname));
+			rename_hidden_column(hiddenid, hatt->attnum, NameStr(fatt->attname));
 			renamed = true;
 		}
 	}
@@ -478,7 +577,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta)
 		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
 		Form_pg_attribute hatt;
 
-		if (k + nmeta > hdesc->natts)
+		if (sw_hidden_attnum(&layout, k) > hdesc->natts)
 		{
 			/*
 			 * New attnum.  A column added and dropped before we saw it still
@@ -502,7 +601,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta)
 			continue;
 		}
 
-		hatt = TupleDescAttr(hdesc, k + nmeta - 1);
+		hatt = TupleDescAttr(hdesc, sw_hidden_attnum(&layout, k) - 1);
 		if (fatt->attisdropped && !hatt->attisdropped)
 			cmds = lappend(cmds, make_alter_cmd(AT_DropColumn, NameStr(hatt->attname), NULL));
 		else if (!fatt->attisdropped && hatt->attisdropped)
@@ -514,7 +613,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, int nmeta)
 				  fatt->attcollation != hatt->attcollation))
 			cmds = lappend(cmds, make_type_change(ftrel, fatt, hatt));
 	}
-	if (hdesc->natts > fdesc->natts + nmeta)
+	if (hdesc->natts > fdesc->natts + layout.nmeta)
 		elog(ERROR, "hidden relation \"%s\" has more columns than source table \"%s\"",
 			 RelationGetRelationName(hidden), RelationGetRelationName(ftrel));
 
@@ -537,6 +636,7 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden;
 	TupleDesc	hdesc;
+	SwLayout	layout;
 	DefElem    *keydef = NULL;
 	List	   *names;
 	ListCell   *lc;
@@ -552,15 +652,16 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 
 	hidden = table_open(hiddenid, AccessShareLock);
 	hdesc = RelationGetDescr(hidden);
+	sw_layout(hidden, &layout);
 	initStringInfo(&newkey);
 	foreach(lc, names)
 	{
 		const char *name = lfirst(lc);
 
-		for (int k = 1; k <= fdesc->natts && k + SW_CURRENT_META <= hdesc->natts; k++)
+		for (int k = 1; k <= fdesc->natts && sw_hidden_attnum(&layout, k) <= hdesc->natts; k++)
 		{
 			Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
-			Form_pg_attribute hatt = TupleDescAttr(hdesc, k + SW_CURRENT_META - 1);
+			Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(&layout, k) - 1);
 
 			if (hatt->attisdropped || strcmp(NameStr(hatt->attname), name) != 0)
 				continue;
