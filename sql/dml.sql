@@ -104,6 +104,36 @@ COPY events FROM stdin;
 SELECT * FROM events ORDER BY id, note;
 SELECT * FROM log_of(NULL::events);
 
+-- COPY and INSERT ... SELECT write rows in batches: the WAL has a few
+-- multi-insert records for the current heap, not a record per row
+CREATE EXTENSION pg_walinspect;
+CREATE FOREIGN TABLE bulk (id int, kind text) SERVER kafka OPTIONS (topic 'bulk');
+CREATE FUNCTION heap_records_since(start pg_lsn)
+RETURNS TABLE (record_type text, records bigint) LANGUAGE sql AS $$
+  SELECT regexp_replace(record_type, '\+INIT$', ''), count(*)
+  FROM pg_get_wal_records_info(start, pg_current_wal_insert_lsn())
+  WHERE resource_manager IN ('Heap', 'Heap2')
+    AND block_ref LIKE '%/' || pg_relation_filenode(
+          (SELECT current_rel FROM source_writes.source_tables
+           WHERE relid = 'bulk'::regclass)) || ' %'
+  GROUP BY 1 ORDER BY 1
+$$;
+SELECT pg_current_wal_insert_lsn() AS wal_start \gset
+COPY bulk FROM PROGRAM 'seq 101 350 | sed "s/$/\tcopied/"';
+SELECT record_type, records <= 10 AS a_few_for_250_rows FROM heap_records_since(:'wal_start');
+SELECT pg_current_wal_insert_lsn() AS wal_start \gset
+INSERT INTO bulk SELECT g, 'selected' FROM generate_series(351, 600) g;
+SELECT record_type, records <= 10 AS a_few_for_250_rows FROM heap_records_since(:'wal_start');
+-- with RETURNING each row comes back at once: a record per row
+SELECT pg_current_wal_insert_lsn() AS wal_start \gset
+INSERT INTO bulk SELECT g, 'returned' FROM generate_series(601, 603) g RETURNING id;
+SELECT * FROM heap_records_since(:'wal_start');
+-- all rows arrived intact
+SELECT kind, count(*), sum(id) FROM bulk GROUP BY kind ORDER BY kind;
+DROP FOREIGN TABLE bulk;
+DROP FUNCTION heap_records_since(pg_lsn);
+DROP EXTENSION pg_walinspect;
+
 -- a statement does not see its own effects: this doubles the table once
 INSERT INTO events SELECT * FROM events WHERE kind = 'bulk';
 SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind;

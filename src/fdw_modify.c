@@ -78,6 +78,8 @@ typedef struct SwModifyState
 	TupleTableSlot *old_slot;	/* the current row being retracted */
 	HeapTupleData old_tuple;	/* ... when the scan handed it over */
 	TupleTableSlot **batch_slots;	/* rows of a batch insert */
+	bool		buffer_rows;	/* COPY: collect single rows into batches */
+	int			nbuffered;
 	TupleTableSlot **history_slots; /* retractions not yet written */
 	int			nhistory;
 	Datum	   *history_values; /* to form a history row */
@@ -589,10 +591,53 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	rinfo->ri_FdwState = state;
 }
 
+/*
+ * COPY and tuple routing.  PostgreSQL 15 hands COPY's rows to foreign
+ * tables one at a time; when nothing needs a row back at once (no
+ * RETURNING, no triggers, no key to check), they are collected and
+ * written in batches like those of a multi-row INSERT.
+ */
 static void
 swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
-	rinfo->ri_FdwState = begin_modify(mtstate->ps.state, rinfo);
+	SwModifyState *state = begin_modify(mtstate->ps.state, rinfo);
+
+	state->buffer_rows = rinfo->ri_TrigDesc == NULL &&
+		rinfo->ri_projectReturning == NULL &&
+		!OidIsValid(state->key_index);
+	rinfo->ri_FdwState = state;
+}
+
+/*
+ * The i-th slot of a batch insert, made on first use.
+ */
+static TupleTableSlot *
+batch_slot(SwModifyState *state, EState *estate, int i)
+{
+	if (state->batch_slots == NULL)
+	{
+		state->batch_slots = MemoryContextAllocZero(estate->es_query_cxt,
+													sizeof(TupleTableSlot *) * SW_INSERT_BATCH_SIZE);
+		state->bistate = GetBulkInsertState();
+	}
+	if (state->batch_slots[i] == NULL)
+		state->batch_slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(state->current),
+														 &TTSOpsVirtual);
+	return state->batch_slots[i];
+}
+
+/*
+ * Write the first n batch slots with one multi-insert.
+ */
+static void
+write_batch(SwModifyState *state, EState *estate, int n)
+{
+	table_multi_insert(state->current, state->batch_slots, n,
+					   estate->es_output_cid, 0, state->bistate);
+	if (state->current_rri->ri_NumIndices > 0)
+		for (int i = 0; i < n; i++)
+			ExecInsertIndexTuples(state->current_rri, state->batch_slots[i],
+								  estate, false, false, NULL, NIL);
 }
 
 static TupleTableSlot *
@@ -600,6 +645,21 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
+
+	if (state->buffer_rows)
+	{
+		TupleTableSlot *row = batch_slot(state, estate, state->nbuffered++);
+
+		/* COPY reuses its slot for the next row: keep our own copy */
+		form_current_row(state, slot, row);
+		ExecMaterializeSlot(row);
+		if (state->nbuffered == SW_INSERT_BATCH_SIZE)
+		{
+			write_batch(state, estate, state->nbuffered);
+			state->nbuffered = 0;
+		}
+		return slot;
+	}
 
 	form_current_row(state, slot, state->new_slot);
 	insert_current(state, estate, state->new_slot);
@@ -626,7 +686,7 @@ swGetForeignModifyBatchSize(ResultRelInfo *rinfo)
 }
 
 /*
- * Many rows at once (multi-row INSERT, INSERT ... SELECT, COPY FROM):
+ * Many rows at once (multi-row INSERT, INSERT ... SELECT): one
  * table_multi_insert() with a bulk-insert state.
  */
 static TupleTableSlot **
@@ -637,32 +697,15 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 	SwModifyState *state = rinfo->ri_FdwState;
 	int			n = *numSlots;
 
-	if (state->batch_slots == NULL)
-	{
-		state->batch_slots = MemoryContextAllocZero(estate->es_query_cxt,
-													sizeof(TupleTableSlot *) * SW_INSERT_BATCH_SIZE);
-		state->bistate = GetBulkInsertState();
-	}
 	for (int i = 0; i < n; i++)
 	{
-		if (state->batch_slots[i] == NULL)
-			state->batch_slots[i] =
-				MakeSingleTupleTableSlot(RelationGetDescr(state->current),
-										 &TTSOpsVirtual);
-		form_current_row(state, slots[i], state->batch_slots[i]);
+		form_current_row(state, slots[i], batch_slot(state, estate, i));
 		if (OidIsValid(state->key_index))
 			check_key(state, estate, state->batch_slots[i]);
 	}
-
-	table_multi_insert(state->current, state->batch_slots, n,
-					   estate->es_output_cid, 0, state->bistate);
+	write_batch(state, estate, n);
 	for (int i = 0; i < n; i++)
-	{
-		if (state->current_rri->ri_NumIndices > 0)
-			ExecInsertIndexTuples(state->current_rri, state->batch_slots[i],
-								  estate, false, false, NULL, NIL);
 		slots[i]->tts_tid = state->batch_slots[i]->tts_tid;
-	}
 	return slots;
 }
 
@@ -763,7 +806,12 @@ swEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 static void
 swEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
 {
-	end_modify(rinfo->ri_FdwState);
+	SwModifyState *state = rinfo->ri_FdwState;
+
+	if (state->nbuffered > 0)
+		write_batch(state, estate, state->nbuffered);
+	state->nbuffered = 0;
+	end_modify(state);
 }
 
 static int
