@@ -82,9 +82,11 @@ typedef struct SwModifyState
 	int			nbuffered;
 	TupleTableSlot **history_slots; /* retractions not yet written */
 	int			nhistory;
-	Datum	   *history_values; /* to form a history row */
+	Datum	   *history_values; /* to form a history row ... */
 	bool	   *history_isnull;
-	Datum	   *row_values;		/* a deformed current row */
+	Datum	   *current_values; /* ... from a deformed current row ... */
+	bool	   *current_isnull;
+	Datum	   *row_values;		/* ... by way of the table's row */
 	bool	   *row_isnull;
 	MemoryContext history_cxt;	/* memory of the retractions not yet written */
 	BulkInsertState history_bistate;
@@ -423,8 +425,10 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 			state->history_slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 		state->history_values = palloc(sizeof(Datum) * desc->natts);
 		state->history_isnull = palloc(sizeof(bool) * desc->natts);
-		state->row_values = palloc(sizeof(Datum) * RelationGetDescr(state->current)->natts);
-		state->row_isnull = palloc(sizeof(bool) * RelationGetDescr(state->current)->natts);
+		state->current_values = palloc(sizeof(Datum) * RelationGetDescr(state->current)->natts);
+		state->current_isnull = palloc(sizeof(bool) * RelationGetDescr(state->current)->natts);
+		state->row_values = palloc(sizeof(Datum) * Max(state->natts, 1));
+		state->row_isnull = palloc(sizeof(bool) * Max(state->natts, 1));
 		state->history_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes retractions",
 												   ALLOCSET_DEFAULT_SIZES);
@@ -440,15 +444,14 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 		AttrNumber	meta = state->history_layout.meta;
 		Datum	   *values = state->history_values;
 		bool	   *isnull = state->history_isnull;
-		Datum	   *row = palloc(sizeof(Datum) * Max(state->natts, 1));
-		bool	   *rownull = palloc(sizeof(bool) * Max(state->natts, 1));
 
 		heap_deform_tuple(old, RelationGetDescr(state->current),
-						  state->row_values, state->row_isnull);
+						  state->current_values, state->current_isnull);
 		sw_from_hidden(&state->current_layout, state->natts,
-					   state->row_values, state->row_isnull, row, rownull);
-		sw_to_hidden(&state->history_layout, state->natts, row, rownull,
-					 values, isnull);
+					   state->current_values, state->current_isnull,
+					   state->row_values, state->row_isnull);
+		sw_to_hidden(&state->history_layout, state->natts,
+					 state->row_values, state->row_isnull, values, isnull);
 		values[meta - 1] = Int64GetDatum(batch);
 		isnull[meta - 1] = false;
 		values[meta] = Int64GetDatum(state->batch);

@@ -369,9 +369,10 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 
 /*
  * The general case of swIterateForeignScan: start the scan, read as of a
- * time, or copy the needed columns of each row to their places.
+ * time, or copy the needed columns of each row to their places.  Kept out
+ * of line, so that the common case pays for no more than it uses.
  */
-static TupleTableSlot *
+static pg_noinline TupleTableSlot *
 iterate_scan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
