@@ -189,29 +189,39 @@ sw_catalog_insert(const SwCatalogEntry *entry)
 }
 
 /*
- * Remove the catalog row of a dropped source table, if there is one.
+ * Delete the rows of one of our catalog tables whose first key column is
+ * the given OID; nothing when the extension is being dropped.
  */
-void
-sw_catalog_delete(Oid relid)
+static void
+delete_rows(const char *table, const char *index, Oid key)
 {
-	Oid			catalog = sw_catalog_relation(SW_CATALOG_TABLE);
+	Oid			catalog = sw_catalog_relation(table);
 	Relation	rel;
 	SysScanDesc scan;
-	ScanKeyData key;
+	ScanKeyData skey;
 	HeapTuple	tuple;
 
 	if (!OidIsValid(catalog))
 		return;
 
 	rel = table_open(catalog, RowExclusiveLock);
-	ScanKeyInit(&key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_CATALOG_INDEX),
-							  true, SnapshotSelf, 1, &key);
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(key));
+	scan = systable_beginscan(rel, sw_catalog_relation_required(index),
+							  true, SnapshotSelf, 1, &skey);
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 		CatalogTupleDelete(rel, &tuple->t_self);
 	systable_endscan(scan);
 	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Remove the catalog row of a dropped source table, if there is one.
+ */
+void
+sw_catalog_delete(Oid relid)
+{
+	StaticAssertStmt(Anum_st_relid == 1, "source_tables is keyed by its first column");
+	delete_rows(SW_CATALOG_TABLE, SW_CATALOG_INDEX, relid);
 }
 
 /*
@@ -400,21 +410,6 @@ sw_origin_name(SwOrigin origin)
 void
 sw_catalog_delete_batches(Oid source)
 {
-	Oid			catalog = sw_catalog_relation(SW_BATCHES_TABLE);
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tuple;
-
-	if (!OidIsValid(catalog))
-		return;
-	rel = table_open(catalog, RowExclusiveLock);
-	ScanKeyInit(&key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(source));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_BATCHES_INDEX),
-							  true, SnapshotSelf, 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-		CatalogTupleDelete(rel, &tuple->t_self);
-	systable_endscan(scan);
-	table_close(rel, RowExclusiveLock);
+	StaticAssertStmt(Anum_b_source == 1, "batches is keyed by its first column");
+	delete_rows(SW_BATCHES_TABLE, SW_BATCHES_INDEX, source);
 }

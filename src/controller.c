@@ -273,13 +273,14 @@ sw_check_readable(Oid relid, const SwCatalogEntry *entry, int64 ts)
 }
 
 /*
- * Check SELECT on a source table, the right to read its contents, log and
- * frontiers; fails before anything about the table is looked at.
+ * Check a privilege on a source table (SELECT to read its contents, log
+ * and frontiers; DELETE to compact it), before anything about the table is
+ * looked at.
  */
 void
-sw_check_select(Oid relid)
+sw_check_source_privilege(Oid relid, AclMode mode)
 {
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), mode);
 
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
@@ -306,7 +307,7 @@ source_writes_frontiers(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {0};
 
-	sw_check_select(relid);
+	sw_check_source_privilege(relid, ACL_SELECT);
 	sw_catalog_require(relid, &entry);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -326,6 +327,6 @@ source_writes_channel(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 
-	sw_check_select(relid);
+	sw_check_source_privilege(relid, ACL_SELECT);
 	PG_RETURN_TEXT_P(cstring_to_text(sw_channel_name(relid)));
 }

@@ -68,7 +68,6 @@
 typedef struct SwModifyState
 {
 	Relation	ftrel;			/* the source table */
-	SwSourceTable *source;		/* its options */
 	Relation	current;		/* hidden heap of current rows */
 	Relation	history;		/* hidden heap of retracted rows */
 	SwLayout	current_layout;
@@ -89,13 +88,14 @@ typedef struct SwModifyState
 	Datum	   *row_values;		/* ... by way of the table's row */
 	bool	   *row_isnull;
 	MemoryContext history_cxt;	/* memory of the retractions not yet written */
-	BulkInsertState history_bistate;
 	CommandId	history_cid;
 	AttrNumber	ctid_attno;		/* row identity in the plan's output */
 	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
 	int			natts;			/* attributes of the foreign table */
 	int64		batch;			/* our batch, once we have written */
 	Oid			key_index;		/* upsert: the unique index on the key */
+	int			nkeys;			/* ... its columns' hidden attnums */
+	AttrNumber *key_attnums;
 	BulkInsertState bistate;	/* for batch inserts */
 } SwModifyState;
 
@@ -128,7 +128,6 @@ begin_modify(EState *estate, ResultRelInfo *rinfo)
 	sw_catalog_require(RelationGetRelid(ftrel), &entry);
 
 	state->ftrel = ftrel;
-	state->source = sw_source_table(ftrel);
 	state->natts = RelationGetDescr(ftrel)->natts;
 	state->current = table_open(entry.current_rel, RowExclusiveLock);
 	state->history = table_open(entry.history_rel, RowExclusiveLock);
@@ -140,6 +139,15 @@ begin_modify(EState *estate, ResultRelInfo *rinfo)
 	state->key_index = sw_storage_key_index(entry.current_rel);
 	/* "speculative" prepares what the key check needs, as for ON CONFLICT */
 	ExecOpenIndices(state->current_rri, OidIsValid(state->key_index));
+	for (int i = 0; i < state->current_rri->ri_NumIndices; i++)
+	{
+		Relation	index = state->current_rri->ri_IndexRelationDescs[i];
+
+		if (RelationGetRelid(index) != state->key_index)
+			continue;
+		state->nkeys = index->rd_index->indnkeyatts;
+		state->key_attnums = index->rd_index->indkey.values;
+	}
 
 	state->new_slot = MakeSingleTupleTableSlot(RelationGetDescr(state->current),
 											   &TTSOpsVirtual);
@@ -250,69 +258,77 @@ inserted_by(SwModifyState *state, HeapTuple tuple)
 /*
  * Upsert sources: the key of a new or changed row must be complete and not
  * be taken by another current row.  Waits, like INSERT ... ON CONFLICT,
- * for a transaction that holds the key.
+ * for a transaction that holds the key.  A role that may not read the
+ * table is not shown the key's values.
  */
 static void
 check_key(SwModifyState *state, EState *estate, TupleTableSlot *row)
 {
-	SwSourceTable *st = state->source;
+	TupleDesc	desc = RelationGetDescr(state->current);
 	ItemPointerData conflict;
-	ListCell   *lc;
+	StringInfoData names;
+	StringInfoData values;
 
-	foreach(lc, st->key)
+	slot_getallattrs(row);
+	for (int i = 0; i < state->nkeys; i++)
+		if (row->tts_isnull[state->key_attnums[i] - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
+							NameStr(TupleDescAttr(desc, state->key_attnums[i] - 1)->attname),
+							RelationGetRelationName(state->ftrel)),
+					 errhint("Every row of an upsert source has a complete key.")));
+
+	if (ExecCheckIndexConstraints(state->current_rri, row, estate, &conflict,
+								  list_make1_oid(state->key_index)))
+		return;
+
+	initStringInfo(&names);
+	initStringInfo(&values);
+	for (int i = 0; i < state->nkeys; i++)
 	{
-		for (int i = 0; i < st->ncolumns; i++)
-		{
-			SwColumn   *col = &st->columns[i];
+		Form_pg_attribute att = TupleDescAttr(desc, state->key_attnums[i] - 1);
+		Oid			out;
+		bool		varlena;
 
-			if (strcmp(col->name, lfirst(lc)) == 0 &&
-				row->tts_isnull[sw_hidden_attnum(&state->current_layout, col->attnum) - 1])
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
-								col->name, RelationGetRelationName(state->ftrel)),
-						 errhint("Every row of an upsert source has a complete key.")));
-		}
+		getTypeOutputInfo(att->atttypid, &out, &varlena);
+		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(NameStr(att->attname)));
+		appendStringInfo(&values, "%s%s", i > 0 ? ", " : "",
+						 OidOutputFunctionCall(out, row->tts_values[att->attnum - 1]));
 	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("duplicate key value violates the key of upsert source \"%s\"",
+					RelationGetRelationName(state->ftrel)),
+			 pg_class_aclcheck(RelationGetRelid(state->ftrel), GetUserId(),
+							   ACL_SELECT) == ACLCHECK_OK
+			 ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
+			 errhint("Use UPDATE to change the row of an existing key.")));
+}
 
-	if (!ExecCheckIndexConstraints(state->current_rri, row, estate, &conflict,
-								   list_make1_oid(state->key_index)))
+/*
+ * Does the new version of a row of an upsert source change its key?
+ */
+static bool
+key_changed(SwModifyState *state, TupleTableSlot *old, TupleTableSlot *new)
+{
+	TupleDesc	desc = RelationGetDescr(state->current);
+
+	slot_getallattrs(old);
+	slot_getallattrs(new);
+	for (int i = 0; i < state->nkeys; i++)
 	{
-		bool		may_see = pg_class_aclcheck(RelationGetRelid(state->ftrel),
-												GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-		StringInfoData key;
+		int			k = state->key_attnums[i] - 1;
+		Form_pg_attribute att = TupleDescAttr(desc, k);
 
-		initStringInfo(&key);
-		if (may_see)
-		{
-			StringInfoData values;
-
-			initStringInfo(&values);
-			foreach(lc, st->key)
-				for (int i = 0; i < st->ncolumns; i++)
-				{
-					SwColumn   *col = &st->columns[i];
-					Oid			out;
-					bool		varlena;
-
-					if (strcmp(col->name, lfirst(lc)) != 0)
-						continue;
-					getTypeOutputInfo(col->typid, &out, &varlena);
-					appendStringInfo(&key, "%s%s", key.len > 0 ? ", " : "",
-									 quote_identifier(col->name));
-					appendStringInfo(&values, "%s%s", values.len > 0 ? ", " : "",
-									 OidOutputFunctionCall(out,
-														   row->tts_values[sw_hidden_attnum(&state->current_layout, col->attnum) - 1]));
-				}
-			appendStringInfo(&key, ")=(%s", values.data);
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("duplicate key value violates the key of upsert source \"%s\"",
-						RelationGetRelationName(state->ftrel)),
-				 may_see ? errdetail("Key (%s) already exists.", key.data) : 0,
-				 errhint("Use UPDATE to change the row of an existing key.")));
+		if (old->tts_isnull[k] != new->tts_isnull[k] ||
+			(!new->tts_isnull[k] &&
+			 !datumIsEqual(old->tts_values[k], new->tts_values[k],
+						   att->attbyval, att->attlen)))
+			return true;
 	}
+	return false;
 }
 
 /*
@@ -331,7 +347,9 @@ insert_current(SwModifyState *state, EState *estate, TupleTableSlot *row)
 
 /*
  * Write the collected retractions into the history heap, many rows per
- * page and WAL record.
+ * page and WAL record.  Without a bulk-insert state: its small ring of
+ * buffers would make each retraction write pages out and flush WAL as the
+ * history heap grows, while the history is what later reads want cached.
  */
 static void
 flush_history(SwModifyState *state)
@@ -339,7 +357,7 @@ flush_history(SwModifyState *state)
 	if (state->nhistory == 0)
 		return;
 	table_multi_insert(state->history, state->history_slots, state->nhistory,
-					   state->history_cid, 0, state->history_bistate);
+					   state->history_cid, 0, NULL);
 	for (int i = 0; i < state->nhistory; i++)
 		ExecClearTuple(state->history_slots[i]);
 	state->nhistory = 0;
@@ -357,7 +375,6 @@ end_history(SwModifyState *state)
 	flush_history(state);
 	for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
 		ExecDropSingleTupleTableSlot(state->history_slots[i]);
-	FreeBulkInsertState(state->history_bistate);
 	MemoryContextDelete(state->history_cxt);
 	state->history_slots = NULL;
 }
@@ -378,8 +395,11 @@ append_retracted(SwModifyState *state, HeapTuple current, int64 retracted)
 	Size		hoff = MAXALIGN(SizeofHeapTupleHeader + (hasnulls ? BITMAPLEN(natts) : 0));
 	Size		datalen = current->t_len - from->t_hoff;
 	Size		len = hoff + datalen + sizeof(int64);
-	HeapTuple	tuple = (HeapTuple) palloc0(HEAPTUPLESIZE + len);
+	HeapTuple	tuple = (HeapTuple) palloc(HEAPTUPLESIZE + len);
 	HeapTupleHeader to = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
+
+	/* the header as heap_form_tuple() leaves it: zeroed, then filled */
+	memset(to, 0, hoff);
 
 	tuple->t_len = len;
 	tuple->t_data = to;
@@ -432,7 +452,6 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 		state->history_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes retractions",
 												   ALLOCSET_DEFAULT_SIZES);
-		state->history_bistate = GetBulkInsertState();
 	}
 
 	oldcxt = MemoryContextSwitchTo(state->history_cxt);
@@ -460,7 +479,8 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 	}
 	MemoryContextSwitchTo(oldcxt);
 
-	ExecStoreHeapTuple(tuple, state->history_slots[state->nhistory++], false);
+	/* the slot owns the tuple, so that the multi-insert need not copy it */
+	ExecStoreHeapTuple(tuple, state->history_slots[state->nhistory++], true);
 	state->history_cid = cid;
 	if (state->nhistory == SW_HISTORY_BATCH_SIZE)
 		flush_history(state);
@@ -726,36 +746,14 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 	LockTupleMode lockmode;
 	bool		update_indexes;
 	TM_Result	result;
-
 	HeapTuple	old = current_tuple(state, tid);
 
 	form_current_row(state, slot, state->new_slot);
 
 	/* a changed key must not collide with another row's */
-	if (OidIsValid(state->key_index))
-	{
-		bool		changed = false;
-
-		slot_getallattrs(state->old_slot);
-		for (int i = 0; i < state->source->ncolumns && !changed; i++)
-		{
-			SwColumn   *col = &state->source->columns[i];
-			int			k = sw_hidden_attnum(&state->current_layout, col->attnum) - 1;
-			ListCell   *lc;
-
-			foreach(lc, state->source->key)
-				if (strcmp(col->name, lfirst(lc)) == 0 &&
-					(state->old_slot->tts_isnull[k] != state->new_slot->tts_isnull[k] ||
-					 (!state->new_slot->tts_isnull[k] &&
-					  !datumIsEqual(state->old_slot->tts_values[k],
-									state->new_slot->tts_values[k],
-									TupleDescAttr(state->new_slot->tts_tupleDescriptor, k)->attbyval,
-									TupleDescAttr(state->new_slot->tts_tupleDescriptor, k)->attlen))))
-					changed = true;
-		}
-		if (changed)
-			check_key(state, estate, state->new_slot);
-	}
+	if (OidIsValid(state->key_index) &&
+		key_changed(state, state->old_slot, state->new_slot))
+		check_key(state, estate, state->new_slot);
 
 	result = table_tuple_update(state->current, tid, state->new_slot, cid,
 								estate->es_snapshot,
@@ -784,7 +782,6 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 	CommandId	cid = estate->es_output_cid;
 	TM_FailureData tmfd;
 	TM_Result	result;
-
 	HeapTuple	old = current_tuple(state, tid);
 
 	result = table_tuple_delete(state->current, tid, cid, estate->es_snapshot,

@@ -164,7 +164,7 @@ source_writes_updates(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("source_writes.updates() takes a row of a source table"),
 				 errhint("Pass a null of the table's row type, e.g. updates(NULL::events).")));
-	sw_check_select(relid);
+	sw_check_source_privilege(relid, ACL_SELECT);
 	LockRelationOid(relid, AccessShareLock);
 	sw_catalog_require(relid, &entry);
 
@@ -279,14 +279,7 @@ Datum
 source_writes_compact(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
 
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
-					   get_rel_name(relid));
-	if (!sw_is_source_table(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	sw_check_source_privilege(relid, ACL_DELETE);
 	PG_RETURN_INT64(sw_compact(relid));
 }

@@ -21,6 +21,7 @@
 #include "executor/tuptable.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
@@ -170,7 +171,7 @@ extern char *sw_channel_name(Oid relid);
 extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
 extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
 extern void sw_check_readable(Oid relid, const SwCatalogEntry *entry, int64 ts);
-extern void sw_check_select(Oid relid);
+extern void sw_check_source_privilege(Oid relid, AclMode mode);
 
 /* launcher.c */
 extern void sw_launcher_register(void);
