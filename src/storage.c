@@ -75,18 +75,6 @@ static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 
 /*
- * Milliseconds since the Unix epoch, the unit of source timestamps.
- */
-static int64
-now_ms(void)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	return now / 1000 +
-		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SW_MSECS_PER_DAY;
-}
-
-/*
  * Make the hidden relations and the catalog row of a source table match
  * the foreign table, creating them if it is new.  Called at the end of any
  * command that created or altered the table; errors abort the command, so
@@ -113,7 +101,7 @@ sw_storage_sync(Oid relid)
 		entry.current_rel = create_hidden_relation(ftrel, "current", SW_CURRENT_META);
 		entry.history_rel = create_hidden_relation(ftrel, "history", SW_HISTORY_META);
 		/* nothing is written before creation: both start now */
-		entry.upper = entry.since = now_ms();
+		entry.upper = entry.since = sw_now_ms();
 		sw_catalog_insert(&entry);
 		CommandCounterIncrement();
 	}
