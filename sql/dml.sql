@@ -275,6 +275,19 @@ SELECT count(*) = :rows_at_t1 AS still_same_count, sum(id) = :ids_at_t1 AS still
 FROM events;
 SET source_writes.as_of = :t2;
 SELECT id, kind FROM events WHERE kind IN ('order', 'later', 'later still') ORDER BY id;
+-- in parallel too
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SET source_writes.as_of = :t1;
+SELECT explain_of('SELECT count(*) FROM events');
+SELECT count(*) = :rows_at_t1 AS same_count, sum(id) = :ids_at_t1 AS same_ids FROM events;
+RESET source_writes.as_of;
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+RESET parallel_tuple_cost;
+RESET parallel_setup_cost;
 -- as of the time of each batch, the contents are the log consolidated
 -- up to it
 SELECT as_of_matches_log() AS every_batch_matches;

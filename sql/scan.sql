@@ -115,6 +115,19 @@ SELECT put_rows('orders', (SELECT json_agg(json_build_object('id', g, 'part', 0,
 EXPLAIN (COSTS OFF) SELECT count(*) FROM orders;
 SELECT count(*) FROM orders;
 
+-- large tables are scanned in parallel, with the same result
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(id) FROM orders;
+SELECT count(*), sum(id), count(DISTINCT ctid) FROM orders;
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+RESET parallel_tuple_cost;
+RESET parallel_setup_cost;
+SELECT count(*), sum(id), count(DISTINCT ctid) FROM orders;
+
 -- ANALYZE samples the current rows
 ANALYZE orders;
 SELECT reltuples FROM pg_class WHERE oid = 'orders'::regclass;
