@@ -33,32 +33,35 @@ BEGIN
 END
 $$;
 
+-- Apply n random statements alike to both tables; returns n.
+CREATE FUNCTION apply_random_statements(n int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  stmt text;
+BEGIN
+  FOR i IN 1..n LOOP
+    stmt := random_statement();
+    EXECUTE replace(stmt, 'TBL', 'w');
+    EXECUTE replace(stmt, 'TBL', 'w_plain');
+  END LOOP;
+  RETURN n;
+END
+$$;
+
 CREATE PROCEDURE run_workload(statements int) LANGUAGE plpgsql AS $$
 DECLARE
   done int := 0;
   transactions int := 0;
   rollbacks int := 0;
   savepoint_rollbacks int := 0;
-  stmt text;
 BEGIN
   PERFORM setseed(0.4242);
   WHILE done < statements LOOP
     -- a transaction of up to 6 statements
-    FOR i IN 1..1 + floor(random() * 6)::int LOOP
-      stmt := random_statement();
-      EXECUTE replace(stmt, 'TBL', 'w');
-      EXECUTE replace(stmt, 'TBL', 'w_plain');
-      done := done + 1;
-    END LOOP;
+    done := done + apply_random_statements(1 + floor(random() * 6)::int);
     -- sometimes more statements inside a savepoint that is rolled back
     IF random() < 0.3 THEN
       BEGIN
-        FOR i IN 1..1 + floor(random() * 3)::int LOOP
-          stmt := random_statement();
-          EXECUTE replace(stmt, 'TBL', 'w');
-          EXECUTE replace(stmt, 'TBL', 'w_plain');
-          done := done + 1;
-        END LOOP;
+        done := done + apply_random_statements(1 + floor(random() * 3)::int);
         RAISE EXCEPTION 'roll back to the savepoint';
       EXCEPTION WHEN raise_exception THEN
         savepoint_rollbacks := savepoint_rollbacks + 1;
