@@ -8,11 +8,14 @@ EXTENSION = source_writes
 MODULE_big = source_writes
 OBJS = \
 	src/catalog.o \
-	src/ddl.o \
+	src/compaction.o \
 	src/controller.o \
+	src/ddl.o \
+	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \
 	src/fdw_scan.o \
+	src/functions.o \
 	src/launcher.o \
 	src/log.o \
 	src/source_writes.o \

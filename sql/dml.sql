@@ -239,10 +239,10 @@ BEGIN;
 INSERT INTO scratch VALUES (5);
 INSERT INTO events VALUES (40, 'pair', 0, NULL);
 COMMIT;
-SELECT count(DISTINCT ts) AS timestamps, count(*) AS batches
+SELECT count(DISTINCT source) AS sources, count(*) AS batches
 FROM source_writes.batches b
-WHERE b.batch = (SELECT max(batch) FROM source_writes.batches
-                 WHERE source = 'scratch'::regclass);
+WHERE b.ts = (SELECT max(ts) FROM source_writes.batches
+              WHERE source = 'scratch'::regclass);
 SELECT (SELECT upper FROM source_writes.frontiers('events')) =
        (SELECT upper FROM source_writes.frontiers('scratch')) AS same_upper;
 -- a source dropped in the transaction that wrote it needs no batch

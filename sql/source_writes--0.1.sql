@@ -27,7 +27,9 @@ CREATE FOREIGN DATA WRAPPER source_writes
   HANDLER source_writes.fdw_handler
   VALIDATOR source_writes.fdw_validator;
 
--- one row per source table
+-- One row per source table: its kind, hidden relations and frontiers.  The
+-- catalog is the extension's; others read it through the view
+-- source_writes.sources, which shows each role the tables it may read.
 CREATE TABLE source_writes.source_tables (
     relid       regclass PRIMARY KEY,   -- the foreign table
     kind        text NOT NULL CHECK (kind IN ('kafka', 'webhook')),
@@ -38,19 +40,44 @@ CREATE TABLE source_writes.source_tables (
 );
 COMMENT ON TABLE source_writes.source_tables IS
   'One row per source table: its kind, hidden relations and frontiers';
-GRANT SELECT ON source_writes.source_tables TO PUBLIC;
 
--- one row per committed batch of a source: the log's timestamps
+-- One row per committed batch of a source: the log's timestamps and who
+-- wrote what.  Batch ids come from a sequence and are never reused.
+CREATE SEQUENCE source_writes.batch_ids;
 CREATE TABLE source_writes.batches (
-    source  oid NOT NULL,       -- the source table
-    batch   bigint NOT NULL,    -- the writing transaction's full xid
+    source  regclass NOT NULL,  -- the source table
+    batch   bigint NOT NULL,    -- the batch's id, in "$batch" and "$retracted"
     ts      bigint NOT NULL,    -- the batch's timestamp (ms since the epoch)
     origin  text NOT NULL CHECK (origin IN ('user', 'kafka', 'webhook', 'system')),
-    role    oid NOT NULL,       -- who wrote it
+    role    name NOT NULL,      -- the role that wrote it, as it was named then
     PRIMARY KEY (source, batch)
 );
+CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);
 COMMENT ON TABLE source_writes.batches IS
   'One row per committed batch of a source table: its timestamp, origin and role';
+
+-- pg_dump keeps the catalog's contents; the hidden relations are dumped as
+-- tables of source_writes_internal, and a catalog row restored by pg_restore
+-- gives them back to their source table (see the trigger below).
+SELECT pg_catalog.pg_extension_config_dump('source_writes.source_tables', '');
+SELECT pg_catalog.pg_extension_config_dump('source_writes.batches', '');
+SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_ids', '');
+
+CREATE FUNCTION source_writes.restore_catalog_row()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'source_writes_restore_catalog_row'
+LANGUAGE C;
+CREATE TRIGGER restore BEFORE INSERT ON source_writes.source_tables
+  FOR EACH ROW EXECUTE FUNCTION source_writes.restore_catalog_row();
+
+-- the source tables a role may read, with their frontiers
+CREATE VIEW source_writes.sources WITH (security_barrier) AS
+  SELECT relid, kind, since, upper
+  FROM source_writes.source_tables
+  WHERE pg_catalog.has_table_privilege(relid, 'SELECT');
+COMMENT ON VIEW source_writes.sources IS
+  'The source tables the current role may read: kind and readable range [since, upper)';
+GRANT SELECT ON source_writes.sources TO PUBLIC;
 
 -- reading sources: frontiers, the log, notifications, compaction
 CREATE FUNCTION source_writes.frontiers(source regclass, OUT since bigint, OUT upper bigint)
@@ -81,7 +108,7 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'source_writes_compact'
 LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION source_writes.compact(regclass) IS
-  'Moves since along with retain_history and deletes history retracted before it; returns the rows deleted';
+  'Deletes the history retracted before since, which no readable time needs; returns the rows deleted';
 
 -- storage follows DDL on source tables through event triggers
 CREATE FUNCTION source_writes.on_ddl_command_end()
@@ -97,7 +124,7 @@ LANGUAGE C;
 CREATE EVENT TRIGGER source_writes_ddl_command_end ON ddl_command_end
   WHEN TAG IN ('CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE', 'ALTER TABLE',
                'CREATE SERVER', 'ALTER SERVER',
-               'CREATE USER MAPPING', 'ALTER USER MAPPING')
+               'CREATE USER MAPPING', 'ALTER USER MAPPING', 'ALTER DOMAIN')
   EXECUTE FUNCTION source_writes.on_ddl_command_end();
 
 CREATE EVENT TRIGGER source_writes_sql_drop ON sql_drop

@@ -1,13 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *		  Access to source_writes.source_tables, one row per source table
+ *		  The extension's catalog: which tables are sources, their frontiers
+ *		  and their batches
  *
- * The table is an ordinary heap owned by the extension.  It is read and
- * written the way PostgreSQL treats its own catalogs (systable scans,
- * CatalogTupleInsert and friends): no SPI, no privilege checks on behalf of
- * the user, and lookups with SnapshotSelf, which takes no SSI predicate
- * locks, so that SERIALIZABLE users never conflict on our bookkeeping.
+ * Two tables of the extension hold the state of source tables:
+ * source_writes.source_tables (one row per source: kind, hidden relations,
+ * frontiers) and source_writes.batches (one row per committed batch: id,
+ * timestamp, origin, role).  They are ordinary heaps, read and written the
+ * way PostgreSQL treats its own catalogs: systable scans and
+ * CatalogTupleInsert and friends, no SPI, no privilege checks on behalf of
+ * the user.
+ *
+ * Readers see the catalog through an MVCC snapshot whose visibility rules
+ * are applied here, tuple by tuple, rather than by the scan: that way the
+ * reads take no SSI predicate locks, so SERIALIZABLE transactions never
+ * conflict on our bookkeeping (every commit to a source updates its row).
+ * The controller, which serialises the writers of a source with a lock,
+ * reads and updates the row with SnapshotSelf under that lock, whatever the
+ * caller's isolation level.
+ *
+ * The catalog's own objects are found by name once per backend and
+ * trusted only if they are members of the extension.  What never changes
+ * about a source while it exists (SwSource) is cached per backend too; a
+ * relcache invalidation of the table, or of the catalog, drops the entry.
+ *
+ * "Is this a source table" is answered here as well: a foreign table whose
+ * server belongs to a wrapper with our handler.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/catalog.c
@@ -17,27 +38,34 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/index.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
-#include "storage/lmgr.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/tuptable.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "parser/parse_func.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "source_writes.h"
-
-#define SW_CATALOG_TABLE	"source_tables"
-#define SW_CATALOG_INDEX	"source_tables_pkey"
-#define SW_BATCHES_TABLE	"batches"
-#define SW_BATCHES_INDEX	"batches_pkey"
+#include "catalog.h"
 
 /* columns of source_writes.source_tables */
 #define Anum_st_relid		1
@@ -56,6 +84,10 @@
 #define Anum_b_role			5
 #define Natts_b				5
 
+/* the lock tag's objsubid: writers' stamping, compaction */
+#define SW_LOCK_STAMP		0
+#define SW_LOCK_COMPACT		1
+
 static const char *const origin_names[] = {
 	[SW_ORIGIN_USER] = "user",
 	[SW_ORIGIN_KAFKA] = "kafka",
@@ -63,31 +95,145 @@ static const char *const origin_names[] = {
 	[SW_ORIGIN_SYSTEM] = "system"
 };
 
-/*
- * The OID of a relation in schema source_writes, or InvalidOid when the
- * extension is not (or no longer) installed.
- */
-static Oid
-sw_catalog_relation(const char *name)
+/* OIDs of the extension's catalog objects, once resolved */
+typedef struct SwCatalogOids
 {
-	Oid			nsp = get_namespace_oid(SW_SCHEMA, true);
+	bool		valid;
+	Oid			source_tables;
+	Oid			source_tables_pkey;
+	Oid			batches;
+	Oid			batches_pkey;
+	Oid			batches_ts;		/* index on (source, ts) */
+	Oid			batch_ids;		/* sequence of batch ids */
+	Oid			fdw_handler;
+} SwCatalogOids;
 
-	if (!OidIsValid(nsp))
-		return InvalidOid;
-	return get_relname_relid(name, nsp);
+static SwCatalogOids oids;
+
+/* the cache of SwSource, by the foreign table's OID */
+typedef struct SwSourceEntry
+{
+	Oid			relid;			/* hash key */
+	bool		valid;
+	SwSource	source;
+} SwSourceEntry;
+
+static HTAB *source_cache = NULL;
+static bool callback_registered = false;
+
+/*
+ * A relcache invalidation of a source table drops its cache entry; one of
+ * the catalog (the extension was dropped or recreated), or of everything,
+ * drops them all.
+ */
+static void
+invalidate_callback(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == oids.source_tables ||
+		relid == oids.batches)
+	{
+		oids.valid = false;
+		if (source_cache)
+		{
+			HASH_SEQ_STATUS status;
+			SwSourceEntry *entry;
+
+			hash_seq_init(&status, source_cache);
+			while ((entry = hash_seq_search(&status)) != NULL)
+				entry->valid = false;
+		}
+	}
+	else if (source_cache)
+	{
+		SwSourceEntry *entry = hash_search(source_cache, &relid, HASH_FIND, NULL);
+
+		if (entry)
+			entry->valid = false;
+	}
 }
 
+/*
+ * The OID of an object of ours in schema source_writes, InvalidOid if it
+ * is missing or not a member of the extension (a schema of that name made
+ * by somebody else is not trusted).
+ */
 static Oid
-sw_catalog_relation_required(const char *name)
+member_relation(Oid extension, Oid nsp, const char *name)
 {
-	Oid			relid = sw_catalog_relation(name);
+	Oid			relid = get_relname_relid(name, nsp);
 
-	if (!OidIsValid(relid))
+	if (!OidIsValid(relid) ||
+		getExtensionOfObject(RelationRelationId, relid) != extension)
+		return InvalidOid;
+	return relid;
+}
+
+/* the OID of an index of ours on one of our member tables */
+static Oid
+member_index(Oid table, Oid nsp, const char *name)
+{
+	Oid			index = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(index) || !OidIsValid(table) ||
+		IndexGetRelation(index, true) != table)
+		return InvalidOid;
+	return index;
+}
+
+/*
+ * Resolve the catalog's OIDs; false when the extension is not installed
+ * (or is being dropped).
+ */
+static bool
+resolve_catalog(void)
+{
+	Oid			extension;
+	Oid			nsp;
+	Oid			handler;
+
+	if (oids.valid)
+		return true;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
+		callback_registered = true;
+	}
+
+	extension = get_extension_oid("source_writes", true);
+	nsp = get_namespace_oid(SW_SCHEMA, true);
+	if (!OidIsValid(extension) || !OidIsValid(nsp))
+		return false;
+
+	oids.source_tables = member_relation(extension, nsp, "source_tables");
+	oids.source_tables_pkey = member_index(oids.source_tables, nsp, "source_tables_pkey");
+	oids.batches = member_relation(extension, nsp, "batches");
+	oids.batches_pkey = member_index(oids.batches, nsp, "batches_pkey");
+	oids.batches_ts = member_index(oids.batches, nsp, "batches_source_ts");
+	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
+	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
+										makeString("fdw_handler")),
+							 0, NULL, true);
+	oids.fdw_handler =
+		OidIsValid(handler) &&
+		getExtensionOfObject(ProcedureRelationId, handler) == extension
+		? handler : InvalidOid;
+
+	oids.valid = OidIsValid(oids.source_tables) &&
+		OidIsValid(oids.source_tables_pkey) &&
+		OidIsValid(oids.batches) && OidIsValid(oids.batches_pkey) &&
+		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
+		OidIsValid(oids.fdw_handler);
+	return oids.valid;
+}
+
+static void
+require_catalog(void)
+{
+	if (!resolve_catalog())
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"source_writes\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION source_writes.")));
-	return relid;
 }
 
 /*
@@ -96,50 +242,133 @@ sw_catalog_relation_required(const char *name)
 bool
 sw_catalog_exists(void)
 {
-	return OidIsValid(sw_catalog_relation(SW_CATALOG_TABLE));
+	return resolve_catalog();
+}
+
+/*
+ * The OID of source_writes.source_tables.
+ */
+Oid
+sw_catalog_table_oid(void)
+{
+	require_catalog();
+	return oids.source_tables;
+}
+
+/*
+ * Is this server one of ours, i.e. does its wrapper use our handler?
+ */
+bool
+sw_is_source_server(Oid serverid)
+{
+	ForeignServer *server;
+
+	if (!resolve_catalog())
+		return false;
+	server = GetForeignServer(serverid);
+	return GetForeignDataWrapper(server->fdwid)->fdwhandler == oids.fdw_handler;
+}
+
+/*
+ * Is this relation a source table: a foreign table on one of our servers?
+ */
+bool
+sw_is_source_table(Oid relid)
+{
+	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+		return false;
+	return sw_is_source_server(GetForeignServerIdByRelId(relid));
+}
+
+/*
+ * The next tuple of a systable scan begun with SnapshotAny that the MVCC
+ * snapshot sees.  Testing visibility here, instead of handing the snapshot
+ * to the scan, keeps the scan from taking SSI predicate locks.
+ */
+static HeapTuple
+next_visible(SysScanDesc scan, Snapshot snapshot)
+{
+	HeapTuple	tuple;
+
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+		bool		visible;
+
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+		if (visible)
+			return tuple;
+	}
+	return NULL;
+}
+
+/*
+ * Begin a scan of source_tables for one relid: with SnapshotAny when the
+ * caller checks an MVCC snapshot itself, or with the given snapshot.
+ */
+static SysScanDesc
+begin_row_scan(Relation rel, Oid relid, Snapshot snapshot, ScanKey key)
+{
+	ScanKeyInit(key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	return systable_beginscan(rel, oids.source_tables_pkey, true,
+							  IsMVCCSnapshot(snapshot) ? SnapshotAny : snapshot,
+							  1, key);
+}
+
+static HeapTuple
+next_row(SysScanDesc scan, Snapshot snapshot)
+{
+	return IsMVCCSnapshot(snapshot) ? next_visible(scan, snapshot)
+		: systable_getnext(scan);
 }
 
 static void
-entry_from_tuple(HeapTuple tuple, TupleDesc desc, SwCatalogEntry *entry)
+row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
+		   SwFrontiers *frontiers)
 {
 	Datum		values[Natts_st];
 	bool		nulls[Natts_st];
 
 	heap_deform_tuple(tuple, desc, values, nulls);
-	entry->relid = DatumGetObjectId(values[Anum_st_relid - 1]);
-	entry->kind = strcmp(TextDatumGetCString(values[Anum_st_kind - 1]), "webhook") == 0
-		? SW_KIND_WEBHOOK : SW_KIND_KAFKA;
-	entry->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
-	entry->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
-	entry->upper = DatumGetInt64(values[Anum_st_upper - 1]);
-	entry->since = DatumGetInt64(values[Anum_st_since - 1]);
+	if (source)
+	{
+		source->relid = DatumGetObjectId(values[Anum_st_relid - 1]);
+		source->kind = strcmp(TextDatumGetCString(values[Anum_st_kind - 1]),
+							  "webhook") == 0 ? SW_KIND_WEBHOOK : SW_KIND_KAFKA;
+		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
+		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
+	}
+	if (frontiers)
+	{
+		frontiers->upper = DatumGetInt64(values[Anum_st_upper - 1]);
+		frontiers->since = DatumGetInt64(values[Anum_st_since - 1]);
+	}
 }
 
 /*
- * Find the catalog row of a source table.  Returns false if there is none.
+ * Read the catalog row of a source with the snapshot; false if there is
+ * none.
  */
-bool
-sw_catalog_lookup(Oid relid, SwCatalogEntry *entry)
+static bool
+read_row(Oid relid, Snapshot snapshot, SwSource *source, SwFrontiers *frontiers)
 {
-	Oid			catalog = sw_catalog_relation(SW_CATALOG_TABLE);
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
 	bool		found = false;
 
-	if (!OidIsValid(catalog))
+	if (!resolve_catalog())
 		return false;
-
-	rel = table_open(catalog, AccessShareLock);
-	ScanKeyInit(&key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_CATALOG_INDEX),
-							  true, SnapshotSelf, 1, &key);
-	tuple = systable_getnext(scan);
+	rel = table_open(oids.source_tables, AccessShareLock);
+	scan = begin_row_scan(rel, relid, snapshot, &key);
+	tuple = next_row(scan, snapshot);
 	if (HeapTupleIsValid(tuple))
 	{
-		entry_from_tuple(tuple, RelationGetDescr(rel), entry);
+		row_source(tuple, RelationGetDescr(rel), source, frontiers);
 		found = true;
 	}
 	systable_endscan(scan);
@@ -148,13 +377,60 @@ sw_catalog_lookup(Oid relid, SwCatalogEntry *entry)
 }
 
 /*
- * The catalog row of a source table, or an error if the table has no
- * storage (it was created while our event triggers could not run).
+ * The immutable facts of a source table, from the cache or the catalog;
+ * false if it has no catalog row.
+ */
+bool
+sw_source_lookup(Oid relid, SwSource *source)
+{
+	SwSourceEntry *entry;
+	Snapshot	snapshot;
+	bool		found;
+
+	if (!resolve_catalog())
+		return false;
+	if (source_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(SwSourceEntry);
+		ctl.hcxt = CacheMemoryContext;
+		source_cache = hash_create("source_writes sources", 64, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+
+	entry = hash_search(source_cache, &relid, HASH_FIND, NULL);
+	if (entry && entry->valid)
+	{
+		*source = entry->source;
+		return true;
+	}
+
+	/*
+	 * A fresh catalog snapshot sees the row of a table created just now too,
+	 * and can be taken in parallel workers.
+	 */
+	snapshot = RegisterSnapshot(GetCatalogSnapshot(oids.source_tables));
+	found = read_row(relid, snapshot, source, NULL);
+	UnregisterSnapshot(snapshot);
+	if (!found)
+		return false;
+
+	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
+	entry->source = *source;
+	entry->valid = true;
+	return true;
+}
+
+/*
+ * The immutable facts of a source table, or an error if it has no storage
+ * (it was created while our event triggers could not run).
  */
 void
-sw_catalog_require(Oid relid, SwCatalogEntry *entry)
+sw_source_require(Oid relid, SwSource *source)
 {
-	if (!sw_catalog_lookup(relid, entry))
+	if (!sw_source_lookup(relid, source))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
 				 errmsg("source table \"%s\" has no storage", get_rel_name(relid)),
@@ -163,110 +439,52 @@ sw_catalog_require(Oid relid, SwCatalogEntry *entry)
 }
 
 /*
- * Add the catalog row of a new source table.
+ * The sources of one server (or all, for InvalidOid), as SwSource
+ * pointers, as of the latest snapshot.
  */
-void
-sw_catalog_insert(const SwCatalogEntry *entry)
+List *
+sw_catalog_sources(Oid serverid)
 {
-	Relation	rel = table_open(sw_catalog_relation_required(SW_CATALOG_TABLE),
-								 RowExclusiveLock);
-	Datum		values[Natts_st];
-	bool		nulls[Natts_st] = {0};
-	HeapTuple	tuple;
-
-	values[Anum_st_relid - 1] = ObjectIdGetDatum(entry->relid);
-	values[Anum_st_kind - 1] =
-		CStringGetTextDatum(entry->kind == SW_KIND_WEBHOOK ? "webhook" : "kafka");
-	values[Anum_st_current_rel - 1] = ObjectIdGetDatum(entry->current_rel);
-	values[Anum_st_history_rel - 1] = ObjectIdGetDatum(entry->history_rel);
-	values[Anum_st_upper - 1] = Int64GetDatum(entry->upper);
-	values[Anum_st_since - 1] = Int64GetDatum(entry->since);
-
-	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-	CatalogTupleInsert(rel, tuple);
-	heap_freetuple(tuple);
-	table_close(rel, RowExclusiveLock);
-}
-
-/*
- * Delete the rows of one of our catalog tables whose first key column is
- * the given OID; nothing when the extension is being dropped.
- */
-static void
-delete_rows(const char *table, const char *index, Oid key)
-{
-	Oid			catalog = sw_catalog_relation(table);
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData skey;
-	HeapTuple	tuple;
-
-	if (!OidIsValid(catalog))
-		return;
-
-	rel = table_open(catalog, RowExclusiveLock);
-	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(key));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(index),
-							  true, SnapshotSelf, 1, &skey);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-		CatalogTupleDelete(rel, &tuple->t_self);
-	systable_endscan(scan);
-	table_close(rel, RowExclusiveLock);
-}
-
-/*
- * Remove the catalog row of a dropped source table, if there is one.
- */
-void
-sw_catalog_delete(Oid relid)
-{
-	StaticAssertStmt(Anum_st_relid == 1, "source_tables is keyed by its first column");
-	delete_rows(SW_CATALOG_TABLE, SW_CATALOG_INDEX, relid);
-}
-
-/*
- * The catalog rows of all source tables, or of those on one server.
- */
-static List *
-catalog_entries(Oid serverid)
-{
-	Oid			catalog = sw_catalog_relation(SW_CATALOG_TABLE);
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tuple;
+	Snapshot	snapshot;
 	List	   *result = NIL;
 
-	if (!OidIsValid(catalog))
+	if (!resolve_catalog())
 		return NIL;
 
-	rel = table_open(catalog, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, SnapshotSelf, 0, NULL);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.source_tables, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, SnapshotAny, 0, NULL);
+	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
 	{
-		SwCatalogEntry *entry = palloc(sizeof(SwCatalogEntry));
+		SwSource   *source = palloc(sizeof(SwSource));
 
-		entry_from_tuple(tuple, RelationGetDescr(rel), entry);
+		CHECK_FOR_INTERRUPTS();
+		row_source(tuple, RelationGetDescr(rel), source, NULL);
 		if (!OidIsValid(serverid) ||
-			GetForeignServerIdByRelId(entry->relid) == serverid)
-			result = lappend(result, entry);
+			(get_rel_relkind(source->relid) == RELKIND_FOREIGN_TABLE &&
+			 GetForeignServerIdByRelId(source->relid) == serverid))
+			result = lappend(result, source);
 		else
-			pfree(entry);
+			pfree(source);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
 	return result;
 }
 
-List *
-sw_catalog_sources_of_server(Oid serverid)
+/*
+ * The frontiers of a source as an MVCC snapshot sees them; false if it has
+ * no catalog row.
+ */
+bool
+sw_catalog_frontiers(Oid relid, Snapshot snapshot, SwFrontiers *frontiers)
 {
-	return catalog_entries(serverid);
-}
-
-List *
-sw_catalog_all_sources(void)
-{
-	return catalog_entries(InvalidOid);
+	Assert(IsMVCCSnapshot(snapshot));
+	return read_row(relid, snapshot, NULL, frontiers);
 }
 
 /*
@@ -278,8 +496,38 @@ sw_catalog_all_sources(void)
 void
 sw_catalog_lock_source(Oid relid)
 {
-	LockDatabaseObject(sw_catalog_relation_required(SW_CATALOG_TABLE), relid, 0,
-					   ExclusiveLock);
+	require_catalog();
+	LockDatabaseObject(oids.source_tables, relid, SW_LOCK_STAMP, ExclusiveLock);
+}
+
+/*
+ * Take the lock that serialises compactions of one source until the end
+ * of the transaction, or report that another holds it when not waiting.
+ * Writers never take it.
+ */
+bool
+sw_catalog_lock_compaction(Oid relid, bool wait)
+{
+	require_catalog();
+	if (wait)
+	{
+		LockDatabaseObject(oids.source_tables, relid, SW_LOCK_COMPACT, ExclusiveLock);
+		return true;
+	}
+	return ConditionalLockDatabaseObject(oids.source_tables, relid,
+										 SW_LOCK_COMPACT, ExclusiveLock);
+}
+
+/*
+ * The frontiers of a source whose lock the caller holds: the latest row
+ * version, read with SnapshotSelf, which is sound under the lock and takes
+ * no SSI predicate locks.  False if the source has no catalog row (it was
+ * dropped).
+ */
+bool
+sw_catalog_locked_frontiers(Oid relid, SwFrontiers *frontiers)
+{
+	return read_row(relid, SnapshotSelf, NULL, frontiers);
 }
 
 /*
@@ -289,10 +537,9 @@ sw_catalog_lock_source(Oid relid)
  * updates its own catalogs, whatever the caller's isolation level.
  */
 void
-sw_catalog_set_frontiers(Oid relid, int64 since, int64 upper)
+sw_catalog_set_frontiers(Oid relid, const SwFrontiers *frontiers)
 {
-	Relation	rel = table_open(sw_catalog_relation_required(SW_CATALOG_TABLE),
-								 RowExclusiveLock);
+	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
@@ -300,16 +547,15 @@ sw_catalog_set_frontiers(Oid relid, int64 since, int64 upper)
 	bool		nulls[Natts_st] = {0};
 	bool		replace[Natts_st] = {0};
 
-	ScanKeyInit(&key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_CATALOG_INDEX),
-							  true, SnapshotSelf, 1, &key);
+	require_catalog();
+	rel = table_open(oids.source_tables, RowExclusiveLock);
+	scan = begin_row_scan(rel, relid, SnapshotSelf, &key);
 	tuple = systable_getnext(scan);
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "source table %u has no catalog row", relid);
 
-	values[Anum_st_upper - 1] = Int64GetDatum(upper);
-	values[Anum_st_since - 1] = Int64GetDatum(since);
+	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
+	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
 	replace[Anum_st_upper - 1] = replace[Anum_st_since - 1] = true;
 	tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
 	CatalogTupleUpdate(rel, &tuple->t_self, tuple);
@@ -319,24 +565,25 @@ sw_catalog_set_frontiers(Oid relid, int64 since, int64 upper)
 }
 
 /*
- * Record a committed batch of a source: its id (the writing transaction),
- * timestamp, origin and role.
+ * Add the catalog row of a new source table.
  */
 void
-sw_catalog_insert_batch(Oid source, int64 batch, int64 ts, SwOrigin origin,
-						Oid role)
+sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
 {
-	Relation	rel = table_open(sw_catalog_relation_required(SW_BATCHES_TABLE),
-								 RowExclusiveLock);
-	Datum		values[Natts_b];
-	bool		nulls[Natts_b] = {0};
+	Relation	rel;
+	Datum		values[Natts_st];
+	bool		nulls[Natts_st] = {0};
 	HeapTuple	tuple;
 
-	values[Anum_b_source - 1] = ObjectIdGetDatum(source);
-	values[Anum_b_batch - 1] = Int64GetDatum(batch);
-	values[Anum_b_ts - 1] = Int64GetDatum(ts);
-	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[origin]);
-	values[Anum_b_role - 1] = ObjectIdGetDatum(role);
+	require_catalog();
+	rel = table_open(oids.source_tables, RowExclusiveLock);
+	values[Anum_st_relid - 1] = ObjectIdGetDatum(source->relid);
+	values[Anum_st_kind - 1] =
+		CStringGetTextDatum(source->kind == SW_KIND_WEBHOOK ? "webhook" : "kafka");
+	values[Anum_st_current_rel - 1] = ObjectIdGetDatum(source->current_rel);
+	values[Anum_st_history_rel - 1] = ObjectIdGetDatum(source->history_rel);
+	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
+	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
@@ -345,53 +592,155 @@ sw_catalog_insert_batch(Oid source, int64 batch, int64 ts, SwOrigin origin,
 }
 
 /*
- * The committed batches of a source visible to the snapshot, as a hash
- * table from batch id to SwBatch, in the caller's memory context.  Only
- * batches at or before max_ts are loaded.
+ * Delete the rows of one of our catalog tables whose first column is the
+ * given OID.
+ */
+static void
+delete_rows(Oid table, Oid index, Oid key)
+{
+	Relation	rel = table_open(table, RowExclusiveLock);
+	SysScanDesc scan;
+	ScanKeyData skey;
+	HeapTuple	tuple;
+
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(key));
+	scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		CHECK_FOR_INTERRUPTS();
+		CatalogTupleDelete(rel, &tuple->t_self);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Remove the catalog row and batches of a dropped source table, if there
+ * are any; nothing when the extension itself is being dropped.  Under the
+ * source's lock, so that no writer stamps it meanwhile.  (Dropping the
+ * table invalidated its cache entries already.)
+ */
+void
+sw_catalog_delete(Oid relid)
+{
+	StaticAssertStmt(Anum_st_relid == 1 && Anum_b_source == 1,
+					 "the catalog tables are keyed by their first column");
+
+	if (!resolve_catalog())
+		return;
+	sw_catalog_lock_source(relid);
+	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
+	delete_rows(oids.batches, oids.batches_pkey, relid);
+}
+
+/*
+ * Remove only the catalog row of a source, keeping its batches (a row
+ * restored from a dump replaces it).
+ */
+void
+sw_catalog_delete_row(Oid relid)
+{
+	require_catalog();
+	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
+	CacheInvalidateRelcacheByRelid(relid);
+}
+
+/*
+ * A new batch id.  Ids come from a sequence, so they are never reused,
+ * not after a crash and not after a dump is restored; they say nothing
+ * about order (the batch's timestamp does).
+ */
+int64
+sw_catalog_new_batch_id(void)
+{
+	require_catalog();
+	return nextval_internal(oids.batch_ids, false);
+}
+
+/*
+ * Record a committed batch of a source.
+ */
+void
+sw_catalog_insert_batch(Oid relid, const SwBatch *batch)
+{
+	Relation	rel;
+	Datum		values[Natts_b];
+	bool		nulls[Natts_b] = {0};
+	HeapTuple	tuple;
+
+	require_catalog();
+	rel = table_open(oids.batches, RowExclusiveLock);
+	values[Anum_b_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_b_batch - 1] = Int64GetDatum(batch->batch);
+	values[Anum_b_ts - 1] = Int64GetDatum(batch->ts);
+	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[batch->origin]);
+	values[Anum_b_role - 1] = NameGetDatum(&batch->role);
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
+static SwOrigin
+parse_origin(const char *name)
+{
+	for (int i = 0; i < lengthof(origin_names); i++)
+		if (strcmp(name, origin_names[i]) == 0)
+			return i;
+	elog(ERROR, "unknown batch origin \"%s\"", name);
+	return SW_ORIGIN_USER;		/* keep compiler quiet */
+}
+
+/*
+ * The committed batches of a source with from_ts <= ts < until_ts that
+ * the MVCC snapshot sees, as a hash table from batch id to SwBatch in the
+ * caller's memory context.
  */
 HTAB *
-sw_catalog_load_batches(Oid source, int64 max_ts, Snapshot snapshot)
+sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
+						Snapshot snapshot)
 {
-	Relation	rel = table_open(sw_catalog_relation_required(SW_BATCHES_TABLE),
-								 AccessShareLock);
+	Relation	rel;
 	HASHCTL		ctl;
 	HTAB	   *batches;
 	SysScanDesc scan;
-	ScanKeyData key;
+	ScanKeyData keys[3];
 	HeapTuple	tuple;
+
+	Assert(IsMVCCSnapshot(snapshot));
+	require_catalog();
 
 	ctl.keysize = sizeof(int64);
 	ctl.entrysize = sizeof(SwBatch);
 	ctl.hcxt = CurrentMemoryContext;
-	batches = hash_create("source_writes batches", 1024, &ctl,
+	batches = hash_create("source_writes batches", 256, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	if (from_ts >= until_ts)
+		return batches;
 
-	ScanKeyInit(&key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(source));
-	scan = systable_beginscan(rel, sw_catalog_relation_required(SW_BATCHES_INDEX),
-							  true, snapshot, 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	rel = table_open(oids.batches, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_b_ts, BTGreaterEqualStrategyNumber, F_INT8GE,
+				Int64GetDatum(from_ts));
+	ScanKeyInit(&keys[2], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(until_ts));
+	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 3, keys);
+	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
 	{
 		Datum		values[Natts_b];
 		bool		nulls[Natts_b];
 		int64		id;
-		int64		ts;
-		SwBatch    *entry;
-		char	   *origin;
+		SwBatch    *batch;
 
+		CHECK_FOR_INTERRUPTS();
 		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
-		ts = DatumGetInt64(values[Anum_b_ts - 1]);
-		if (ts > max_ts)
-			continue;
 		id = DatumGetInt64(values[Anum_b_batch - 1]);
-		entry = hash_search(batches, &id, HASH_ENTER, NULL);
-		entry->ts = ts;
-		entry->role = DatumGetObjectId(values[Anum_b_role - 1]);
-		origin = TextDatumGetCString(values[Anum_b_origin - 1]);
-		entry->origin = SW_ORIGIN_USER;
-		for (int i = 0; i < lengthof(origin_names); i++)
-			if (strcmp(origin, origin_names[i]) == 0)
-				entry->origin = i;
+		batch = hash_search(batches, &id, HASH_ENTER, NULL);
+		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
+		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
+		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -402,14 +751,4 @@ const char *
 sw_origin_name(SwOrigin origin)
 {
 	return origin_names[origin];
-}
-
-/*
- * Forget the batches of a dropped source.
- */
-void
-sw_catalog_delete_batches(Oid source)
-{
-	StaticAssertStmt(Anum_b_source == 1, "batches is keyed by its first column");
-	delete_rows(SW_BATCHES_TABLE, SW_BATCHES_INDEX, source);
 }

@@ -3,26 +3,32 @@
  * controller.c
  *		  The controller: gives each committing batch its timestamp
  *
- * Every write to a source is part of a batch.  A batch is identified by the
- * writing transaction (its full transaction id), which tags the rows it
- * inserts ("$batch") and retracts ("$retracted"), so all of a transaction's
- * edits to one source are one batch.  Rows are written inside the
- * transaction, so MVCC gives read-your-writes, savepoints and rollback.
+ * Every write to a source is part of a batch: what one role wrote to one
+ * source in one transaction, with one origin (user edits, Kafka, webhooks,
+ * the system).  A batch gets an id from a sequence at its first write; the
+ * rows it inserts carry the id in "$batch", the rows it retracts in
+ * "$retracted".  Rows are written inside the transaction, so MVCC gives
+ * read-your-writes, savepoints and rollback.  A transaction that switches
+ * roles (SET ROLE, SECURITY DEFINER functions) writes one batch per role,
+ * so that the log names who made each edit.
  *
- * The batch gets its timestamp at pre-commit.  For every source the
- * transaction wrote, in OID order, the controller takes the source's lock
- * (held until commit, so it serialises writers only from pre-commit on),
- * reads its frontiers with SnapshotSelf (the latest version under the lock,
- * without SSI predicate locks) and computes one timestamp for all of them:
+ * A transaction's batches get their timestamp at pre-commit.  For every
+ * source the transaction wrote, in OID order, the controller takes the
+ * source's lock (held until commit, so it serialises writers only from
+ * pre-commit on), reads its frontiers with SnapshotSelf (the latest version
+ * under the lock, without SSI predicate locks) and computes one timestamp
+ * for all of them:
  *
  *		ts = GREATEST(now in ms, upper of every source written)
  *
- * Then it records the batch, moves each source's upper to ts + 1 (and its
- * since along with retain_history), and queues a NOTIFY with the new upper
- * on the source's channel, delivered at commit.  Timestamps are thus
- * strictly increasing per source in commit order.  A transaction that
- * rolls back, or writes only in rolled-back subtransactions, leaves no
- * batch.
+ * Then it records the batches, moves each source's upper to ts + 1 (and
+ * its since along with retain_history), and queues a NOTIFY with the new
+ * upper on the source's channel, delivered at commit.  Timestamps are thus
+ * strictly increasing per source in commit order, and a snapshot that sees
+ * a source's upper sees every batch before it.  A transaction that rolls
+ * back, or writes only in rolled-back subtransactions, leaves no batch.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/controller.c
@@ -31,31 +37,28 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "access/transam.h"
 #include "access/xact.h"
 #include "commands/async.h"
-#include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "source_writes.h"
+#include "controller.h"
+#include "fdw_options.h"
 
-/* a source written by the current transaction */
+/* a batch of the current transaction */
 typedef struct SwWrite
 {
 	Oid			relid;
-	int			nest_level;		/* subtransaction level of the first write */
-	Oid			role;			/* who wrote first */
+	Oid			role;
 	SwOrigin	origin;
+	int			nest_level;		/* subtransaction level of its first write */
+	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
 
-/* the sources the current transaction wrote, in TopTransactionContext */
+/* the batches of the current transaction, in TopTransactionContext */
 static List *writes = NIL;
 static bool callbacks_registered = false;
 
@@ -83,12 +86,13 @@ sw_channel_name(Oid relid)
 }
 
 /*
- * Note that the current transaction writes a source, and return the id of
- * its batch, with which the written rows are tagged.
+ * Note that the current transaction writes a source as the current user,
+ * and return the id of the batch with which the written rows are tagged.
  */
 int64
 sw_controller_batch(Oid relid, SwOrigin origin)
 {
+	Oid			role = GetUserId();
 	ListCell   *lc;
 	SwWrite    *w;
 	MemoryContext old;
@@ -103,20 +107,41 @@ sw_controller_batch(Oid relid, SwOrigin origin)
 	foreach(lc, writes)
 	{
 		w = lfirst(lc);
-		if (w->relid == relid)
-			return (int64) U64FromFullTransactionId(GetTopFullTransactionId());
+		if (w->relid == relid && w->role == role && w->origin == origin)
+			return w->batch.batch;
 	}
 
 	old = MemoryContextSwitchTo(TopTransactionContext);
-	w = palloc(sizeof(SwWrite));
+	w = palloc0(sizeof(SwWrite));
 	w->relid = relid;
-	w->nest_level = GetCurrentTransactionNestLevel();
-	w->role = GetUserId();
+	w->role = role;
 	w->origin = origin;
+	w->nest_level = GetCurrentTransactionNestLevel();
+	w->batch.batch = sw_catalog_new_batch_id();
+	w->batch.origin = origin;
+	namestrcpy(&w->batch.role, GetUserNameFromId(role, false));
 	writes = lappend(writes, w);
 	MemoryContextSwitchTo(old);
 
-	return (int64) U64FromFullTransactionId(GetTopFullTransactionId());
+	return w->batch.batch;
+}
+
+/*
+ * Is batch one of the current transaction's batches of the source?
+ */
+bool
+sw_controller_wrote(Oid relid, int64 batch)
+{
+	ListCell   *lc;
+
+	foreach(lc, writes)
+	{
+		SwWrite    *w = lfirst(lc);
+
+		if (w->relid == relid && w->batch.batch == batch)
+			return true;
+	}
+	return false;
 }
 
 static int
@@ -146,39 +171,56 @@ sw_retained_since(int64 since, int64 upper, int64 retain_ms)
 static void
 stamp_batches(void)
 {
-	int64		batch = (int64) U64FromFullTransactionId(GetTopFullTransactionId());
 	int64		ts = sw_now_ms();
-	int			n = list_length(writes);
-	SwCatalogEntry *entries = palloc(sizeof(SwCatalogEntry) * n);
-	bool	   *exists = palloc(sizeof(bool) * n);
+	int			n;
+	SwFrontiers *frontiers;
+	bool	   *exists;
+
+	/* the extension was dropped in this transaction, sources and all */
+	if (!sw_catalog_exists())
+		return;
 
 	/* a fixed lock order keeps writers of several sources from deadlocking */
 	list_sort(writes, compare_writes);
+	n = list_length(writes);
+	frontiers = palloc(sizeof(SwFrontiers) * n);
+	exists = palloc(sizeof(bool) * n);
 
 	for (int i = 0; i < n; i++)
 	{
 		SwWrite    *w = list_nth(writes, i);
 
+		if (i > 0 && ((SwWrite *) list_nth(writes, i - 1))->relid == w->relid)
+		{
+			exists[i] = exists[i - 1];
+			frontiers[i] = frontiers[i - 1];
+			continue;
+		}
 		sw_catalog_lock_source(w->relid);
 		/* a source dropped after it was written needs no batch */
-		exists[i] = sw_catalog_lookup(w->relid, &entries[i]);
+		exists[i] = sw_catalog_locked_frontiers(w->relid, &frontiers[i]);
 		if (exists[i])
-			ts = Max(ts, entries[i].upper);
+			ts = Max(ts, frontiers[i].upper);
 	}
 
 	for (int i = 0; i < n; i++)
 	{
 		SwWrite    *w = list_nth(writes, i);
-		int64		upper = ts + 1;
+		bool		last_of_source = i == n - 1 ||
+			((SwWrite *) list_nth(writes, i + 1))->relid != w->relid;
+		SwFrontiers next;
 
 		if (!exists[i])
 			continue;
-		sw_catalog_insert_batch(w->relid, batch, ts, w->origin, w->role);
-		sw_catalog_set_frontiers(w->relid,
-								 sw_retained_since(entries[i].since, upper,
-												   sw_retention_ms(w->relid)),
-								 upper);
-		Async_Notify(sw_channel_name(w->relid), psprintf(INT64_FORMAT, upper));
+		w->batch.ts = ts;
+		sw_catalog_insert_batch(w->relid, &w->batch);
+		if (!last_of_source)
+			continue;
+		next.upper = ts + 1;
+		next.since = sw_retained_since(frontiers[i].since, next.upper,
+									   sw_retention_ms(w->relid));
+		sw_catalog_set_frontiers(w->relid, &next);
+		Async_Notify(sw_channel_name(w->relid), psprintf(INT64_FORMAT, next.upper));
 	}
 }
 
@@ -213,7 +255,7 @@ sw_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * A rolled-back subtransaction takes its writes with it; a committed one
+ * A rolled-back subtransaction takes its batches with it; a committed one
  * hands them to its parent.
  */
 static void
@@ -249,11 +291,11 @@ sw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * Is ts readable in the source, since <= ts < upper?  If not, say what is.
  */
 void
-sw_check_readable(Oid relid, const SwCatalogEntry *entry, int64 ts)
+sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts)
 {
-	if (ts >= entry->since && ts < entry->upper)
+	if (ts >= frontiers->since && ts < frontiers->upper)
 		return;
-	if (entry->since >= entry->upper)
+	if (frontiers->since >= frontiers->upper)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("source table \"%s\" cannot be read as of " INT64_FORMAT,
@@ -265,68 +307,9 @@ sw_check_readable(Oid relid, const SwCatalogEntry *entry, int64 ts)
 			 errmsg("source table \"%s\" cannot be read as of " INT64_FORMAT,
 					get_rel_name(relid), ts),
 			 errdetail("The readable range is from " INT64_FORMAT " up to, not including, " INT64_FORMAT ".",
-					   entry->since, entry->upper),
-			 ts < entry->since
+					   frontiers->since, frontiers->upper),
+			 ts < frontiers->since
 			 ? errhint("Nothing before " INT64_FORMAT " is kept: the table did not exist yet, or older history was compacted (option \"retain_history\").",
-					   entry->since)
-			 : errhint("Times from " INT64_FORMAT " on are not final yet.", entry->upper)));
-}
-
-/*
- * Check a privilege on a source table (SELECT to read its contents, log
- * and frontiers; DELETE to compact it), before anything about the table is
- * looked at.
- */
-void
-sw_check_source_privilege(Oid relid, AclMode mode)
-{
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), mode);
-
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
-					   get_rel_name(relid));
-	if (!sw_is_source_table(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
-				 errhint("Source tables are foreign tables on a source_writes server.")));
-}
-
-PG_FUNCTION_INFO_V1(source_writes_frontiers);
-
-/*
- * frontiers(regclass) -> (since, upper): the readable range of a source,
- * as last committed.
- */
-Datum
-source_writes_frontiers(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	TupleDesc	desc;
-	SwCatalogEntry entry;
-	Datum		values[2];
-	bool		nulls[2] = {0};
-
-	sw_check_source_privilege(relid, ACL_SELECT);
-	sw_catalog_require(relid, &entry);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	values[0] = Int64GetDatum(entry.since);
-	values[1] = Int64GetDatum(entry.upper);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
-													  values, nulls)));
-}
-
-PG_FUNCTION_INFO_V1(source_writes_channel);
-
-/*
- * channel(regclass): the name to LISTEN on for a source's new batches.
- */
-Datum
-source_writes_channel(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-
-	sw_check_source_privilege(relid, ACL_SELECT);
-	PG_RETURN_TEXT_P(cstring_to_text(sw_channel_name(relid)));
+					   frontiers->since)
+			 : errhint("Times from " INT64_FORMAT " on are not final yet.", frontiers->upper)));
 }

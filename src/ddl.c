@@ -6,10 +6,18 @@
  * The extension installs two event triggers.  At ddl_command_end, every
  * source table a command created or altered is synced with its hidden
  * relations (storage.c), servers and user mappings are checked against
- * their kind, and creating a server or a source table reminds the user
- * when the workers cannot run.  At sql_drop, dropped source tables lose their catalog row.
- * Event triggers fire whether or not the library is preloaded, and they run
+ * their kind, ALTER DOMAIN checks the current rows of source tables whose
+ * columns have the domain, and creating a server or a source table reminds
+ * the user when the workers cannot run.  At sql_drop, dropped source tables
+ * lose their catalog row and whatever is left of their storage.  Event
+ * triggers fire whether or not the library is preloaded, and they run
  * inside the command's transaction, so a failure undoes the whole command.
+ *
+ * They run as whoever issued the command, with that role's search_path:
+ * the queries they run are fully qualified and run with search_path set
+ * to pg_catalog, so that nothing a role put on its path runs in them.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/ddl.c
@@ -22,35 +30,45 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
-#include "parser/parse_func.h"
+#include "tcop/deparse_utility.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "source_writes.h"
+#include "catalog.h"
+#include "fdw_options.h"
+#include "storage.h"
 
 typedef struct DdlObject
 {
 	Oid			classid;
 	Oid			objid;
-	char	   *tag;
+	char	   *tag;			/* command tag or object type */
+	CollectedCommand *command;	/* ddl_command_end: what the command did */
 } DdlObject;
 
 /*
  * Run a query over one of the event trigger functions and return its
- * (classid, objid, tag) rows, copied out of SPI's memory.
+ * (classid, objid, tag[, command]) rows, copied out of SPI's memory, with
+ * a search_path that holds nothing but the system catalogs.
  */
 static List *
-collect_objects(const char *query)
+collect_objects(const char *query, bool with_command)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	List	   *result = NIL;
+	int			nestlevel = NewGUCNestLevel();
 
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 	SPI_connect();
 	if (SPI_execute(query, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute failed: %s", query);
@@ -60,42 +78,67 @@ collect_objects(const char *query)
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		MemoryContext old = MemoryContextSwitchTo(caller);
-		DdlObject  *obj = palloc(sizeof(DdlObject));
+		DdlObject  *obj = palloc0(sizeof(DdlObject));
 
 		obj->classid = DatumGetObjectId(SPI_getbinval(row, desc, 1, &isnull));
 		obj->objid = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
 		obj->tag = SPI_getvalue(row, desc, 3);
+		if (with_command)
+			obj->command = (CollectedCommand *)
+				DatumGetPointer(SPI_getbinval(row, desc, 4, &isnull));
 		result = lappend(result, obj);
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	return result;
 }
 
 /*
- * Is this server one of ours, i.e. does its wrapper use our handler?  The
- * handler is looked up by name so that no other wrapper's library gets
- * loaded just to ask.
+ * The names of the columns whose type an ALTER TABLE command changed.
  */
-bool
-sw_is_source_server(Oid serverid)
+static List *
+retyped_columns(CollectedCommand *command)
 {
-	ForeignServer *server = GetForeignServer(serverid);
-	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
-	Oid			handler;
+	List	   *names = NIL;
+	ListCell   *lc;
 
-	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
-										makeString("fdw_handler")),
-							 0, NULL, true);
-	return OidIsValid(handler) && fdw->fdwhandler == handler;
+	if (command == NULL || command->type != SCT_AlterTable)
+		return NIL;
+	foreach(lc, command->d.alterTable.subcmds)
+	{
+		CollectedATSubcmd *sub = lfirst(lc);
+		AlterTableCmd *cmd = (AlterTableCmd *) sub->parsetree;
+
+		if (IsA(cmd, AlterTableCmd) && cmd->subtype == AT_AlterColumnType)
+			names = lappend(names, makeString(cmd->name));
+	}
+	return names;
 }
 
-bool
-sw_is_source_table(Oid relid)
+/*
+ * Does an ALTER DOMAIN command ask for the domain to hold for rows stored
+ * now: a new, validated constraint, NOT NULL, or VALIDATE CONSTRAINT?
+ */
+static bool
+domain_checks_rows(CollectedCommand *command)
 {
-	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+	AlterDomainStmt *stmt;
+
+	if (command == NULL || command->type != SCT_Simple ||
+		!IsA(command->parsetree, AlterDomainStmt))
 		return false;
-	return sw_is_source_server(GetForeignServerIdByRelId(relid));
+	stmt = (AlterDomainStmt *) command->parsetree;
+	switch (stmt->subtype)
+	{
+		case 'C':
+			return IsA(stmt->def, Constraint) &&
+				!((Constraint *) stmt->def)->skip_validation;
+		case 'O':
+		case 'V':
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -108,18 +151,18 @@ check_server(Oid serverid)
 	SwKind		kind = sw_server_kind(server);
 	ListCell   *lc;
 
-	foreach(lc, sw_catalog_sources_of_server(serverid))
+	foreach(lc, sw_catalog_sources(serverid))
 	{
-		SwCatalogEntry *entry = lfirst(lc);
+		SwSource   *source = lfirst(lc);
 
-		if (entry->kind != kind)
+		if (source->kind != kind)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot change the type of server \"%s\" from %s to %s",
-							server->servername, sw_kind_name(entry->kind),
+							server->servername, sw_kind_name(source->kind),
 							sw_kind_name(kind)),
 					 errdetail("Source table \"%s\" uses the server.",
-							   get_rel_name(entry->relid)),
+							   get_rel_name(source->relid)),
 					 errhint("Create a new server instead.")));
 	}
 }
@@ -156,9 +199,9 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		elog(ERROR, "not fired by event trigger manager");
 
-	objects = collect_objects("SELECT classid, objid, command_tag "
-							  "FROM pg_catalog.pg_event_trigger_ddl_commands() "
-							  "WHERE NOT in_extension");
+	objects = collect_objects("SELECT classid, objid, command_tag, command "
+							  "FROM pg_catalog.pg_event_trigger_ddl_commands()",
+							  true);
 	foreach(lc, objects)
 	{
 		DdlObject  *obj = lfirst(lc);
@@ -169,18 +212,23 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 				{
 					/* a change to a parent reaches its inheriting tables */
 					List	   *rels = find_all_inheritors(obj->objid, NoLock, NULL);
+					List	   *retyped = retyped_columns(obj->command);
 					ListCell   *rc;
 
 					foreach(rc, rels)
 					{
 						if (!sw_is_source_table(lfirst_oid(rc)))
 							continue;
-						sw_storage_sync(lfirst_oid(rc));
+						sw_storage_sync(lfirst_oid(rc), retyped);
 						if (strcmp(obj->tag, "CREATE FOREIGN TABLE") == 0)
 							sw_warn_if_not_preloaded();
 					}
 					break;
 				}
+			case TypeRelationId:
+				if (domain_checks_rows(obj->command))
+					sw_storage_check_domain(obj->objid);
+				break;
 			case ForeignServerRelationId:
 				if (sw_is_source_server(obj->objid))
 				{
@@ -216,9 +264,15 @@ source_writes_sql_drop(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	objects = collect_objects("SELECT classid, objid, object_type "
-							  "FROM pg_catalog.pg_event_trigger_dropped_objects() "
-							  "WHERE object_type = 'foreign table'");
+							  "FROM pg_catalog.pg_event_trigger_dropped_objects()",
+							  false);
 	foreach(lc, objects)
-		sw_storage_forget(((DdlObject *) lfirst(lc))->objid);
+	{
+		DdlObject  *obj = lfirst(lc);
+
+		if (obj->classid == RelationRelationId &&
+			strcmp(obj->tag, "foreign table") == 0)
+			sw_storage_forget(obj->objid);
+	}
 	PG_RETURN_NULL();
 }

@@ -4,8 +4,8 @@
  *		  INSERT, UPDATE, DELETE, COPY and TRUNCATE on source tables
  *
  * The modify callbacks write into the source's hidden heaps inside the
- * user's transaction, tagging rows with the transaction's batch (see
- * controller.c, which stamps the batch at commit):
+ * user's transaction, tagging rows with the user's batch (see controller.c,
+ * which stamps the batch at commit):
  *
  *	INSERT		adds a row to the current heap with "$batch" = our batch;
  *	DELETE		deletes the row instance the scan returned (its ctid) from
@@ -14,19 +14,30 @@
  *	UPDATE		does both at once: the current tuple is updated in place
  *				(a new tuple version, HOT where possible) and the old
  *				values go to the history heap;
- *	TRUNCATE	moves every current row to the history heap, then truncates
- *				the current heap as TRUNCATE does.
+ *	TRUNCATE	deletes every current row as DELETE does, so that readers
+ *				whose snapshot is older still see them, and their log.
  *
- * A row inserted and retracted by the same batch leaves no history: a batch
- * is one instant, and within it the pair cancels out.
+ * A row inserted and retracted by the same transaction leaves no history:
+ * a transaction is one instant, and within it the pair cancels out.
  *
- * Conflicts are PostgreSQL's: the table AM reports a row deleted or updated
- * by a concurrent transaction, which becomes "0 rows" under READ COMMITTED
- * and a serialization failure above it, never a second retraction.
+ * Conflicts are PostgreSQL's.  When a concurrent transaction changed the
+ * row first, REPEATABLE READ and SERIALIZABLE get a serialization failure;
+ * READ COMMITTED does what ExecUpdate() and ExecDelete() do for a table:
+ * lock the row's latest version, check with EvalPlanQual that it still
+ * qualifies, and apply the UPDATE (recomputed from that version) or the
+ * DELETE to it, or skip a row that was deleted.  Either way a row instance
+ * is retracted once.
  *
  * Upsert sources keep a unique index on their key columns in the current
  * heap; inserting an existing key, or updating a key onto one, is a
- * unique_violation that says so.
+ * unique_violation that names the source, not the index.  Keys compare
+ * with the key types' equality (1.0 and 1.00 are one numeric key).
+ *
+ * Memory stays bounded whatever the number of rows: rows of a batch insert
+ * and retractions are written in groups, each group in a memory context of
+ * its own that is reset after it is written.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/fdw_modify.c
@@ -36,30 +47,36 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "commands/tablecmds.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "foreign/fdwapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
 #include "optimizer/appendinfo.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "source_writes.h"
+#include "catalog.h"
+#include "controller.h"
+#include "fdw.h"
+#include "storage.h"
 
-/* rows per ExecForeignBatchInsert call (multi-row INSERT, COPY FROM) */
+/* rows per ExecForeignBatchInsert call (multi-row INSERT, INSERT ... SELECT) */
 #define SW_INSERT_BATCH_SIZE	100
+
+/* rows and bytes of a COPY collected before they are written at once */
+#define SW_COPY_BUFFER_ROWS		1000
+#define SW_COPY_BUFFER_BYTES	65536
 
 /* retractions collected before they go into the history heap at once */
 #define SW_HISTORY_BATCH_SIZE	1000
@@ -72,15 +89,43 @@ typedef struct SwModifyState
 	Relation	history;		/* hidden heap of retracted rows */
 	SwLayout	current_layout;
 	SwLayout	history_layout;
+	int			natts;			/* attributes of the foreign table */
 	ResultRelInfo *current_rri; /* the current heap's indexes */
+	ModifyTableState *mtstate;	/* UPDATE and DELETE: for EvalPlanQual */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *old_slot;	/* the current row being retracted */
+	TupleTableSlot *lock_slot;	/* its latest version, locked */
 	HeapTupleData old_tuple;	/* ... when the scan handed it over */
-	TupleTableSlot **batch_slots;	/* rows of a batch insert */
+	TupleTableSlot *latest_slot;	/* the latest version as a row of the table */
+	MemoryContext cxt;			/* what lives as long as the statement */
+	MemoryContext row_cxt;		/* per-row work, reset for each row */
+	AttrNumber	ctid_attno;		/* row identity in the plan's output */
+	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
+	bool		check_partition;	/* a partition: enforce its constraint */
+
+	/* our batch, once we have written, and the role it is for */
+	int64		batch;
+	Oid			batch_role;
+
+	/* upsert sources */
+	Oid			key_index;		/* the unique index on the key */
+	List	   *key_indexes;	/* ... as a list, for ExecCheckIndexConstraints */
+	int			nkeys;			/* its columns' hidden attnums */
+	AttrNumber *key_attnums;
+
+	/* batch inserts: multi-row INSERT, INSERT ... SELECT, COPY */
+	TupleTableSlot **batch_slots;
+	int			nbatch_slots;
 	bool		buffer_rows;	/* COPY: collect single rows into batches */
 	int			nbuffered;
-	TupleTableSlot **history_slots; /* retractions not yet written */
+	Size		buffered_bytes;
+	BulkInsertState bistate;
+	MemoryContext batch_cxt;	/* what writing one batch allocates */
+
+	/* retractions not yet written to the history heap */
+	TupleTableSlot **history_slots;
 	int			nhistory;
+	CommandId	history_cid;
 	Datum	   *history_values; /* to form a history row ... */
 	bool	   *history_isnull;
 	Datum	   *current_values; /* ... from a deformed current row ... */
@@ -88,15 +133,6 @@ typedef struct SwModifyState
 	Datum	   *row_values;		/* ... by way of the table's row */
 	bool	   *row_isnull;
 	MemoryContext history_cxt;	/* memory of the retractions not yet written */
-	CommandId	history_cid;
-	AttrNumber	ctid_attno;		/* row identity in the plan's output */
-	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
-	int			natts;			/* attributes of the foreign table */
-	int64		batch;			/* our batch, once we have written */
-	Oid			key_index;		/* upsert: the unique index on the key */
-	int			nkeys;			/* ... its columns' hidden attnums */
-	AttrNumber *key_attnums;
-	BulkInsertState bistate;	/* for batch inserts */
 } SwModifyState;
 
 /*
@@ -114,44 +150,56 @@ check_not_as_of(Relation ftrel)
 }
 
 /*
- * Open what a modification needs; shared by BeginForeignModify (INSERT,
- * UPDATE, DELETE) and BeginForeignInsert (COPY, tuple routing).
+ * Open what a modification of a source needs: its hidden heaps, checked
+ * against the table, and (with an executor state) the current heap's
+ * indexes.  Shared by BeginForeignModify (INSERT, UPDATE, DELETE),
+ * BeginForeignInsert (COPY, tuple routing) and TRUNCATE.
  */
 static SwModifyState *
-begin_modify(EState *estate, ResultRelInfo *rinfo)
+begin_modify(Relation ftrel, EState *estate)
 {
-	Relation	ftrel = rinfo->ri_RelationDesc;
 	SwModifyState *state = palloc0(sizeof(SwModifyState));
-	SwCatalogEntry entry;
+	SwSource	source;
 
 	check_not_as_of(ftrel);
-	sw_catalog_require(RelationGetRelid(ftrel), &entry);
+	sw_source_require(RelationGetRelid(ftrel), &source);
 
 	state->ftrel = ftrel;
 	state->natts = RelationGetDescr(ftrel)->natts;
-	state->current = table_open(entry.current_rel, RowExclusiveLock);
-	state->history = table_open(entry.history_rel, RowExclusiveLock);
-	sw_layout(state->current, &state->current_layout);
-	sw_layout(state->history, &state->history_layout);
+	state->current = table_open(source.current_rel, RowExclusiveLock);
+	state->history = table_open(source.history_rel, RowExclusiveLock);
+	sw_storage_layout(ftrel, state->current, &state->current_layout);
+	sw_storage_layout(ftrel, state->history, &state->history_layout);
+	state->check_partition = ftrel->rd_rel->relispartition;
+	state->cxt = CurrentMemoryContext;
+	state->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										   "source_writes row",
+										   ALLOCSET_SMALL_SIZES);
 
-	state->current_rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(state->current_rri, state->current, 0, NULL, 0);
-	state->key_index = sw_storage_key_index(entry.current_rel);
-	/* "speculative" prepares what the key check needs, as for ON CONFLICT */
-	ExecOpenIndices(state->current_rri, OidIsValid(state->key_index));
-	for (int i = 0; i < state->current_rri->ri_NumIndices; i++)
+	if (estate)
 	{
-		Relation	index = state->current_rri->ri_IndexRelationDescs[i];
+		state->current_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(state->current_rri, state->current, 0, NULL, 0);
+		state->key_index = sw_storage_key_index(state->current);
+		/* "speculative" prepares what the key check needs, as for ON CONFLICT */
+		ExecOpenIndices(state->current_rri, OidIsValid(state->key_index));
+		for (int i = 0; i < state->current_rri->ri_NumIndices; i++)
+		{
+			Relation	index = state->current_rri->ri_IndexRelationDescs[i];
 
-		if (RelationGetRelid(index) != state->key_index)
-			continue;
-		state->nkeys = index->rd_index->indnkeyatts;
-		state->key_attnums = index->rd_index->indkey.values;
+			if (RelationGetRelid(index) != state->key_index)
+				continue;
+			state->nkeys = index->rd_index->indnkeyatts;
+			state->key_attnums = index->rd_index->indkey.values;
+			state->key_indexes = list_make1_oid(state->key_index);
+		}
 	}
 
-	state->new_slot = MakeSingleTupleTableSlot(RelationGetDescr(state->current),
-											   &TTSOpsVirtual);
+	state->latest_slot = MakeSingleTupleTableSlot(RelationGetDescr(ftrel),
+												  &TTSOpsVirtual);
+	state->new_slot = table_slot_create(state->current, NULL);
 	state->old_slot = table_slot_create(state->current, NULL);
+	state->lock_slot = table_slot_create(state->current, NULL);
 	state->ctid_attno = InvalidAttrNumber;
 	return state;
 }
@@ -165,27 +213,37 @@ end_modify(SwModifyState *state)
 		return;
 	if (state->bistate)
 		FreeBulkInsertState(state->bistate);
-	if (state->batch_slots)
-		for (int i = 0; i < SW_INSERT_BATCH_SIZE && state->batch_slots[i]; i++)
-			ExecDropSingleTupleTableSlot(state->batch_slots[i]);
+	for (int i = 0; i < state->nbatch_slots; i++)
+		ExecDropSingleTupleTableSlot(state->batch_slots[i]);
 	end_history(state);
 	ExecDropSingleTupleTableSlot(state->new_slot);
 	ExecDropSingleTupleTableSlot(state->old_slot);
-	ExecCloseIndices(state->current_rri);
+	ExecDropSingleTupleTableSlot(state->lock_slot);
+	ExecDropSingleTupleTableSlot(state->latest_slot);
+	if (state->current_rri)
+		ExecCloseIndices(state->current_rri);
+	MemoryContextDelete(state->row_cxt);
+	if (state->batch_cxt)
+		MemoryContextDelete(state->batch_cxt);
 	table_close(state->history, NoLock);
 	table_close(state->current, NoLock);
 }
 
 /*
- * Our batch id, allocated at the first write of the statement (a statement
- * that writes nothing makes no batch).
+ * Our batch id, allocated at the first write (a statement that writes
+ * nothing makes no batch), for the role we write as.
  */
 static inline int64
 our_batch(SwModifyState *state)
 {
-	if (state->batch == 0)
+	Oid			role = GetUserId();
+
+	if (state->batch == 0 || state->batch_role != role)
+	{
 		state->batch = sw_controller_batch(RelationGetRelid(state->ftrel),
 										   SW_ORIGIN_USER);
+		state->batch_role = role;
+	}
 	return state->batch;
 }
 
@@ -209,7 +267,7 @@ form_current_row(SwModifyState *state, TupleTableSlot *row, TupleTableSlot *dst)
 }
 
 /*
- * Fill a foreign table slot (for RETURNING) from a current-heap row.
+ * Fill a foreign table slot from a current-heap row.
  */
 static void
 form_table_row(SwModifyState *state, TupleTableSlot *hidden, TupleTableSlot *dst)
@@ -256,36 +314,22 @@ inserted_by(SwModifyState *state, HeapTuple tuple)
 }
 
 /*
- * Upsert sources: the key of a new or changed row must be complete and not
- * be taken by another current row.  Waits, like INSERT ... ON CONFLICT,
- * for a transaction that holds the key.  A role that may not read the
- * table is not shown the key's values.
+ * The unique violation of an upsert source's key, said of the source.  A
+ * role that may not read the table is not shown the key's values.
  */
 static void
-check_key(SwModifyState *state, EState *estate, TupleTableSlot *row)
+report_duplicate_key(SwModifyState *state, TupleTableSlot *row)
 {
 	TupleDesc	desc = RelationGetDescr(state->current);
-	ItemPointerData conflict;
+	bool		may_read = pg_class_aclcheck(RelationGetRelid(state->ftrel),
+											 GetUserId(), ACL_SELECT) == ACLCHECK_OK;
 	StringInfoData names;
 	StringInfoData values;
 
-	slot_getallattrs(row);
-	for (int i = 0; i < state->nkeys; i++)
-		if (row->tts_isnull[state->key_attnums[i] - 1])
-			ereport(ERROR,
-					(errcode(ERRCODE_NOT_NULL_VIOLATION),
-					 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
-							NameStr(TupleDescAttr(desc, state->key_attnums[i] - 1)->attname),
-							RelationGetRelationName(state->ftrel)),
-					 errhint("Every row of an upsert source has a complete key.")));
-
-	if (ExecCheckIndexConstraints(state->current_rri, row, estate, &conflict,
-								  list_make1_oid(state->key_index)))
-		return;
-
 	initStringInfo(&names);
 	initStringInfo(&values);
-	for (int i = 0; i < state->nkeys; i++)
+	slot_getallattrs(row);
+	for (int i = 0; i < state->nkeys && may_read; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, state->key_attnums[i] - 1);
 		Oid			out;
@@ -301,34 +345,78 @@ check_key(SwModifyState *state, EState *estate, TupleTableSlot *row)
 			(errcode(ERRCODE_UNIQUE_VIOLATION),
 			 errmsg("duplicate key value violates the key of upsert source \"%s\"",
 					RelationGetRelationName(state->ftrel)),
-			 pg_class_aclcheck(RelationGetRelid(state->ftrel), GetUserId(),
-							   ACL_SELECT) == ACLCHECK_OK
-			 ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
+			 may_read ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
 			 errhint("Use UPDATE to change the row of an existing key.")));
 }
 
 /*
- * Does the new version of a row of an upsert source change its key?
+ * Upsert sources: every row has a complete key.
  */
-static bool
-key_changed(SwModifyState *state, TupleTableSlot *old, TupleTableSlot *new)
+static void
+check_key_complete(SwModifyState *state, TupleTableSlot *row)
 {
-	TupleDesc	desc = RelationGetDescr(state->current);
-
-	slot_getallattrs(old);
-	slot_getallattrs(new);
+	slot_getallattrs(row);
 	for (int i = 0; i < state->nkeys; i++)
-	{
-		int			k = state->key_attnums[i] - 1;
-		Form_pg_attribute att = TupleDescAttr(desc, k);
+		if (row->tts_isnull[state->key_attnums[i] - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
+							NameStr(TupleDescAttr(RelationGetDescr(state->current),
+												  state->key_attnums[i] - 1)->attname),
+							RelationGetRelationName(state->ftrel)),
+					 errhint("Every row of an upsert source has a complete key.")));
+}
 
-		if (old->tts_isnull[k] != new->tts_isnull[k] ||
-			(!new->tts_isnull[k] &&
-			 !datumIsEqual(old->tts_values[k], new->tts_values[k],
-						   att->attbyval, att->attlen)))
-			return true;
+/*
+ * Upsert sources: the key of a new row must be complete and not be taken
+ * by a current row.  Waits, like INSERT ... ON CONFLICT, for a transaction
+ * that holds the key.  (An UPDATE needs no such check: the unique index
+ * finds a genuine conflict when the new version is indexed, and the row's
+ * own old version, which the update retracts, is none.)
+ */
+static void
+check_key_free(SwModifyState *state, EState *estate, TupleTableSlot *row)
+{
+	ItemPointerData conflict;
+
+	check_key_complete(state, row);
+	if (!ExecCheckIndexConstraints(state->current_rri, row, estate, &conflict,
+								   state->key_indexes))
+		report_duplicate_key(state, row);
+}
+
+/*
+ * Index the current rows just written.  On an upsert source, a key that a
+ * concurrent transaction took since we checked it fails in the unique
+ * index, whose error would name the hidden index: say it of the source.
+ */
+static void
+insert_index_entries(SwModifyState *state, EState *estate,
+					 TupleTableSlot **rows, int n, bool update)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (state->current_rri->ri_NumIndices == 0)
+		return;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+			ExecInsertIndexTuples(state->current_rri, rows[i], estate, update,
+								  false, NULL, NIL);
 	}
-	return false;
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+			!OidIsValid(state->key_index))
+			PG_RE_THROW();
+		FlushErrorState();
+		report_duplicate_key(state, rows[0]);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -338,26 +426,29 @@ static void
 insert_current(SwModifyState *state, EState *estate, TupleTableSlot *row)
 {
 	if (OidIsValid(state->key_index))
-		check_key(state, estate, row);
+		check_key_free(state, estate, row);
 	table_tuple_insert(state->current, row, estate->es_output_cid, 0, NULL);
-	if (state->current_rri->ri_NumIndices > 0)
-		ExecInsertIndexTuples(state->current_rri, row, estate, false, false,
-							  NULL, NIL);
+	insert_index_entries(state, estate, &row, 1, false);
 }
 
 /*
  * Write the collected retractions into the history heap, many rows per
- * page and WAL record.  Without a bulk-insert state: its small ring of
- * buffers would make each retraction write pages out and flush WAL as the
- * history heap grows, while the history is what later reads want cached.
+ * page and WAL record, in their own memory context.  Without a bulk-insert
+ * state: its small ring of buffers would make each retraction write pages
+ * out and flush WAL as the history heap grows, while the history is what
+ * later reads want cached.
  */
 static void
 flush_history(SwModifyState *state)
 {
+	MemoryContext old;
+
 	if (state->nhistory == 0)
 		return;
+	old = MemoryContextSwitchTo(state->history_cxt);
 	table_multi_insert(state->history, state->history_slots, state->nhistory,
 					   state->history_cid, 0, NULL);
+	MemoryContextSwitchTo(old);
 	for (int i = 0; i < state->nhistory; i++)
 		ExecClearTuple(state->history_slots[i]);
 	state->nhistory = 0;
@@ -424,22 +515,26 @@ append_retracted(SwModifyState *state, HeapTuple current, int64 retracted)
 
 /*
  * Record the retraction of a current tuple in the history heap (nothing
- * when our own batch inserted it).  Retractions are collected and written
- * in groups; end_modify() writes the rest, before the statement ends.
+ * when this transaction inserted it).  Retractions are collected and
+ * written in groups; end_modify() writes the rest, before the statement
+ * ends.
  */
 static void
 retract(SwModifyState *state, HeapTuple old, CommandId cid)
 {
 	TupleDesc	desc = RelationGetDescr(state->history);
 	int64		batch = inserted_by(state, old);
+	int64		ours = our_batch(state);
 	MemoryContext oldcxt;
 	HeapTuple	tuple;
 
-	if (batch == our_batch(state))
+	if (batch == ours || sw_controller_wrote(RelationGetRelid(state->ftrel), batch))
 		return;
 
 	if (state->history_slots == NULL)
 	{
+		/* made on first use, for the rest of the statement */
+		oldcxt = MemoryContextSwitchTo(state->cxt);
 		state->history_slots = palloc(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
 		for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
 			state->history_slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
@@ -449,14 +544,15 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 		state->current_isnull = palloc(sizeof(bool) * RelationGetDescr(state->current)->natts);
 		state->row_values = palloc(sizeof(Datum) * Max(state->natts, 1));
 		state->row_isnull = palloc(sizeof(bool) * Max(state->natts, 1));
-		state->history_cxt = AllocSetContextCreate(CurrentMemoryContext,
+		state->history_cxt = AllocSetContextCreate(state->cxt,
 												   "source_writes retractions",
 												   ALLOCSET_DEFAULT_SIZES);
+		MemoryContextSwitchTo(oldcxt);
 	}
 
 	oldcxt = MemoryContextSwitchTo(state->history_cxt);
 	if (ends_with_batch(state, old))
-		tuple = append_retracted(state, old, state->batch);
+		tuple = append_retracted(state, old, ours);
 	else
 	{
 		/* columns were added later: the table's columns move */
@@ -473,7 +569,7 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 					 state->row_values, state->row_isnull, values, isnull);
 		values[meta - 1] = Int64GetDatum(batch);
 		isnull[meta - 1] = false;
-		values[meta] = Int64GetDatum(state->batch);
+		values[meta] = Int64GetDatum(ours);
 		isnull[meta] = false;
 		tuple = heap_form_tuple(desc, values, isnull);
 	}
@@ -487,47 +583,9 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 }
 
 /*
- * What a failed delete or update of a current row means, as PostgreSQL
- * would report it.  Returns false when the row is to be skipped.
- */
-static bool
-check_tm_result(TM_Result result, TM_FailureData *tmfd, CommandId cid,
-				const char *action)
-{
-	switch (result)
-	{
-		case TM_Ok:
-			return true;
-		case TM_SelfModified:
-			/* changed by a later command of ours, e.g. a trigger */
-			if (tmfd->cmax != cid)
-				ereport(ERROR,
-						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
-						 errmsg("tuple to be %s was already modified by an operation triggered by the current command",
-								action),
-						 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
-			/* already changed by this command: once is enough */
-			return false;
-		case TM_Updated:
-		case TM_Deleted:
-			/* a concurrent transaction retracted the row instance first */
-			if (IsolationUsesXactSnapshot())
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent %s",
-								result == TM_Updated ? "update" : "delete")));
-			return false;
-		default:
-			elog(ERROR, "unexpected table_tuple_%s status: %u",
-				 strcmp(action, "updated") == 0 ? "update" : "delete", result);
-			return false;
-	}
-}
-
-/*
  * The ctid of the row to update or delete, from the plan's junk column.
  */
-static ItemPointer
+static ItemPointerData
 row_identity(SwModifyState *state, TupleTableSlot *planSlot)
 {
 	bool		isnull;
@@ -535,7 +593,7 @@ row_identity(SwModifyState *state, TupleTableSlot *planSlot)
 
 	if (isnull)
 		elog(ERROR, "ctid is NULL");
-	return (ItemPointer) DatumGetPointer(datum);
+	return *(ItemPointer) DatumGetPointer(datum);
 }
 
 /*
@@ -564,6 +622,87 @@ current_tuple(SwModifyState *state, ItemPointer tid)
 }
 
 /*
+ * A concurrent transaction updated or deleted the row we were about to
+ * update or delete (or our own command did).  Decide as ExecUpdate() and
+ * ExecDelete() do for a table: a row changed by this very command is
+ * skipped, one changed by a later command of ours (a trigger) is an error;
+ * above READ COMMITTED a concurrent change is a serialization failure;
+ * under READ COMMITTED a deleted row is skipped, and an updated one is
+ * locked in its latest version and rechecked with EvalPlanQual.  Returns
+ * the plan's output for the latest version, with *tid moved to it, or NULL
+ * to skip the row.
+ */
+static TupleTableSlot *
+recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
+			TM_Result result, TM_FailureData *tmfd, ItemPointer tid,
+			LockTupleMode lockmode, const char *action)
+{
+	CommandId	cid = estate->es_output_cid;
+	EPQState   *epqstate;
+	TupleTableSlot *testslot;
+	HeapTuple	tuple;
+	MemoryContext old;
+	TupleTableSlot *epqslot;
+
+	for (;;)
+	{
+		switch (result)
+		{
+			case TM_SelfModified:
+				if (tmfd->cmax != cid)
+					ereport(ERROR,
+							(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+							 errmsg("tuple to be %s was already modified by an operation triggered by the current command",
+									action),
+							 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
+				/* already changed by this command: once is enough */
+				return NULL;
+			case TM_Updated:
+			case TM_Deleted:
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent %s",
+									result == TM_Updated ? "update" : "delete")));
+				if (result == TM_Deleted || state->mtstate == NULL)
+					return NULL;
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_%s status: %u",
+					 strcmp(action, "updated") == 0 ? "update" : "delete", result);
+		}
+
+		/* lock the latest version, waiting for whoever holds it */
+		result = table_tuple_lock(state->current, tid, estate->es_snapshot,
+								  state->lock_slot, cid, lockmode,
+								  LockWaitBlock,
+								  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, tmfd);
+		if (result == TM_Ok)
+			break;
+	}
+
+	/* does the latest version still qualify?  run the plan on it */
+	*tid = state->lock_slot->tts_tid;
+	epqstate = &state->mtstate->mt_epqstate;
+	old = MemoryContextSwitchTo(estate->es_query_cxt);
+	testslot = EvalPlanQualSlot(epqstate, state->ftrel, rinfo->ri_RangeTableIndex);
+	ExecClearTuple(state->latest_slot);
+	slot_getallattrs(state->lock_slot);
+	sw_from_hidden(&state->current_layout, state->natts,
+				   state->lock_slot->tts_values, state->lock_slot->tts_isnull,
+				   state->latest_slot->tts_values, state->latest_slot->tts_isnull);
+	ExecStoreVirtualTuple(state->latest_slot);
+	tuple = ExecCopySlotHeapTuple(state->latest_slot);
+	tuple->t_self = *tid;
+	tuple->t_tableOid = RelationGetRelid(state->ftrel);
+	ExecForceStoreHeapTuple(tuple, testslot, true);
+	epqslot = EvalPlanQual(epqstate, state->ftrel, rinfo->ri_RangeTableIndex,
+						   testslot);
+	MemoryContextSwitchTo(old);
+	return TupIsNull(epqslot) ? NULL : epqslot;
+}
+
+/*
  * UPDATE and DELETE identify rows by the ctid of the current heap, which
  * the scan puts in its slots.
  */
@@ -577,15 +716,21 @@ swAddForeignUpdateTargets(PlannerInfo *root, Index rtindex,
 	add_row_identity_var(root, var, rtindex, "ctid");
 }
 
-static List *
-swPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
-					Index resultRelation, int subplan_index)
+static void
+refuse_on_conflict(OnConflictAction action)
 {
-	if (plan->onConflictAction != ONCONFLICT_NONE)
+	if (action != ONCONFLICT_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("INSERT with ON CONFLICT is not supported on source tables"),
 				 errhint("Upsert sources (envelope 'upsert') keep one row per key; use UPDATE to change it.")));
+}
+
+static List *
+swPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
+					Index resultRelation, int subplan_index)
+{
+	refuse_on_conflict(plan->onConflictAction);
 	return NIL;
 }
 
@@ -597,11 +742,12 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	state = begin_modify(mtstate->ps.state, rinfo);
+	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
 	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
 	{
 		Plan	   *subplan = outerPlanState(mtstate)->plan;
 
+		state->mtstate = mtstate;
 		state->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
 		if (!AttributeNumberIsValid(state->ctid_attno))
 			elog(ERROR, "could not find junk ctid column");
@@ -615,16 +761,20 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 }
 
 /*
- * COPY and tuple routing.  PostgreSQL 15 hands COPY's rows to foreign
- * tables one at a time; when nothing needs a row back at once (no
- * RETURNING, no triggers, no key to check), they are collected and
- * written in batches like those of a multi-row INSERT.
+ * COPY and tuple routing.  ON CONFLICT is refused here too, for inserts
+ * routed from a partitioned table.  PostgreSQL 15 hands COPY's rows to
+ * foreign tables one at a time; when nothing needs a row back at once (no
+ * RETURNING, no triggers, no key to check), they are collected and written
+ * in batches like those of a multi-row INSERT.
  */
 static void
 swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
-	SwModifyState *state = begin_modify(mtstate->ps.state, rinfo);
+	SwModifyState *state;
 
+	if (mtstate && mtstate->ps.plan)
+		refuse_on_conflict(((ModifyTable *) mtstate->ps.plan)->onConflictAction);
+	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
 	state->buffer_rows = rinfo->ri_TrigDesc == NULL &&
 		rinfo->ri_projectReturning == NULL &&
 		!OidIsValid(state->key_index);
@@ -635,32 +785,51 @@ swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
  * The i-th slot of a batch insert, made on first use.
  */
 static TupleTableSlot *
-batch_slot(SwModifyState *state, EState *estate, int i)
+batch_slot(SwModifyState *state, int i)
 {
 	if (state->batch_slots == NULL)
 	{
-		state->batch_slots = MemoryContextAllocZero(estate->es_query_cxt,
-													sizeof(TupleTableSlot *) * SW_INSERT_BATCH_SIZE);
+		MemoryContext old = MemoryContextSwitchTo(state->cxt);
+
+		state->batch_slots = palloc0(sizeof(TupleTableSlot *) * SW_COPY_BUFFER_ROWS);
 		state->bistate = GetBulkInsertState();
+		state->batch_cxt = AllocSetContextCreate(state->cxt,
+												 "source_writes batch insert",
+												 ALLOCSET_DEFAULT_SIZES);
+		MemoryContextSwitchTo(old);
 	}
-	if (state->batch_slots[i] == NULL)
-		state->batch_slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(state->current),
-														 &TTSOpsVirtual);
+	Assert(i < SW_COPY_BUFFER_ROWS);
+	while (state->nbatch_slots <= i)
+	{
+		MemoryContext old = MemoryContextSwitchTo(state->cxt);
+
+		state->batch_slots[state->nbatch_slots++] = table_slot_create(state->current, NULL);
+		MemoryContextSwitchTo(old);
+	}
 	return state->batch_slots[i];
 }
 
 /*
- * Write the first n batch slots with one multi-insert.
+ * Write the first n batch slots with one multi-insert, and index them.
  */
 static void
 write_batch(SwModifyState *state, EState *estate, int n)
 {
+	MemoryContext old = MemoryContextSwitchTo(state->batch_cxt);
+
 	table_multi_insert(state->current, state->batch_slots, n,
 					   estate->es_output_cid, 0, state->bistate);
-	if (state->current_rri->ri_NumIndices > 0)
-		for (int i = 0; i < n; i++)
-			ExecInsertIndexTuples(state->current_rri, state->batch_slots[i],
-								  estate, false, false, NULL, NIL);
+	insert_index_entries(state, estate, state->batch_slots, n, false);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(state->batch_cxt);
+}
+
+static void
+check_partition(SwModifyState *state, ResultRelInfo *rinfo,
+				TupleTableSlot *slot, EState *estate)
+{
+	if (state->check_partition)
+		ExecPartitionCheck(rinfo, slot, estate, true);
 }
 
 static TupleTableSlot *
@@ -668,24 +837,33 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext old;
 
+	check_partition(state, rinfo, slot, estate);
 	if (state->buffer_rows)
 	{
-		TupleTableSlot *row = batch_slot(state, estate, state->nbuffered++);
+		TupleTableSlot *row = batch_slot(state, state->nbuffered++);
 
 		/* COPY reuses its slot for the next row: keep our own copy */
 		form_current_row(state, slot, row);
-		ExecMaterializeSlot(row);
-		if (state->nbuffered == SW_INSERT_BATCH_SIZE)
+		state->buffered_bytes += ExecFetchSlotHeapTuple(row, true, NULL)->t_len;
+		if (state->nbuffered == SW_COPY_BUFFER_ROWS ||
+			state->buffered_bytes >= SW_COPY_BUFFER_BYTES)
 		{
 			write_batch(state, estate, state->nbuffered);
+			for (int i = 0; i < state->nbuffered; i++)
+				ExecClearTuple(state->batch_slots[i]);
 			state->nbuffered = 0;
+			state->buffered_bytes = 0;
 		}
 		return slot;
 	}
 
+	MemoryContextReset(state->row_cxt);
+	old = MemoryContextSwitchTo(state->row_cxt);
 	form_current_row(state, slot, state->new_slot);
 	insert_current(state, estate, state->new_slot);
+	MemoryContextSwitchTo(old);
 	slot->tts_tid = state->new_slot->tts_tid;
 	return slot;
 }
@@ -722,13 +900,19 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 
 	for (int i = 0; i < n; i++)
 	{
-		form_current_row(state, slots[i], batch_slot(state, estate, i));
+		TupleTableSlot *row = batch_slot(state, i);
+
+		check_partition(state, rinfo, slots[i], estate);
+		form_current_row(state, slots[i], row);
 		if (OidIsValid(state->key_index))
-			check_key(state, estate, state->batch_slots[i]);
+			check_key_free(state, estate, row);
 	}
 	write_batch(state, estate, n);
 	for (int i = 0; i < n; i++)
+	{
 		slots[i]->tts_tid = state->batch_slots[i]->tts_tid;
+		ExecClearTuple(state->batch_slots[i]);
+	}
 	return slots;
 }
 
@@ -740,56 +924,95 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
-	ItemPointer tid = row_identity(state, planSlot);
+	ItemPointerData tid = row_identity(state, planSlot);
 	CommandId	cid = estate->es_output_cid;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	bool		update_indexes;
 	TM_Result	result;
-	HeapTuple	old = current_tuple(state, tid);
+	HeapTuple	old;
+	MemoryContext oldcxt;
 
-	form_current_row(state, slot, state->new_slot);
+	MemoryContextReset(state->row_cxt);
+	oldcxt = MemoryContextSwitchTo(state->row_cxt);
+	for (;;)
+	{
+		TupleTableSlot *epqslot;
 
-	/* a changed key must not collide with another row's */
-	if (OidIsValid(state->key_index) &&
-		key_changed(state, state->old_slot, state->new_slot))
-		check_key(state, estate, state->new_slot);
+		old = current_tuple(state, &tid);
+		check_partition(state, rinfo, slot, estate);
+		form_current_row(state, slot, state->new_slot);
 
-	result = table_tuple_update(state->current, tid, state->new_slot, cid,
-								estate->es_snapshot,
-								estate->es_crosscheck_snapshot,
-								true, &tmfd, &lockmode, &update_indexes);
-	if (!check_tm_result(result, &tmfd, cid, "updated"))
-		return NULL;
-	if (update_indexes && state->current_rri->ri_NumIndices > 0)
-		ExecInsertIndexTuples(state->current_rri, state->new_slot, estate,
-							  true, false, NULL, NIL);
+		if (OidIsValid(state->key_index))
+			check_key_complete(state, state->new_slot);
+
+		result = table_tuple_update(state->current, &tid, state->new_slot, cid,
+									estate->es_snapshot,
+									estate->es_crosscheck_snapshot,
+									true, &tmfd, &lockmode, &update_indexes);
+		if (result == TM_Ok)
+			break;
+
+		/* changed meanwhile: recompute the new row from its latest version */
+		epqslot = recheck_row(state, estate, rinfo, result, &tmfd, &tid,
+							  lockmode, "updated");
+		if (epqslot == NULL)
+		{
+			MemoryContextSwitchTo(oldcxt);
+			return NULL;
+		}
+		MemoryContextSwitchTo(estate->es_query_cxt);
+		slot = ExecGetUpdateNewTuple(rinfo, epqslot, state->latest_slot);
+		ExecMaterializeSlot(slot);
+		if (state->ftrel->rd_att->constr &&
+			state->ftrel->rd_att->constr->has_generated_stored)
+			ExecComputeStoredGenerated(rinfo, estate, slot, CMD_UPDATE);
+		MemoryContextSwitchTo(state->row_cxt);
+	}
+
+	if (update_indexes)
+		insert_index_entries(state, estate, &state->new_slot, 1, true);
 	retract(state, old, cid);
+	MemoryContextSwitchTo(oldcxt);
 
 	slot->tts_tid = state->new_slot->tts_tid;
 	return slot;
 }
 
 /*
- * DELETE: retract the row instance the scan found.
+ * DELETE: retract the row instance the scan found (or its latest version).
  */
 static TupleTableSlot *
 swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
-	ItemPointer tid = row_identity(state, planSlot);
+	ItemPointerData tid = row_identity(state, planSlot);
 	CommandId	cid = estate->es_output_cid;
 	TM_FailureData tmfd;
 	TM_Result	result;
-	HeapTuple	old = current_tuple(state, tid);
+	HeapTuple	old;
+	MemoryContext oldcxt;
 
-	result = table_tuple_delete(state->current, tid, cid, estate->es_snapshot,
-								estate->es_crosscheck_snapshot, true, &tmfd,
-								false);
-	if (!check_tm_result(result, &tmfd, cid, "deleted"))
-		return NULL;
+	MemoryContextReset(state->row_cxt);
+	oldcxt = MemoryContextSwitchTo(state->row_cxt);
+	for (;;)
+	{
+		old = current_tuple(state, &tid);
+		result = table_tuple_delete(state->current, &tid, cid, estate->es_snapshot,
+									estate->es_crosscheck_snapshot, true, &tmfd,
+									false);
+		if (result == TM_Ok)
+			break;
+		if (recheck_row(state, estate, rinfo, result, &tmfd, &tid,
+						LockTupleExclusive, "deleted") == NULL)
+		{
+			MemoryContextSwitchTo(oldcxt);
+			return NULL;
+		}
+	}
 	retract(state, old, cid);
+	MemoryContextSwitchTo(oldcxt);
 
 	/* RETURNING sees the deleted row */
 	if (rinfo->ri_projectReturning)
@@ -821,11 +1044,12 @@ swIsForeignRelUpdatable(Relation rel)
 }
 
 /*
- * TRUNCATE: every current row is retracted, then the current heap is
- * truncated like a table (a new relfilenode, undone by a rollback).  The
- * foreign table is locked ACCESS EXCLUSIVE by TRUNCATE, so no writer is in
- * progress; the rows are read with a fresh snapshot, so that none committed
- * since our snapshot was taken is lost without a trace.
+ * TRUNCATE: every current row is retracted, with a delete, so that a
+ * reader whose snapshot is older than the TRUNCATE still sees the rows and
+ * their log (a plain TRUNCATE would empty the table for it).  The foreign
+ * table is locked ACCESS EXCLUSIVE by TRUNCATE, so no writer is in
+ * progress; the rows are read with a fresh snapshot, so that none
+ * committed since our snapshot was taken is lost without a trace.
  */
 static void
 swExecForeignTruncate(List *rels, DropBehavior behavior, bool restart_seqs)
@@ -834,37 +1058,31 @@ swExecForeignTruncate(List *rels, DropBehavior behavior, bool restart_seqs)
 
 	foreach(lc, rels)
 	{
-		Relation	ftrel = lfirst(lc);
-		SwModifyState state = {0};
-		SwCatalogEntry entry;
-		Snapshot	snapshot;
-		TableScanDesc scan;
+		SwModifyState *state = begin_modify(lfirst(lc), NULL);
 		CommandId	cid = GetCurrentCommandId(true);
+		Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+		TableScanDesc scan = table_beginscan(state->current, snapshot, 0, NULL);
+		TupleTableSlot *slot = table_slot_create(state->current, NULL);
 
-		check_not_as_of(ftrel);
-		sw_catalog_require(RelationGetRelid(ftrel), &entry);
-		state.ftrel = ftrel;
-		state.natts = RelationGetDescr(ftrel)->natts;
-		state.current = table_open(entry.current_rel, AccessExclusiveLock);
-		state.history = table_open(entry.history_rel, RowExclusiveLock);
-		state.old_slot = table_slot_create(state.current, NULL);
-		sw_layout(state.current, &state.current_layout);
-		sw_layout(state.history, &state.history_layout);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			TM_FailureData tmfd;
+			MemoryContext old;
 
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
-		scan = table_beginscan(state.current, snapshot, 0, NULL);
-		while (table_scan_getnextslot(scan, ForwardScanDirection, state.old_slot))
-			retract(&state, ExecFetchSlotHeapTuple(state.old_slot, false, NULL), cid);
+			CHECK_FOR_INTERRUPTS();
+			MemoryContextReset(state->row_cxt);
+			old = MemoryContextSwitchTo(state->row_cxt);
+			if (table_tuple_delete(state->current, &slot->tts_tid, cid, snapshot,
+								   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
+				elog(ERROR, "could not delete a row of source table \"%s\" while truncating it",
+					 RelationGetRelationName(state->ftrel));
+			retract(state, ExecFetchSlotHeapTuple(slot, false, NULL), cid);
+			MemoryContextSwitchTo(old);
+		}
+		ExecDropSingleTupleTableSlot(slot);
 		table_endscan(scan);
 		UnregisterSnapshot(snapshot);
-		end_history(&state);
-		ExecDropSingleTupleTableSlot(state.old_slot);
-		table_close(state.history, NoLock);
-
-		ExecuteTruncateGuts(list_make1(state.current),
-							list_make1_oid(entry.current_rel),
-							NIL, behavior, false);
-		table_close(state.current, NoLock);
+		end_modify(state);
 	}
 }
 

@@ -41,7 +41,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "source_writes.h"
+#include "fdw_options.h"
 
 #define SW_ANY_KIND		(SW_KIND_KAFKA | SW_KIND_WEBHOOK)
 

@@ -1,26 +1,31 @@
 /*-------------------------------------------------------------------------
  *
  * fdw_scan.c
- *		  The foreign data wrapper's handler, planning and scan of source
- *		  tables, EXPLAIN and ANALYZE
+ *		  Planning and scanning source tables, EXPLAIN and ANALYZE
  *
  * A source table is read straight from its hidden heap of current rows
  * with a table AM scan under the query's snapshot.  The hidden heap starts
- * with the table's columns, attnum for attnum, so unless columns were
- * added after the table was created, each heap tuple is handed on as a row
- * of the table, in a buffer slot with the table's descriptor: the same
- * work as a sequential scan of a plain table (our columns at the end are
- * never deformed).  Otherwise the needed columns are copied to their
- * places.  The slot's tts_tid is the heap tuple's ctid: the row identity
- * that UPDATE and DELETE use, visible as the ctid system column.  Large
- * tables are scanned in parallel, like plain ones.
+ * with the table's columns, attnum for attnum, so a row of the table is the
+ * first columns of a heap tuple: the scan deforms the heap tuple as far as
+ * the query needs and hands the values on in a virtual tuple of the
+ * table's own shape (our columns at the end are never deformed; columns
+ * added after the table was created are copied to their places).  That is
+ * a sequential scan's work plus one copy of the needed datums per row.
+ * The slot's tts_tid is the heap tuple's ctid: the row identity that UPDATE
+ * and DELETE use, visible as the ctid system column.  Large tables are
+ * scanned in parallel, like plain ones.
  *
  * With source_writes.as_of = T, the scan returns the contents at T
  * instead: current rows whose batch is at or before T, and history rows
- * inserted at or before T and retracted after it.  T must be readable
- * (since <= T < upper); then every batch at or before T has committed, and
- * a snapshot taken after that check sees all of them, so the same T gives
- * the same rows whenever it is read.
+ * inserted at or before T and retracted after it.  The readable range is
+ * checked in two steps around the snapshot: T < upper before it is taken,
+ * so that every batch at or before T has committed and the snapshot sees
+ * it; T >= since after, with the snapshot, so that a compaction that the
+ * snapshot sees (and whose deleted history it misses) has also moved the
+ * since it sees.  The same T thus gives the same rows whenever it is read,
+ * or an error.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/fdw_scan.c
@@ -29,18 +34,20 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/heapam.h"
-#include "access/parallel.h"
-#include "access/relscan.h"
 #include "access/htup_details.h"
+#include "access/parallel.h"
+#include "access/relation.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/explain.h"
-#include "commands/dbcommands.h"
 #include "commands/vacuum.h"
+#include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "foreign/fdwapi.h"
 #include "miscadmin.h"
@@ -49,30 +56,33 @@
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
-#include "optimizer/plancat.h"
 #include "optimizer/planmain.h"
+#include "optimizer/plancat.h"
 #include "optimizer/restrictinfo.h"
 #include "storage/bufmgr.h"
-#include "utils/hsearch.h"
+#include "storage/procarray.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/sampling.h"
 #include "utils/snapmgr.h"
 #include "utils/spccache.h"
 
-#include "source_writes.h"
+#include "catalog.h"
+#include "controller.h"
+#include "fdw.h"
+#include "fdw_options.h"
+#include "log.h"
+#include "storage.h"
 
 /* planner state, in baserel->fdw_private */
 typedef struct SwPlanInfo
 {
-	Oid			current_rel;	/* hidden heap of current rows */
 	BlockNumber pages;
 } SwPlanInfo;
 
 /* indexes into ForeignScan.fdw_private */
 enum SwScanPrivate
 {
-	SwScanCurrentRel,			/* Const: OID of the hidden heap */
 	SwScanNeededAtts			/* Integer: last foreign attnum the plan reads */
 };
 
@@ -92,28 +102,15 @@ typedef struct SwScanState
 	bool		in_history;		/* as_of: scanning the history heap */
 	TupleTableSlot *current_slot;	/* tuples of the current heap */
 	TupleTableSlot *history_slot;	/* tuples of the history heap */
-	TupleTableSlot *direct_slot;	/* current tuples read as the table's */
 	SwLayout	current_layout;
 	SwLayout	history_layout;
 	int			needed_atts;	/* deform hidden tuples this far (foreign attnums) */
 	Snapshot	snapshot;		/* what the scan sees */
 	bool		registered;		/* we registered the snapshot */
 	int64		as_of;			/* -1, or the time read */
-	HTAB	   *batches;		/* as_of: batches at or before it */
+	SwBatchMap *batches;		/* as_of: batches at or before it */
 	SwParallelScan *pscan;		/* parallel scan, when there is one */
 } SwScanState;
-
-/*
- * The hidden heap of current rows of a source table.
- */
-static Oid
-current_relation(Oid relid)
-{
-	SwCatalogEntry entry;
-
-	sw_catalog_require(relid, &entry);
-	return entry.current_rel;
-}
 
 /*
  * Size estimates come from the hidden heap, as for a plain table.
@@ -122,13 +119,14 @@ static void
 swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
 	SwPlanInfo *info = palloc0(sizeof(SwPlanInfo));
+	SwSource	source;
 	Relation	current;
 	double		tuples;
 	double		allvisfrac;
 	Selectivity sel;
 
-	info->current_rel = current_relation(foreigntableid);
-	current = table_open(info->current_rel, AccessShareLock);
+	sw_source_require(foreigntableid, &source);
+	current = table_open(source.current_rel, AccessShareLock);
 	estimate_rel_size(current, NULL, &info->pages, &tuples, &allvisfrac);
 	table_close(current, NoLock);
 
@@ -141,8 +139,8 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 }
 
 /*
- * The share of the rows one participant of a parallel plan handles, as the
- * planner reckons it for a sequential scan.
+ * The share of the rows one participant of a parallel plan handles, as
+ * get_parallel_divisor() in costsize.c reckons it for a sequential scan.
  */
 static double
 parallel_divisor(int workers)
@@ -155,8 +153,9 @@ parallel_divisor(int workers)
 }
 
 /*
- * A full scan, costed like a sequential scan of the hidden heap, and its
- * parallel version when the heap is big enough to be worth it.
+ * A full scan, costed as cost_seqscan() costs a sequential scan of the
+ * hidden heap, and its parallel version wherever the planner would scan a
+ * plain table of that size in parallel.
  */
 static void
 swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
@@ -164,6 +163,7 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	SwPlanInfo *info = baserel->fdw_private;
 	double		seq_page_cost;
 	Cost		startup;
+	Cost		cpu_per_tuple;
 	Cost		cpu_run;
 	Cost		disk_run;
 	int			workers;
@@ -172,7 +172,8 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	startup = baserel->baserestrictcost.startup +
 		baserel->reltarget->cost.startup;
 	disk_run = seq_page_cost * info->pages;
-	cpu_run = (cpu_tuple_cost + baserel->baserestrictcost.per_tuple) * baserel->tuples +
+	cpu_per_tuple = cpu_tuple_cost + baserel->baserestrictcost.per_tuple;
+	cpu_run = cpu_per_tuple * baserel->tuples +
 		baserel->reltarget->cost.per_tuple * baserel->rows;
 
 	add_path(baserel, (Path *)
@@ -232,19 +233,12 @@ swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				 ForeignPath *best_path, List *tlist, List *scan_clauses,
 				 Plan *outer_plan)
 {
-	SwPlanInfo *info = baserel->fdw_private;
-	List	   *fdw_private;
-
 	/* all quals are checked locally, by the ForeignScan node */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 
-	fdw_private = list_make2(makeConst(OIDOID, -1, InvalidOid, sizeof(Oid),
-									   ObjectIdGetDatum(info->current_rel),
-									   false, true),
-							 makeInteger(needed_attributes(baserel, scan_clauses)));
-
-	return make_foreignscan(tlist, scan_clauses, baserel->relid,
-							NIL, fdw_private, NIL, NIL, outer_plan);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, NIL,
+							list_make1(makeInteger(needed_attributes(baserel, scan_clauses))),
+							NIL, NIL, outer_plan);
 }
 
 static void
@@ -253,9 +247,9 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
 	Relation	ftrel = node->ss.ss_currentRelation;
+	Oid			relid = RelationGetRelid(ftrel);
 	SwScanState *ss = palloc0(sizeof(SwScanState));
-	Oid			current = DatumGetObjectId(((Const *) list_nth(plan->fdw_private,
-															   SwScanCurrentRel))->constvalue);
+	SwSource	source;
 
 	ss->needed_atts = intVal(list_nth(plan->fdw_private, SwScanNeededAtts));
 	ss->as_of = sw_as_of;
@@ -263,36 +257,39 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
-	ss->current = table_open(current, AccessShareLock);
+	sw_source_require(relid, &source);
+	ss->current = table_open(source.current_rel, AccessShareLock);
+	sw_storage_layout(ftrel, ss->current, &ss->current_layout);
 	ss->current_slot = table_slot_create(ss->current, &estate->es_tupleTable);
-	sw_layout(ss->current, &ss->current_layout);
 	ss->snapshot = estate->es_snapshot;
-
-	/* every column of the table where the heap has it: no copying */
-	if (ss->as_of < 0 && RelationGetDescr(ftrel)->natts < ss->current_layout.meta)
-		ss->direct_slot = ExecAllocTableSlot(&estate->es_tupleTable,
-											 RelationGetDescr(ftrel),
-											 &TTSOpsBufferHeapTuple);
 
 	if (ss->as_of >= 0)
 	{
-		SwCatalogEntry entry;
-
-		sw_catalog_require(RelationGetRelid(ftrel), &entry);
-		ss->history = table_open(entry.history_rel, AccessShareLock);
+		ss->history = table_open(source.history_rel, AccessShareLock);
+		sw_storage_layout(ftrel, ss->history, &ss->history_layout);
 		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);
-		sw_layout(ss->history, &ss->history_layout);
 
 		/*
-		 * Check that the time is readable, then take the snapshot: every
-		 * batch at or before it has committed by now.  Parallel workers get
-		 * the leader's snapshot with their scans.
+		 * Check that the time is readable around taking the snapshot (see
+		 * the file header).  Parallel workers get the leader's snapshot
+		 * with their scans.
 		 */
 		if (!IsParallelWorker())
 		{
-			sw_check_readable(RelationGetRelid(ftrel), &entry, ss->as_of);
+			SwFrontiers frontiers;
+
+			if (!sw_catalog_frontiers(relid, GetLatestSnapshot(), &frontiers))
+				elog(ERROR, "source table \"%s\" lost its catalog row",
+					 RelationGetRelationName(ftrel));
+			if (ss->as_of >= frontiers.upper)
+				sw_check_readable(relid, &frontiers, ss->as_of);
+
 			ss->snapshot = RegisterSnapshot(GetLatestSnapshot());
 			ss->registered = true;
+			if (!sw_catalog_frontiers(relid, ss->snapshot, &frontiers))
+				elog(ERROR, "source table \"%s\" lost its catalog row",
+					 RelationGetRelationName(ftrel));
+			sw_check_readable(relid, &frontiers, ss->as_of);
 		}
 	}
 }
@@ -315,6 +312,34 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
 }
 
 /*
+ * Put the needed columns of a hidden row into the scan slot, as a row of
+ * the table: a virtual tuple whose datums point into the hidden tuple,
+ * which its buffer slot keeps pinned until the next row.
+ */
+static inline TupleTableSlot *
+store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
+		  TupleTableSlot *slot)
+{
+	int			needed = ss->needed_atts;
+	int			natts = slot->tts_tupleDescriptor->natts;
+
+	ExecClearTuple(slot);
+	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
+	if (likely(needed < layout->meta))
+	{
+		memcpy(slot->tts_values, hidden->tts_values, needed * sizeof(Datum));
+		memcpy(slot->tts_isnull, hidden->tts_isnull, needed * sizeof(bool));
+	}
+	else
+		sw_from_hidden(layout, needed, hidden->tts_values, hidden->tts_isnull,
+					   slot->tts_values, slot->tts_isnull);
+	memset(slot->tts_isnull + needed, true, natts - needed);
+	ExecStoreVirtualTuple(slot);
+	slot->tts_tid = hidden->tts_tid;
+	return slot;
+}
+
+/*
  * The next row of the source as of ss->as_of: from the current heap, rows
  * whose batch is at or before it, then from the history heap, rows
  * inserted at or before it and retracted after it.  Returns the hidden
@@ -329,16 +354,16 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 	{
 		MemoryContext old = MemoryContextSwitchTo(query_cxt);
 
-		ss->batches = sw_catalog_load_batches(RelationGetRelid(node->ss.ss_currentRelation),
-											  ss->as_of, ss->scan->rs_snapshot);
+		ss->batches = sw_log_batches(RelationGetRelid(node->ss.ss_currentRelation),
+									 PG_INT64_MIN, ss->as_of + 1,
+									 ss->scan->rs_snapshot);
 		MemoryContextSwitchTo(old);
 	}
 
 	for (;;)
 	{
 		TupleTableSlot *hidden = ss->in_history ? ss->history_slot : ss->current_slot;
-		bool		isnull;
-		int64		batch;
+		SwLogRow	row;
 
 		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
 		{
@@ -355,22 +380,16 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 		}
 
 		*layout = ss->in_history ? &ss->history_layout : &ss->current_layout;
-		batch = DatumGetInt64(slot_getattr(hidden, (*layout)->meta, &isnull));
-		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) == NULL)
-			continue;			/* inserted later, or not committed */
-		if (!ss->in_history)
+		sw_log_row(ss->batches, hidden, *layout, ss->in_history, &row);
+		if (sw_log_row_present(&row))
 			return hidden;
-		batch = DatumGetInt64(slot_getattr(hidden, (*layout)->meta + 1, &isnull));
-		if (hash_search(ss->batches, &batch, HASH_FIND, NULL) != NULL)
-			continue;			/* already retracted then */
-		return hidden;
 	}
 }
 
 /*
- * The general case of swIterateForeignScan: start the scan, read as of a
- * time, or copy the needed columns of each row to their places.  Kept out
- * of line, so that the common case pays for no more than it uses.
+ * The general case of swIterateForeignScan: start the scan, or read as of
+ * a time.  Kept out of line, so that the common case pays for no more than
+ * it uses.
  */
 static pg_noinline TupleTableSlot *
 iterate_scan(ForeignScanState *node)
@@ -379,7 +398,6 @@ iterate_scan(ForeignScanState *node)
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	TupleTableSlot *hidden;
 	SwLayout   *layout = &ss->current_layout;
-	int			natts = slot->tts_tupleDescriptor->natts;
 
 	if (ss->scan == NULL)
 	{
@@ -390,60 +408,48 @@ iterate_scan(ForeignScanState *node)
 		MemoryContextSwitchTo(old);
 	}
 
-	if (ss->direct_slot)
-	{
-		table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->direct_slot);
-		return ss->direct_slot;
-	}
-
-	ExecClearTuple(slot);
 	if (ss->as_of < 0)
-	{
-		hidden = ss->current_slot;
-		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
-			return slot;
-	}
-	else if ((hidden = next_row_as_of(node, ss, &layout)) == NULL)
-		return slot;
-
-	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, ss->needed_atts));
-	sw_from_hidden(layout, ss->needed_atts, hidden->tts_values,
-				   hidden->tts_isnull, slot->tts_values, slot->tts_isnull);
-	for (int i = ss->needed_atts; i < natts; i++)
-		slot->tts_isnull[i] = true;
-	ExecStoreVirtualTuple(slot);
-	slot->tts_tid = hidden->tts_tid;
-	return slot;
+		hidden = table_scan_getnextslot(ss->scan, ForwardScanDirection,
+										ss->current_slot) ? ss->current_slot : NULL;
+	else
+		hidden = next_row_as_of(node, ss, &layout);
+	if (hidden == NULL)
+		return ExecClearTuple(slot);
+	return store_row(ss, hidden, layout, slot);
 }
 
 /*
- * The row the scan returned last, in a buffer slot of the current heap's
- * tuples, when it hands them over as they are (see swIterateForeignScan);
- * NULL otherwise.  UPDATE and DELETE use it to skip fetching the row again.
- */
-TupleTableSlot *
-sw_scan_current_row(ForeignScanState *node)
-{
-	SwScanState *ss = node->fdw_state;
-
-	return ss ? ss->direct_slot : NULL;
-}
-
-/*
- * The next row.  In the common case the heap tuple is the row, and this is
- * all there is to it: as little as a sequential scan does per row.
+ * The next row.  In the common case this is all there is to it: the next
+ * heap tuple, deformed as far as needed.
  */
 static TupleTableSlot *
 swIterateForeignScan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
 
-	if (likely(ss->direct_slot != NULL && ss->scan != NULL))
+	if (likely(ss->scan != NULL && ss->as_of < 0))
 	{
-		table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->direct_slot);
-		return ss->direct_slot;
+		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->current_slot))
+			return ExecClearTuple(node->ss.ss_ScanTupleSlot);
+		return store_row(ss, ss->current_slot, &ss->current_layout,
+						 node->ss.ss_ScanTupleSlot);
 	}
 	return iterate_scan(node);
+}
+
+/*
+ * The current heap's tuple of the row the scan returned last, in a buffer
+ * slot, when the scan reads the current rows; NULL otherwise.  UPDATE and
+ * DELETE use it to skip fetching the row again.
+ */
+TupleTableSlot *
+sw_scan_current_row(ForeignScanState *node)
+{
+	SwScanState *ss = node->fdw_state;
+
+	if (ss == NULL || ss->as_of >= 0 || ss->current_slot == NULL)
+		return NULL;
+	return ss->current_slot;
 }
 
 static void
@@ -581,70 +587,130 @@ swExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	}
 }
 
+/* the state of one ANALYZE of a source table */
+typedef struct SwSampleState
+{
+	Relation	ftrel;
+	Relation	current;
+	SwLayout	layout;
+	Datum	   *values;			/* a row of the table */
+	bool	   *isnull;
+} SwSampleState;
+
 /*
- * ANALYZE samples the hidden heap of current rows.
+ * A sampled hidden row as a heap tuple of the table, keeping its ctid.
+ */
+static HeapTuple
+sample_row(SwSampleState *state, TupleTableSlot *slot)
+{
+	TupleDesc	desc = RelationGetDescr(state->ftrel);
+	HeapTuple	tuple;
+
+	slot_getallattrs(slot);
+	sw_from_hidden(&state->layout, desc->natts, slot->tts_values,
+				   slot->tts_isnull, state->values, state->isnull);
+	tuple = heap_form_tuple(desc, state->values, state->isnull);
+	tuple->t_self = slot->tts_tid;
+	return tuple;
+}
+
+/* order sampled rows by their position in the heap, as ANALYZE does */
+static int
+compare_rows(const void *a, const void *b)
+{
+	return ItemPointerCompare(&(*(HeapTuple *) a)->t_self,
+							  &(*(HeapTuple *) b)->t_self);
+}
+
+/*
+ * ANALYZE samples the hidden heap of current rows the way PostgreSQL
+ * samples a table (acquire_sample_rows() in analyze.c): a random sample of
+ * blocks, and a reservoir sample of the live rows in them.  Only sampled
+ * rows are turned into rows of the table.
  */
 static int
 swAcquireSampleRows(Relation relation, int elevel, HeapTuple *rows,
 					int targrows, double *totalrows, double *totaldeadrows)
 {
-	TupleDesc	desc = RelationGetDescr(relation);
-	Relation	current = table_open(current_relation(RelationGetRelid(relation)),
-									 AccessShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
-	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
-	TupleTableSlot *slot = table_slot_create(current, NULL);
-	Datum	   *values = palloc(sizeof(Datum) * Max(desc->natts, 1));
-	bool	   *isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
-	SwLayout	layout;
+	SwSampleState state;
+	SwSource	source;
+	BlockNumber totalblocks;
+	TransactionId oldest_xmin;
+	BlockSamplerData bs;
 	ReservoirStateData rstate;
+	BufferAccessStrategy strategy;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	double		liverows = 0;
+	double		deadrows = 0;
+	double		samplerows = 0;
 	double		rowstoskip = -1;
-	double		seen = 0;
 	int			numrows = 0;
 
-	sw_layout(current, &layout);
-	reservoir_init_selection_state(&rstate, targrows);
+	sw_source_require(RelationGetRelid(relation), &source);
+	state.ftrel = relation;
+	state.current = table_open(source.current_rel, AccessShareLock);
+	sw_storage_layout(relation, state.current, &state.layout);
+	state.values = palloc(sizeof(Datum) * Max(RelationGetDescr(relation)->natts, 1));
+	state.isnull = palloc(sizeof(bool) * Max(RelationGetDescr(relation)->natts, 1));
 
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	totalblocks = RelationGetNumberOfBlocks(state.current);
+	oldest_xmin = GetOldestNonRemovableTransactionId(state.current);
+	(void) BlockSampler_Init(&bs, totalblocks, targrows,
+							 pg_prng_uint32(&pg_global_prng_state));
+	reservoir_init_selection_state(&rstate, targrows);
+	strategy = GetAccessStrategy(BAS_BULKREAD);
+
+	scan = table_beginscan_analyze(state.current);
+	slot = table_slot_create(state.current, NULL);
+	while (BlockSampler_HasMore(&bs))
 	{
-		HeapTuple	tuple;
+		BlockNumber block = BlockSampler_Next(&bs);
 
 		vacuum_delay_point();
-		slot_getallattrs(slot);
-		sw_from_hidden(&layout, desc->natts, slot->tts_values, slot->tts_isnull,
-					   values, isnull);
-		tuple = heap_form_tuple(desc, values, isnull);
-		if (numrows < targrows)
-			rows[numrows++] = tuple;
-		else
+		if (!table_scan_analyze_next_block(scan, block, strategy))
+			continue;
+		while (table_scan_analyze_next_tuple(scan, oldest_xmin, &liverows,
+											 &deadrows, slot))
 		{
-			/* Vitter's algorithm, as acquire_sample_rows() does */
-			if (rowstoskip < 0)
-				rowstoskip = reservoir_get_next_S(&rstate, seen, targrows);
-			if (rowstoskip <= 0)
-			{
-				int			k = (int) (targrows * sampler_random_fract(&rstate.randstate));
-
-				heap_freetuple(rows[k]);
-				rows[k] = tuple;
-			}
+			if (numrows < targrows)
+				rows[numrows++] = sample_row(&state, slot);
 			else
-				heap_freetuple(tuple);
-			rowstoskip -= 1;
-		}
-		seen += 1;
-	}
+			{
+				/* Vitter's algorithm, as acquire_sample_rows() does */
+				if (rowstoskip < 0)
+					rowstoskip = reservoir_get_next_S(&rstate, samplerows, targrows);
+				if (rowstoskip <= 0)
+				{
+					int			k = (int) (targrows * sampler_random_fract(&rstate.randstate));
 
+					heap_freetuple(rows[k]);
+					rows[k] = sample_row(&state, slot);
+				}
+				rowstoskip -= 1;
+			}
+			samplerows += 1;
+		}
+	}
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	table_close(current, AccessShareLock);
+	FreeAccessStrategy(strategy);
+	table_close(state.current, AccessShareLock);
 
-	*totalrows = seen;
-	*totaldeadrows = 0;
+	if (numrows == targrows)
+		qsort(rows, numrows, sizeof(HeapTuple), compare_rows);
+	if (bs.m > 0)
+	{
+		*totalrows = floor((liverows / bs.m) * totalblocks + 0.5);
+		*totaldeadrows = floor((deadrows / bs.m) * totalblocks + 0.5);
+	}
+	else
+		*totalrows = *totaldeadrows = 0;
+
 	ereport(elevel,
-			(errmsg("\"%s\": source table contains %.0f rows; %d rows in sample",
-					RelationGetRelationName(relation), seen, numrows)));
+			(errmsg("\"%s\": scanned %d of %u pages of its storage, containing %.0f live rows and %.0f dead rows; %d rows in sample, %.0f estimated total rows",
+					RelationGetRelationName(relation), bs.m, totalblocks,
+					liverows, deadrows, numrows, *totalrows)));
 	return numrows;
 }
 
@@ -652,25 +718,23 @@ static bool
 swAnalyzeForeignTable(Relation relation, AcquireSampleRowsFunc *func,
 					  BlockNumber *totalpages)
 {
-	Relation	current = table_open(current_relation(RelationGetRelid(relation)),
-									 AccessShareLock);
+	SwSource	source;
+	Relation	current;
 
+	sw_source_require(RelationGetRelid(relation), &source);
+	current = table_open(source.current_rel, AccessShareLock);
 	*totalpages = RelationGetNumberOfBlocks(current);
 	table_close(current, AccessShareLock);
 	*func = swAcquireSampleRows;
 	return true;
 }
 
-PG_FUNCTION_INFO_V1(source_writes_fdw_handler);
-
 /*
- * The foreign data wrapper handler.
+ * Fill in the scan callbacks of the FDW routine.
  */
-Datum
-source_writes_fdw_handler(PG_FUNCTION_ARGS)
+void
+sw_fdw_scan_routine(FdwRoutine *routine)
 {
-	FdwRoutine *routine = makeNode(FdwRoutine);
-
 	routine->GetForeignRelSize = swGetForeignRelSize;
 	routine->GetForeignPaths = swGetForeignPaths;
 	routine->GetForeignPlan = swGetForeignPlan;
@@ -685,7 +749,4 @@ source_writes_fdw_handler(PG_FUNCTION_ARGS)
 	routine->InitializeDSMForeignScan = swInitializeDSMForeignScan;
 	routine->ReInitializeDSMForeignScan = swReInitializeDSMForeignScan;
 	routine->InitializeWorkerForeignScan = swInitializeWorkerForeignScan;
-	sw_fdw_modify_routine(routine);
-
-	PG_RETURN_POINTER(routine);
 }

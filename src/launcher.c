@@ -6,10 +6,15 @@
  * Registered when the library is in shared_preload_libraries, the launcher
  * connects to source_writes.database and runs a latch loop: every
  * source_writes.compaction_interval it compacts the sources that have a
- * retain_history, each in its own transaction, so that one failing source
- * does not stop the others.  It reloads its settings on SIGHUP (a new
- * database means a restart there), stops on SIGTERM and when the
+ * retain_history.  Each source is compacted a range of blocks per
+ * transaction, so that no transaction of ours runs long, and a source that
+ * somebody keeps locked (or keeps compacting) is skipped until the next
+ * pass rather than waited for; an error is logged and the pass goes on
+ * with the next source.  The launcher reloads its settings on SIGHUP (a
+ * new database means a restart there), stops on SIGTERM and when the
  * postmaster dies.  The ingestion workers will be started from here.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/launcher.c
@@ -27,13 +32,20 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "source_writes.h"
+#include "catalog.h"
+#include "compaction.h"
+#include "fdw_options.h"
+#include "launcher.h"
+
+/* blocks of a history heap compacted per transaction */
+#define SW_COMPACTION_CHUNK		1024
 
 PGDLLEXPORT void source_writes_launcher_main(Datum main_arg);
 
@@ -55,46 +67,69 @@ sw_launcher_register(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/*
- * Compact one source in its own transaction.  An error is logged and the
- * pass goes on with the next source.
- */
+/* error context while a source is compacted */
 static void
-compact_source(Oid relid)
+compaction_error_callback(void *arg)
+{
+	errcontext("compacting source table with OID %u", *(Oid *) arg);
+}
+
+/*
+ * Compact one range of a source's history in its own transaction.  Returns
+ * the block to go on from, or InvalidBlockNumber when the source is done,
+ * was skipped, or failed (the error is logged).
+ */
+static BlockNumber
+compact_chunk(Oid relid, BlockNumber start)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	ErrorContextCallback errcallback;
+	BlockNumber next = InvalidBlockNumber;
 
+	errcallback.callback = compaction_error_callback;
+	errcallback.arg = &relid;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
 	{
+		int64		removed = 0;
+
+		PushActiveSnapshot(GetTransactionSnapshot());
+
 		/* the table may have been dropped since the list was made */
 		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
 			sw_retention_ms(relid) >= 0)
 		{
-			int64		removed;
-
 			pgstat_report_activity(STATE_RUNNING, "compacting a source table");
-			removed = sw_compact(relid);
-			if (removed > 0)
+			if (!sw_compact(relid, false, start, SW_COMPACTION_CHUNK, &removed, &next))
 				ereport(DEBUG1,
-						(errmsg("source_writes: compacted \"%s\": " INT64_FORMAT " history rows removed",
+						(errmsg("skipped compacting \"%s\": it is locked",
+								get_rel_name(relid))));
+			else if (removed > 0)
+				ereport(DEBUG1,
+						(errmsg("compacted \"%s\": " INT64_FORMAT " history rows removed",
 								get_rel_name(relid), removed)));
 		}
+		PopActiveSnapshot();
 		CommitTransactionCommand();
-		MemoryContextSwitchTo(cxt);
 	}
 	PG_CATCH();
 	{
 		HOLD_INTERRUPTS();
-		errcontext("compacting source table with OID %u", relid);
 		EmitErrorReport();
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
-		MemoryContextSwitchTo(cxt);
 		RESUME_INTERRUPTS();
+		next = InvalidBlockNumber;
 	}
 	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	error_context_stack = errcallback.previous;
 	pgstat_report_activity(STATE_IDLE, NULL);
+	return next;
 }
 
 /*
@@ -107,21 +142,32 @@ compaction_pass(void)
 	List	   *sources = NIL;
 	ListCell   *lc;
 
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
 	if (sw_catalog_exists())
 	{
-		List	   *entries = sw_catalog_all_sources();
+		List	   *entries = sw_catalog_sources(InvalidOid);
 		MemoryContext old = MemoryContextSwitchTo(pass_cxt);
 
 		foreach(lc, entries)
-			sources = lappend_oid(sources, ((SwCatalogEntry *) lfirst(lc))->relid);
+			sources = lappend_oid(sources, ((SwSource *) lfirst(lc))->relid);
 		MemoryContextSwitchTo(old);
 	}
+	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(pass_cxt);
 
 	foreach(lc, sources)
-		compact_source(lfirst_oid(lc));
+	{
+		BlockNumber next = 0;
+
+		do
+		{
+			CHECK_FOR_INTERRUPTS();
+			next = compact_chunk(lfirst_oid(lc), next);
+		} while (next != InvalidBlockNumber);
+	}
 }
 
 void
@@ -137,6 +183,7 @@ source_writes_launcher_main(Datum main_arg)
 
 	database = MemoryContextStrdup(TopMemoryContext, sw_database);
 	BackgroundWorkerInitializeConnection(database, NULL, 0);
+	pgstat_report_appname("source_writes launcher");
 	ereport(LOG,
 			(errmsg("source_writes launcher started for database \"%s\"", database)));
 
@@ -171,6 +218,7 @@ source_writes_launcher_main(Datum main_arg)
 			{
 				MemoryContext old = MemoryContextSwitchTo(pass_cxt);
 
+				AcceptInvalidationMessages();
 				compaction_pass();
 				MemoryContextSwitchTo(old);
 				MemoryContextReset(pass_cxt);

@@ -7,6 +7,8 @@
  * created, read and edited.  Ingestion needs background workers, which
  * exist only when the library is in shared_preload_libraries.
  *
+ * Copyright (c) 2026, source_writes developers
+ *
  * IDENTIFICATION
  *		  src/source_writes.c
  *
@@ -22,6 +24,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "launcher.h"
 #include "source_writes.h"
 
 PG_MODULE_MAGIC;
@@ -41,7 +44,8 @@ static char *sw_as_of_string = NULL;
 int64		sw_as_of = -1;
 
 /*
- * source_writes.as_of is empty or a timestamp in ms since the Unix epoch.
+ * source_writes.as_of is empty or a timestamp in ms since the Unix epoch,
+ * written as a plain number: digits only.
  */
 static bool
 check_as_of(char **newval, void **extra, GucSource source)
@@ -51,11 +55,12 @@ check_as_of(char **newval, void **extra, GucSource source)
 
 	if (**newval != '\0')
 	{
+		size_t		len = strlen(*newval);
 		char	   *end;
 
 		errno = 0;
 		value = strtoi64(*newval, &end, 10);
-		if (errno != 0 || end == *newval || *end != '\0' || value < 0)
+		if (strspn(*newval, "0123456789") != len || errno != 0 || *end != '\0')
 		{
 			GUC_check_errdetail("The value must be a time in milliseconds since the Unix epoch, as source_writes.frontiers() and source_writes.updates() show them, or empty.");
 			return false;

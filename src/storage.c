@@ -4,29 +4,40 @@
  *		  The hidden relations that hold a source table's rows, and keeping
  *		  them in step with the foreign table
  *
- * Each source table has two heaps in schema source_writes_internal, named
- * after the foreign table's OID so that renaming or moving the table needs
- * no change:
+ * Each source table has two heaps in schema source_writes_internal:
  *
- *		current_<oid>	the table's columns, "$batch", later columns
- *		history_<oid>	the table's columns, "$batch", "$retracted", later columns
+ *		current_<oid>_<tag>		the table's columns, "$batch", later columns
+ *		history_<oid>_<tag>		the table's columns, "$batch", "$retracted",
+ *								later columns
+ *
+ * where <oid> is the foreign table's OID when they were made and <tag> a
+ * random number, so that storage restored from a dump never collides with
+ * storage made meanwhile.  The catalog row of the source names them by OID;
+ * their names only serve people looking at them.
  *
  * They have the same owner as the foreign table and depend on it
  * internally, like a table's TOAST relation: dropping the foreign table
  * (directly, with its server, schema or the extension) drops them, and they
- * cannot be dropped alone.
+ * cannot be dropped alone.  Should that dependency be lost (pg_upgrade does
+ * not carry it over), the next ALTER records it again and a DROP of the
+ * table drops them all the same.
  *
  * The foreign table's columns are mirrored attnum by attnum, dropped ones
- * included: the columns it had when it was created come first, so that a
- * hidden tuple can be read with the foreign table's own descriptor (the
- * scan hands the heap tuple over without copying); our own columns follow;
- * columns added later come after them (see SwLayout).  sw_storage_sync()
- * restores that after any DDL by comparing the two descriptors: a new
- * attnum is an added column, a dropped one a drop, a different name a
- * rename and a different type a conversion of the stored rows.  Because it
- * compares states rather than replaying commands, one function serves
- * CREATE, every form of ALTER and inherited changes alike, and running it
- * twice changes nothing.
+ * included: the columns it had when it was created come first, our own
+ * columns follow, and columns added later come after them (see SwLayout).
+ * A column of a domain type is stored as the domain's base type: domain
+ * constraints apply to the table's current rows, which are checked here,
+ * not to its history.  sw_storage_sync() restores all that after any DDL
+ * by comparing the two descriptors: a new attnum is an added column, a
+ * dropped one a drop, a different name a rename and a different type a
+ * conversion of the stored rows, with the semantics of ALTER TABLE ...
+ * TYPE on a plain table.  Because it compares states rather than replaying
+ * commands, one function serves CREATE, every form of ALTER and inherited
+ * changes alike, and running it twice changes nothing.  Readers and writers
+ * check that the two still match (sw_storage_layout()), since DDL run while
+ * event triggers are off leaves them apart.
+ *
+ * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
  *		  src/storage.c
@@ -35,9 +46,11 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/heap.h"
@@ -46,111 +59,217 @@
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_am.h"
-#include "catalog/pg_index.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_foreign_table.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "catalog/toasting.h"
-#include "commands/event_trigger.h"
 #include "commands/defrem.h"
+#include "commands/event_trigger.h"
 #include "commands/tablecmds.h"
-#include "tcop/utility.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "source_writes.h"
+#include "catalog.h"
+#include "controller.h"
+#include "fdw_options.h"
+#include "storage.h"
 
-static Oid	create_hidden_relation(Relation ftrel, const char *prefix, int nmeta);
-static void sync_hidden_relation(Relation ftrel, Oid hiddenid);
+static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
+								   uint32 tag, int nmeta);
+static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
+static void record_dependency(Oid relid, Oid hiddenid);
+
+/*
+ * The type a hidden relation stores a column of the foreign table as: a
+ * domain's base type (and its typmod), else the column's own type.
+ */
+static Oid
+hidden_type(Form_pg_attribute fatt, int32 *typmod)
+{
+	*typmod = fatt->atttypmod;
+	return getBaseTypeAndTypmod(fatt->atttypid, typmod);
+}
+
+/*
+ * A source table's hidden relations hold one or two more columns than it
+ * has, within PostgreSQL's limit.
+ */
+static void
+check_column_count(Relation ftrel, int natts)
+{
+	if (natts + SW_HISTORY_META > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_COLUMNS),
+				 errmsg("source table \"%s\" has too many columns",
+						RelationGetRelationName(ftrel)),
+				 errdetail("A source table can have at most %d columns, dropped ones included, because its storage keeps %d columns of its own.",
+						   MaxHeapAttributeNumber - SW_HISTORY_META, SW_HISTORY_META)));
+}
 
 /*
  * Make the hidden relations and the catalog row of a source table match
  * the foreign table, creating them if it is new.  Called at the end of any
- * command that created or altered the table; errors abort the command, so
- * nothing half-done remains.
+ * command that created or altered the table, with the names of the columns
+ * whose type the command changed; errors abort the command, so nothing
+ * half-done remains.
  */
 void
-sw_storage_sync(Oid relid)
+sw_storage_sync(Oid relid, List *retyped)
 {
 	Relation	ftrel = relation_open(relid, AccessExclusiveLock);
-	SwCatalogEntry entry;
+	SwSource	source;
 	SwSourceTable *st;
-	bool		exists = sw_catalog_lookup(relid, &entry);
+	bool		exists = sw_source_lookup(relid, &source);
 
+	check_column_count(ftrel, RelationGetDescr(ftrel)->natts);
 	if (exists)
-		follow_key_renames(ftrel, entry.current_rel);
+		follow_key_renames(ftrel, source.current_rel);
 
 	/* every option and column must make sense before anything is stored */
 	st = sw_source_table(ftrel);
 
 	if (!exists)
 	{
-		entry.relid = relid;
-		entry.kind = st->kind;
-		entry.current_rel = create_hidden_relation(ftrel, "current", SW_CURRENT_META);
-		entry.history_rel = create_hidden_relation(ftrel, "history", SW_HISTORY_META);
+		uint32		tag;
+		SwFrontiers frontiers;
+
+		if (!pg_strong_random(&tag, sizeof(tag)))
+			tag = (uint32) random();
+		source.relid = relid;
+		source.kind = st->kind;
+		source.current_rel = create_hidden_relation(ftrel, "current", tag, SW_CURRENT_META);
+		source.history_rel = create_hidden_relation(ftrel, "history", tag, SW_HISTORY_META);
 		/* nothing is written before creation: both start now */
-		entry.upper = entry.since = sw_now_ms();
-		sw_catalog_insert(&entry);
+		frontiers.upper = frontiers.since = sw_now_ms();
+		sw_catalog_insert(&source, &frontiers);
 		CommandCounterIncrement();
 	}
-	else if (entry.kind != st->kind)
+	else if (source.kind != st->kind)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot turn %s source table \"%s\" into a %s source table",
-						sw_kind_name(entry.kind), RelationGetRelationName(ftrel),
+						sw_kind_name(source.kind), RelationGetRelationName(ftrel),
 						sw_kind_name(st->kind)),
 				 errdetail("The type of a source's server cannot change while it has source tables."),
 				 errhint("Create a new server of the other type and new source tables on it.")));
+	else
+	{
+		record_dependency(relid, source.current_rel);
+		record_dependency(relid, source.history_rel);
+	}
 
-	sync_hidden_relation(ftrel, entry.current_rel);
-	sync_hidden_relation(ftrel, entry.history_rel);
-	sync_key_index(ftrel, entry.current_rel, st);
+	sync_hidden_relation(ftrel, source.current_rel, retyped);
+	sync_hidden_relation(ftrel, source.history_rel, NIL);
+	sync_key_index(ftrel, source.current_rel, st);
 
 	relation_close(ftrel, NoLock);
 }
 
 /*
- * Forget a dropped source table.  Its hidden relations went with it through
- * their internal dependency; its catalog row and batches are left.
+ * Forget a dropped source table: drop what is left of its hidden relations
+ * (normally nothing: they went with it through their internal dependency),
+ * then its catalog row and batches.
  */
 void
 sw_storage_forget(Oid relid)
 {
+	SwSource	source;
+
+	if (!sw_source_lookup(relid, &source))
+		return;
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			hidden = i == 0 ? source.current_rel : source.history_rel;
+		ObjectAddress addr;
+
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(hidden)))
+			continue;
+		ObjectAddressSet(addr, RelationRelationId, hidden);
+		performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
+	}
 	sw_catalog_delete(relid);
-	sw_catalog_delete_batches(relid);
+}
+
+/*
+ * Record the internal dependency of a hidden relation on its table, unless
+ * it is there.
+ */
+static void
+record_dependency(Oid relid, Oid hiddenid)
+{
+	Relation	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+	ObjectAddress hidden;
+	ObjectAddress table;
+
+	ScanKeyInit(&keys[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(hiddenid));
+	scan = systable_beginscan(depend, DependDependerIndexId, true, NULL, 2, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+
+		if (dep->refclassid == RelationRelationId && dep->refobjid == relid &&
+			dep->deptype == DEPENDENCY_INTERNAL)
+			found = true;
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
+
+	if (found)
+		return;
+	ObjectAddressSet(hidden, RelationRelationId, hiddenid);
+	ObjectAddressSet(table, RelationRelationId, relid);
+	recordDependencyOn(&hidden, &table, DEPENDENCY_INTERNAL);
+	CommandCounterIncrement();
 }
 
 /*
  * The name of the unique index on the key of an upsert source.
  */
 static void
-key_index_name(Oid current_rel, char *name)
+key_index_name(Relation current, char *name)
 {
-	snprintf(name, NAMEDATALEN, "%s_key", get_rel_name(current_rel));
+	snprintf(name, NAMEDATALEN, "%s_key", RelationGetRelationName(current));
 }
 
 /*
  * The unique index on the key columns of an upsert source, or InvalidOid.
  */
 Oid
-sw_storage_key_index(Oid current_rel)
+sw_storage_key_index(Relation current)
 {
 	char		name[NAMEDATALEN];
 
-	key_index_name(current_rel, name);
-	return get_relname_relid(name, get_rel_namespace(current_rel));
+	key_index_name(current, name);
+	return get_relname_relid(name, RelationGetNamespace(current));
 }
 
 /* error context while the key index of an upsert source is built */
@@ -161,19 +280,53 @@ key_index_error_callback(void *arg)
 }
 
 /*
+ * Refuse to make a key of columns that some current row has no value in.
+ */
+static void
+check_keys_not_null(Relation ftrel, Relation current, int nkeys,
+					const AttrNumber *attnums)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(current, NULL);
+	AttrNumber	last = 0;
+
+	for (int i = 0; i < nkeys; i++)
+		last = Max(last, attnums[i]);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		CHECK_FOR_INTERRUPTS();
+		slot_getsomeattrs(slot, last);
+		for (int i = 0; i < nkeys; i++)
+			if (slot->tts_isnull[attnums[i] - 1])
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("cannot make \"%s\" the key of source table \"%s\"",
+								NameStr(TupleDescAttr(RelationGetDescr(current), attnums[i] - 1)->attname),
+								RelationGetRelationName(ftrel)),
+						 errdetail("Some of its current rows have no value in the column."),
+						 errhint("Delete those rows or give them a value first: every row of an upsert source has a complete key.")));
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+}
+
+/*
  * Upsert sources keep a unique index on their key columns in the current
  * heap.  Make it match the options: build it, rebuild it when the key
  * changed, drop it when the envelope is no longer 'upsert'.  Like the
  * hidden relations, it is made without privilege checks on the internal
- * schema.
+ * schema.  Current rows without a complete key, or with a key another row
+ * has, make it fail with an error that names the table, not the index.
  */
 static void
 sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 {
-	Oid			existing = sw_storage_key_index(current_rel);
 	int			nkeys = list_length(st->key);
 	AttrNumber *attnums = palloc(sizeof(AttrNumber) * Max(nkeys, 1));
 	Relation	current;
+	Oid			existing;
 	IndexInfo  *info;
 	Oid		   *collations;
 	Oid		   *opclasses;
@@ -181,12 +334,14 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	List	   *colnames = NIL;
 	char		name[NAMEDATALEN];
 	ErrorContextCallback errcallback;
+	MemoryContext oldcxt = CurrentMemoryContext;
 	int			k = 0;
 	SwLayout	layout;
 	ListCell   *lc;
 
 	current = table_open(current_rel, ShareLock);
-	sw_layout(current, &layout);
+	existing = sw_storage_key_index(current);
+	sw_storage_layout(ftrel, current, &layout);
 	foreach(lc, st->key)
 		for (int i = 0; i < st->ncolumns; i++)
 			if (strcmp(st->columns[i].name, lfirst(lc)) == 0)
@@ -241,17 +396,40 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 					 errhint("Key columns need a type with a default btree operator class, such as text, integer or jsonb.")));
 		colnames = lappend(colnames, NameStr(att->attname));
 	}
+	check_keys_not_null(ftrel, current, nkeys, attnums);
 
 	errcallback.callback = key_index_error_callback;
 	errcallback.arg = RelationGetRelationName(ftrel);
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
-	key_index_name(current_rel, name);
-	index_create(current, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
-				 info, colnames, BTREE_AM_OID, current->rd_rel->reltablespace,
-				 collations, opclasses, coloptions, (Datum) 0,
-				 0, 0, true, true, NULL);
+	key_index_name(current, name);
+	PG_TRY();
+	{
+		index_create(current, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
+					 info, colnames, BTREE_AM_OID, current->rd_rel->reltablespace,
+					 collations, opclasses, coloptions, (Datum) 0,
+					 0, 0, true, true, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* the index's own message would name it: say it of the table */
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		error_context_stack = errcallback.previous;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("cannot make the key of source table \"%s\" unique",
+						RelationGetRelationName(ftrel)),
+				 errdetail("Some of its current rows have the same key."),
+				 errhint("Delete or change the duplicate rows first: an upsert source keeps one row per key.")));
+	}
+	PG_END_TRY();
 
 	error_context_stack = errcallback.previous;
 	table_close(current, NoLock);
@@ -259,22 +437,29 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 }
 
 /*
- * Create a hidden relation: the foreign table's columns, then ours.  A
- * column the table has already dropped gets a placeholder, which the
- * caller's sync drops again so that the attnums line up.
+ * Create a hidden relation: the foreign table's columns (as their storage
+ * types), then ours.  A column the table has already dropped gets a
+ * placeholder, which the caller's sync drops again so that the attnums
+ * line up.
  */
 static Oid
-create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
+create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta)
 {
 	Oid			nsp = get_namespace_oid(SW_INTERNAL_SCHEMA, false);
 	TupleDesc	ftdesc = RelationGetDescr(ftrel);
 	TupleDesc	desc = CreateTemplateTupleDesc(ftdesc->natts + nmeta);
 	char		relname[NAMEDATALEN];
 	Oid			relid;
-	ObjectAddress hidden;
-	ObjectAddress table;
 
-	snprintf(relname, sizeof(relname), "%s_%u", prefix, RelationGetRelid(ftrel));
+	/* a relation restored from a dump may have taken the name */
+	for (;;)
+	{
+		snprintf(relname, sizeof(relname), "%s_%u_%08x", prefix,
+				 RelationGetRelid(ftrel), tag);
+		if (!OidIsValid(get_relname_relid(relname, nsp)))
+			break;
+		tag++;
+	}
 
 	for (int k = 1; k <= ftdesc->natts; k++)
 	{
@@ -284,8 +469,11 @@ create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
 			TupleDescInitEntry(desc, k, psprintf("$dropped_%d", k), INT4OID, -1, 0);
 		else
 		{
-			TupleDescInitEntry(desc, k, NameStr(att->attname), att->atttypid,
-							   att->atttypmod, att->attndims);
+			int32		typmod;
+			Oid			type = hidden_type(att, &typmod);
+
+			TupleDescInitEntry(desc, k, NameStr(att->attname), type, typmod,
+							   att->attndims);
 			TupleDescInitEntryCollation(desc, k, att->attcollation);
 		}
 	}
@@ -314,42 +502,79 @@ create_hidden_relation(Relation ftrel, const char *prefix, int nmeta)
 									 true,	/* is_internal */
 									 InvalidOid,
 									 NULL);
-
-	ObjectAddressSet(hidden, RelationRelationId, relid);
-	ObjectAddressSet(table, RelationRelationId, RelationGetRelid(ftrel));
-	recordDependencyOn(&hidden, &table, DEPENDENCY_INTERNAL);
-
 	CommandCounterIncrement();
+	record_dependency(RelationGetRelid(ftrel), relid);
 	NewRelationCreateToastTable(relid, (Datum) 0);
 	CommandCounterIncrement();
 	return relid;
 }
 
 /*
- * Where a hidden relation's own columns are.
+ * Where a hidden relation's own columns are, after checking that the
+ * relation holds the foreign table's columns where and as it should.  A
+ * relation out of step (DDL ran while the event triggers could not) is an
+ * error: reading its tuples with the table's descriptor would be wrong or
+ * unsafe.
  */
 void
-sw_layout(Relation hidden, SwLayout *layout)
+sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
 {
-	TupleDesc	desc = RelationGetDescr(hidden);
+	TupleDesc	fdesc = RelationGetDescr(ftrel);
+	TupleDesc	hdesc = RelationGetDescr(hidden);
+	const char *problem = NULL;
+	const char *column = NULL;
 
 	layout->meta = InvalidAttrNumber;
 	layout->nmeta = 0;
-	for (int i = 0; i < desc->natts; i++)
+	for (int i = 0; i < hdesc->natts; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
+		Form_pg_attribute att = TupleDescAttr(hdesc, i);
 
 		if (att->attisdropped)
 			continue;
 		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
+		{
 			layout->meta = att->attnum;
-		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0 ||
-			strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
+			layout->nmeta++;
+		}
+		else if (strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
 			layout->nmeta++;
 	}
+
 	if (layout->meta == InvalidAttrNumber)
-		elog(ERROR, "hidden relation \"%s\" has no column \"%s\"",
-			 RelationGetRelationName(hidden), SW_META_BATCH);
+		problem = "It has no batch column.";
+	else if (hdesc->natts != fdesc->natts + layout->nmeta)
+		problem = "It does not have the table's number of columns.";
+	else
+	{
+		for (int k = 1; k <= fdesc->natts && problem == NULL; k++)
+		{
+			Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
+			Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(layout, k) - 1);
+			int32		typmod;
+
+			if (fatt->attisdropped != hatt->attisdropped)
+				problem = "A column dropped in one is still in the other.";
+			else if (!fatt->attisdropped &&
+					 (hidden_type(fatt, &typmod) != hatt->atttypid ||
+					  typmod != hatt->atttypmod ||
+					  fatt->attcollation != hatt->attcollation))
+			{
+				problem = "A column's type differs.";
+				column = NameStr(fatt->attname);
+			}
+		}
+	}
+	if (problem)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the storage of source table \"%s\" is out of step with the table",
+						RelationGetRelationName(ftrel)),
+				 column
+				 ? errdetail("The type of column \"%s\" was changed while the extension's event triggers could not run.", column)
+				 : errdetail("The table was altered while the extension's event triggers could not run."),
+				 errhint("Run any ALTER FOREIGN TABLE on \"%s\" with event triggers enabled (not under session_replication_role = replica), e.g. the same command again; it brings the storage in step.",
+						 RelationGetRelationName(ftrel))));
 }
 
 /*
@@ -427,37 +652,30 @@ make_alter_cmd(AlterTableType subtype, const char *name, Node *def)
 }
 
 /*
- * ALTER COLUMN TYPE ... USING col::type: the stored values follow the new
- * type through an explicit cast, after checking that there is one.
+ * ALTER COLUMN TYPE without USING: the stored values follow the new type
+ * through an assignment cast, as the rows of a plain table would (a value
+ * too long for varchar(n) is an error, not cut short).  Types with only an
+ * explicit cast between them are refused with a hint.
  */
 static AlterTableCmd *
 make_type_change(Relation ftrel, Form_pg_attribute fatt, Form_pg_attribute hatt)
 {
 	ColumnDef  *def;
-	TypeCast   *cast = makeNode(TypeCast);
-	ColumnRef  *ref = makeNode(ColumnRef);
+	int32		typmod;
 	Oid			from = hatt->atttypid;
-	Oid			to = fatt->atttypid;
+	Oid			to = hidden_type(fatt, &typmod);
 
-	if (!can_coerce_type(1, &from, &to, COERCION_EXPLICIT))
+	if (!can_coerce_type(1, &from, &to, COERCION_ASSIGNMENT))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("cannot change the type of column \"%s\" of source table \"%s\" from %s to %s",
 						NameStr(fatt->attname), RelationGetRelationName(ftrel),
-						format_type_be(from), format_type_be(to)),
-				 errdetail("The stored rows cannot be converted: there is no cast from %s to %s.",
+						format_type_be(from), format_type_be(fatt->atttypid)),
+				 errdetail("The stored rows cannot be converted: there is no assignment cast from %s to %s, as a plain table's ALTER COLUMN ... TYPE would need.",
 						   format_type_be(from), format_type_be(to)),
 				 errhint("Add a column of the new type, fill it with UPDATE, and drop the old column.")));
 
-	ref->fields = list_make1(makeString(pstrdup(NameStr(fatt->attname))));
-	ref->location = -1;
-	cast->arg = (Node *) ref;
-	cast->typeName = makeTypeNameFromOid(to, fatt->atttypmod);
-	cast->location = -1;
-
-	def = makeColumnDef(NameStr(fatt->attname), to, fatt->atttypmod,
-						fatt->attcollation);
-	def->raw_default = (Node *) cast;
+	def = makeColumnDef(NameStr(fatt->attname), to, typmod, fatt->attcollation);
 	return make_alter_cmd(AT_AlterColumnType, NameStr(fatt->attname), (Node *) def);
 }
 
@@ -470,14 +688,40 @@ conversion_error_callback(void *arg)
 }
 
 /*
- * Run ALTER TABLE subcommands on a hidden relation as its owner (the
- * owner of the source table), so that casts and domain checks run with
- * that user's rights and not with the rights of whoever holds ours.  The
- * relation is given by OID, so no lookup in the closed internal schema is
- * needed, and event triggers do not collect these internal subcommands.
+ * Check the current rows' values of a column against the domain it now
+ * has, as converting a plain table's column to a domain would.
  */
 static void
-alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds)
+check_domain_values(Relation current, AttrNumber hattnum, Oid domain)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(current, NULL);
+	void	   *extra = NULL;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, hattnum, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		domain_check(value, isnull, domain, &extra, CurrentMemoryContext);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+}
+
+/*
+ * Run ALTER TABLE subcommands on a hidden relation, then check the domains
+ * of retyped columns, as the owner of the source table, so that casts and
+ * domain checks run with that user's rights and not with the rights of
+ * whoever holds ours.  The relation is given by OID, so no lookup in the
+ * closed internal schema is needed, and event triggers do not collect these
+ * internal subcommands.
+ */
+static void
+alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
 {
 	AlterTableStmt *stmt;
 	AlterTableUtilityContext context = {0};
@@ -486,16 +730,8 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds)
 	int			save_nestlevel;
 	ErrorContextCallback errcallback;
 
-	if (cmds == NIL)
+	if (cmds == NIL && domains == NIL)
 		return;
-
-	stmt = makeNode(AlterTableStmt);
-	stmt->relation = makeRangeVar(SW_INTERNAL_SCHEMA, get_rel_name(hiddenid), -1);
-	stmt->relation->inh = false;
-	stmt->cmds = cmds;
-	stmt->objtype = OBJECT_TABLE;
-	context.relid = hiddenid;
-	context.queryString = "";
 
 	errcallback.callback = conversion_error_callback;
 	errcallback.arg = RelationGetRelationName(ftrel);
@@ -508,30 +744,61 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds)
 						   SECURITY_RESTRICTED_OPERATION);
 	save_nestlevel = NewGUCNestLevel();
 
-	EventTriggerInhibitCommandCollection();
-	AlterTable(stmt, AccessExclusiveLock, &context);
-	EventTriggerUndoInhibitCommandCollection();
+	if (cmds != NIL)
+	{
+		stmt = makeNode(AlterTableStmt);
+		stmt->relation = makeRangeVar(SW_INTERNAL_SCHEMA, get_rel_name(hiddenid), -1);
+		stmt->relation->inh = false;
+		stmt->cmds = cmds;
+		stmt->objtype = OBJECT_TABLE;
+		context.relid = hiddenid;
+		context.queryString = "";
+
+		EventTriggerInhibitCommandCollection();
+		AlterTable(stmt, AccessExclusiveLock, &context);
+		EventTriggerUndoInhibitCommandCollection();
+		CommandCounterIncrement();
+	}
+
+	if (domains != NIL)
+	{
+		Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
+		ListCell   *lc;
+		SwLayout	layout;
+
+		sw_storage_layout(ftrel, hidden, &layout);
+		foreach(lc, domains)
+		{
+			AttrNumber	k = lfirst_int(lc);
+
+			check_domain_values(hidden, sw_hidden_attnum(&layout, k),
+								TupleDescAttr(RelationGetDescr(ftrel), k - 1)->atttypid);
+		}
+		table_close(hidden, NoLock);
+	}
 
 	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	error_context_stack = errcallback.previous;
-
-	CommandCounterIncrement();
 }
 
 /*
  * Bring one hidden relation in step with the foreign table: owner, then
- * names, then added, converted and dropped columns.
+ * names, then added, converted and dropped columns.  Columns named in
+ * retyped whose type is now a domain get their values checked against it.
  */
 static void
-sync_hidden_relation(Relation ftrel, Oid hiddenid)
+sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
 	TupleDesc	hdesc;
+	AttrNumber	meta = InvalidAttrNumber;
+	int			nmeta = 0;
 	SwLayout	layout;
 	List	   *cmds = NIL;
 	List	   *placeholders = NIL;
+	List	   *domains = NIL;
 	bool		renamed = false;
 
 	if (hidden->rd_rel->relowner != ftrel->rd_rel->relowner)
@@ -541,9 +808,27 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid)
 		CommandCounterIncrement();
 	}
 
-	/* renames are catalog updates; do them first so later steps see them */
-	sw_layout(hidden, &layout);
+	/* where our columns are: this relation may not be in step yet */
 	hdesc = RelationGetDescr(hidden);
+	for (int i = 0; i < hdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(hdesc, i);
+
+		if (att->attisdropped)
+			continue;
+		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
+			meta = att->attnum;
+		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0 ||
+			strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
+			nmeta++;
+	}
+	if (meta == InvalidAttrNumber)
+		elog(ERROR, "hidden relation of source table \"%s\" has no column \"%s\"",
+			 RelationGetRelationName(ftrel), SW_META_BATCH);
+	layout.meta = meta;
+	layout.nmeta = nmeta;
+
+	/* renames are catalog updates; do them first so later steps see them */
 	for (int k = 1; k <= fdesc->natts && sw_hidden_attnum(&layout, k) <= hdesc->natts; k++)
 	{
 		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
@@ -564,6 +849,8 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid)
 	{
 		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
 		Form_pg_attribute hatt;
+		int32		typmod;
+		Oid			type;
 
 		if (sw_hidden_attnum(&layout, k) > hdesc->natts)
 		{
@@ -581,11 +868,13 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid)
 									   make_alter_cmd(AT_DropColumn, name, NULL));
 			}
 			else
+			{
+				type = hidden_type(fatt, &typmod);
 				cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, NameStr(fatt->attname),
 													(Node *) makeColumnDef(NameStr(fatt->attname),
-																		   fatt->atttypid,
-																		   fatt->atttypmod,
+																		   type, typmod,
 																		   fatt->attcollation)));
+			}
 			continue;
 		}
 
@@ -593,23 +882,28 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid)
 		if (fatt->attisdropped && !hatt->attisdropped)
 			cmds = lappend(cmds, make_alter_cmd(AT_DropColumn, NameStr(hatt->attname), NULL));
 		else if (!fatt->attisdropped && hatt->attisdropped)
-			elog(ERROR, "hidden relation \"%s\" is out of step with source table \"%s\" at column %d",
-				 RelationGetRelationName(hidden), RelationGetRelationName(ftrel), k);
-		else if (!fatt->attisdropped &&
-				 (fatt->atttypid != hatt->atttypid ||
-				  fatt->atttypmod != hatt->atttypmod ||
-				  fatt->attcollation != hatt->attcollation))
-			cmds = lappend(cmds, make_type_change(ftrel, fatt, hatt));
+			elog(ERROR, "hidden relation of source table \"%s\" is out of step at column %d",
+				 RelationGetRelationName(ftrel), k);
+		else if (!fatt->attisdropped)
+		{
+			type = hidden_type(fatt, &typmod);
+			if (type != hatt->atttypid || typmod != hatt->atttypmod ||
+				fatt->attcollation != hatt->attcollation)
+				cmds = lappend(cmds, make_type_change(ftrel, fatt, hatt));
+			if (type != fatt->atttypid &&
+				list_member(retyped, makeString(NameStr(fatt->attname))))
+				domains = lappend_int(domains, k);
+		}
 	}
 	if (hdesc->natts > fdesc->natts + layout.nmeta)
-		elog(ERROR, "hidden relation \"%s\" has more columns than source table \"%s\"",
-			 RelationGetRelationName(hidden), RelationGetRelationName(ftrel));
+		elog(ERROR, "hidden relation of source table \"%s\" has too many columns",
+			 RelationGetRelationName(ftrel));
 
 	table_close(hidden, NoLock);
 
 	/* placeholders are dropped in a second pass: ALTER drops before adds */
-	alter_hidden_relation(ftrel, hiddenid, cmds);
-	alter_hidden_relation(ftrel, hiddenid, placeholders);
+	alter_hidden_relation(ftrel, hiddenid, cmds, domains);
+	alter_hidden_relation(ftrel, hiddenid, placeholders, NIL);
 }
 
 /*
@@ -624,6 +918,7 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden;
 	TupleDesc	hdesc;
+	AttrNumber	meta = InvalidAttrNumber;
 	SwLayout	layout;
 	DefElem    *keydef = NULL;
 	List	   *names;
@@ -640,7 +935,12 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 
 	hidden = table_open(hiddenid, AccessShareLock);
 	hdesc = RelationGetDescr(hidden);
-	sw_layout(hidden, &layout);
+	for (int i = 0; i < hdesc->natts; i++)
+		if (!TupleDescAttr(hdesc, i)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(hdesc, i)->attname), SW_META_BATCH) == 0)
+			meta = i + 1;
+	layout.meta = meta;
+	layout.nmeta = SW_CURRENT_META;
 	initStringInfo(&newkey);
 	foreach(lc, names)
 	{
@@ -700,7 +1000,250 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 		newtuple = heap_modify_tuple(tuple, RelationGetDescr(ftcat), values,
 									 nulls, replace);
 		CatalogTupleUpdate(ftcat, &newtuple->t_self, newtuple);
+		InvokeObjectPostAlterHook(ForeignTableRelationId, RelationGetRelid(ftrel), 0);
 		table_close(ftcat, RowExclusiveLock);
 		CommandCounterIncrement();
 	}
+}
+
+/*
+ * A domain's constraints that hold for the rows of a plain table: its
+ * validated CHECK constraints and NOT NULL, and those of the domains it is
+ * based on.  The CHECK expressions are prepared for evaluation in estate.
+ */
+static List *
+domain_checks(Oid domain, EState *estate, bool *notnull)
+{
+	List	   *checks = NIL;
+	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
+
+	*notnull = false;
+	for (Oid type = domain; get_typtype(type) == TYPTYPE_DOMAIN;)
+	{
+		HeapTuple	typtup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+		Form_pg_type typform;
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tuple;
+
+		if (!HeapTupleIsValid(typtup))
+			elog(ERROR, "cache lookup failed for type %u", type);
+		typform = (Form_pg_type) GETSTRUCT(typtup);
+		*notnull |= typform->typnotnull;
+
+		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(type));
+		scan = systable_beginscan(conrel, ConstraintTypidIndexId, true, NULL, 1, &key);
+		while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		{
+			Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+			bool		isnull;
+			Datum		bin;
+			Expr	   *expr;
+
+			if (con->contype != CONSTRAINT_CHECK || !con->convalidated)
+				continue;
+			bin = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_conbin, &isnull);
+			if (isnull)
+				elog(ERROR, "domain constraint \"%s\" has no expression",
+					 NameStr(con->conname));
+			expr = expression_planner((Expr *) stringToNode(TextDatumGetCString(bin)));
+			checks = lappend(checks, ExecPrepareExpr(expr, estate));
+		}
+		systable_endscan(scan);
+		type = typform->typbasetype;
+		ReleaseSysCache(typtup);
+	}
+	table_close(conrel, AccessShareLock);
+	return checks;
+}
+
+/*
+ * After ALTER DOMAIN, check the current rows of every source table column
+ * whose type is the domain, or a domain based on it, against the
+ * constraints that a plain table's rows must meet, with the errors a
+ * plain table gives.  (The hidden relations store the base type, so
+ * PostgreSQL's own check does not reach them; history is not checked, as
+ * the past is not rewritten.)  Runs as the user who altered the domain, as
+ * PostgreSQL's check does.
+ */
+void
+sw_storage_check_domain(Oid domain)
+{
+	ListCell   *lc;
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+		Relation	ftrel;
+		TupleDesc	fdesc;
+
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
+			continue;
+		ftrel = relation_open(source->relid, ShareLock);
+		fdesc = RelationGetDescr(ftrel);
+		for (int k = 1; k <= fdesc->natts; k++)
+		{
+			Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
+			bool		uses = false;
+			EState	   *estate;
+			ExprContext *econtext;
+			List	   *checks;
+			bool		notnull;
+			Relation	current;
+			SwLayout	layout;
+			Snapshot	snapshot;
+			TableScanDesc scan;
+			TupleTableSlot *slot;
+
+			if (fatt->attisdropped)
+				continue;
+			for (Oid type = fatt->atttypid; OidIsValid(type) &&
+				 get_typtype(type) == TYPTYPE_DOMAIN;)
+			{
+				HeapTuple	typtup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+
+				if (!HeapTupleIsValid(typtup))
+					elog(ERROR, "cache lookup failed for type %u", type);
+				uses |= type == domain;
+				type = ((Form_pg_type) GETSTRUCT(typtup))->typbasetype;
+				ReleaseSysCache(typtup);
+			}
+			if (!uses)
+				continue;
+
+			estate = CreateExecutorState();
+			econtext = GetPerTupleExprContext(estate);
+			checks = domain_checks(fatt->atttypid, estate, &notnull);
+			current = table_open(source->current_rel, ShareLock);
+			sw_storage_layout(ftrel, current, &layout);
+			snapshot = RegisterSnapshot(GetLatestSnapshot());
+			scan = table_beginscan(current, snapshot, 0, NULL);
+			slot = table_slot_create(current, NULL);
+			while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+			{
+				ListCell   *cc;
+
+				CHECK_FOR_INTERRUPTS();
+				econtext->domainValue_datum =
+					slot_getattr(slot, sw_hidden_attnum(&layout, k),
+								 &econtext->domainValue_isNull);
+				if (notnull && econtext->domainValue_isNull)
+					ereport(ERROR,
+							(errcode(ERRCODE_NOT_NULL_VIOLATION),
+							 errmsg("column \"%s\" of table \"%s\" contains null values",
+									NameStr(fatt->attname), RelationGetRelationName(ftrel))));
+				foreach(cc, checks)
+					if (!ExecCheck(lfirst(cc), econtext))
+						ereport(ERROR,
+								(errcode(ERRCODE_CHECK_VIOLATION),
+								 errmsg("column \"%s\" of table \"%s\" contains values that violate the new constraint",
+										NameStr(fatt->attname), RelationGetRelationName(ftrel))));
+				ResetExprContext(econtext);
+			}
+			ExecDropSingleTupleTableSlot(slot);
+			table_endscan(scan);
+			UnregisterSnapshot(snapshot);
+			table_close(current, NoLock);
+			FreeExecutorState(estate);
+		}
+		relation_close(ftrel, NoLock);
+	}
+}
+
+PG_FUNCTION_INFO_V1(source_writes_restore_catalog_row);
+
+/*
+ * BEFORE INSERT trigger on source_writes.source_tables: a row inserted by
+ * SQL (our own code inserts with CatalogTupleInsert, which fires no
+ * triggers) is a row restored from a dump, naming hidden relations that
+ * were restored from the same dump.  The source table was created earlier
+ * in the restore, and got fresh, empty storage then; adopt the restored
+ * relations instead, so that its rows and log come back, and drop the
+ * fresh ones.  A row for a table that is not a source table is dropped
+ * with a warning.
+ */
+Datum
+source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	Datum		values[6];
+	bool		nulls[6];
+	Oid			relid;
+	Oid			restored[2];
+	SwSource	fresh;
+	Relation	ftrel;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
+		RelationGetRelid(trigdata->tg_relation) != sw_catalog_table_oid())
+		elog(ERROR, "source_writes_restore_catalog_row: not fired by a row insert into the catalog");
+
+	tuple = trigdata->tg_trigtuple;
+	desc = RelationGetDescr(trigdata->tg_relation);
+	heap_deform_tuple(tuple, desc, values, nulls);
+	relid = DatumGetObjectId(values[0]);
+	restored[0] = DatumGetObjectId(values[2]);
+	restored[1] = DatumGetObjectId(values[3]);
+
+	if (!sw_is_source_table(relid))
+	{
+		ereport(WARNING,
+				(errmsg("skipping the catalog row of %u, which is not a source table", relid)));
+		return PointerGetDatum(NULL);
+	}
+
+	ftrel = relation_open(relid, AccessExclusiveLock);
+	sw_catalog_lock_source(relid);
+	for (int i = 0; i < 2; i++)
+	{
+		Relation	hidden;
+		SwLayout	layout;
+
+		if (get_rel_relkind(restored[i]) != RELKIND_RELATION ||
+			get_rel_namespace(restored[i]) != get_namespace_oid(SW_INTERNAL_SCHEMA, false))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("catalog row of source table \"%s\" names a relation that is not its storage",
+							RelationGetRelationName(ftrel)),
+					 errhint("Restore the schema %s together with the extension's catalog.",
+							 SW_INTERNAL_SCHEMA)));
+		hidden = table_open(restored[i], AccessExclusiveLock);
+		sw_storage_layout(ftrel, hidden, &layout);
+		if (layout.nmeta != (i == 0 ? SW_CURRENT_META : SW_HISTORY_META))
+			elog(ERROR, "restored storage of source table \"%s\" has the wrong columns",
+				 RelationGetRelationName(ftrel));
+		table_close(hidden, NoLock);
+	}
+
+	/* the fresh storage made when the table was created goes */
+	if (sw_source_lookup(relid, &fresh))
+	{
+		for (int i = 0; i < 2; i++)
+		{
+			Oid			old = i == 0 ? fresh.current_rel : fresh.history_rel;
+			ObjectAddress addr;
+
+			if (old == restored[0] || old == restored[1])
+				continue;
+			deleteDependencyRecordsForClass(RelationRelationId, old,
+											RelationRelationId, DEPENDENCY_INTERNAL);
+			CommandCounterIncrement();
+			ObjectAddressSet(addr, RelationRelationId, old);
+			performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
+		}
+		/* not its batches: they may have been restored already */
+		sw_catalog_delete_row(relid);
+		CommandCounterIncrement();
+	}
+
+	record_dependency(relid, restored[0]);
+	record_dependency(relid, restored[1]);
+	CacheInvalidateRelcacheByRelid(relid);
+	relation_close(ftrel, NoLock);
+	return PointerGetDatum(tuple);
 }

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.h
+ *		  The extension's catalog: which tables are sources, their frontiers
+ *		  and their batches
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/catalog.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_CATALOG_H
+#define SW_CATALOG_H
+
+#include "nodes/pg_list.h"
+#include "utils/hsearch.h"
+#include "utils/snapshot.h"
+
+#include "source_writes.h"
+
+/* schema of the extension's user-facing objects and catalog tables */
+#define SW_SCHEMA			"source_writes"
+
+/*
+ * What never changes about a source table while it exists: its kind and
+ * its hidden relations.  Cached per backend.
+ */
+typedef struct SwSource
+{
+	Oid			relid;			/* the foreign table */
+	SwKind		kind;
+	Oid			current_rel;	/* hidden heap of current rows */
+	Oid			history_rel;	/* hidden heap of retracted rows */
+} SwSource;
+
+/* the readable range of a source: since <= T < upper */
+typedef struct SwFrontiers
+{
+	int64		since;
+	int64		upper;
+} SwFrontiers;
+
+/* a committed batch, as source_writes.batches keeps it */
+typedef struct SwBatch
+{
+	int64		batch;			/* its id; the hash key of loaded batches */
+	int64		ts;
+	SwOrigin	origin;
+	NameData	role;			/* who wrote it, as the role was named then */
+} SwBatch;
+
+extern bool sw_catalog_exists(void);
+extern bool sw_is_source_server(Oid serverid);
+extern bool sw_is_source_table(Oid relid);
+
+extern bool sw_source_lookup(Oid relid, SwSource *source);
+extern void sw_source_require(Oid relid, SwSource *source);
+extern List *sw_catalog_sources(Oid serverid);
+
+extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
+								 SwFrontiers *frontiers);
+extern void sw_catalog_lock_source(Oid relid);
+extern bool sw_catalog_lock_compaction(Oid relid, bool wait);
+extern bool sw_catalog_locked_frontiers(Oid relid, SwFrontiers *frontiers);
+extern void sw_catalog_set_frontiers(Oid relid, const SwFrontiers *frontiers);
+
+extern void sw_catalog_insert(const SwSource *source,
+							  const SwFrontiers *frontiers);
+extern void sw_catalog_delete(Oid relid);
+extern void sw_catalog_delete_row(Oid relid);
+
+extern int64 sw_catalog_new_batch_id(void);
+extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch);
+extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
+									 Snapshot snapshot);
+extern const char *sw_origin_name(SwOrigin origin);
+extern Oid	sw_catalog_table_oid(void);
+
+#endif							/* SW_CATALOG_H */

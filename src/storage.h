@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage.h
+ *		  The hidden relations that hold a source table's rows
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/storage.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_STORAGE_H
+#define SW_STORAGE_H
+
+#include "access/attnum.h"
+#include "nodes/pg_list.h"
+#include "utils/relcache.h"
+
+/* schema of the hidden relations that hold the rows of source tables */
+#define SW_INTERNAL_SCHEMA	"source_writes_internal"
+
+/*
+ * The hidden relations hold the foreign table's columns as they were when
+ * it was created, attnum for attnum, then our own columns, then the
+ * columns added to the table later, again attnum for attnum after ours.
+ */
+#define SW_CURRENT_META		1	/* "$batch" */
+#define SW_HISTORY_META		2	/* "$batch", "$retracted" */
+#define SW_META_BATCH		"$batch"
+#define SW_META_RETRACTED	"$retracted"
+
+/* where a hidden relation's own columns are */
+typedef struct SwLayout
+{
+	AttrNumber	meta;			/* attnum of "$batch" */
+	int			nmeta;			/* how many of ours: SW_*_META */
+} SwLayout;
+
+/* the hidden attnum of the foreign table's attnum */
+static inline AttrNumber
+sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
+{
+	return attnum < layout->meta ? attnum : attnum + layout->nmeta;
+}
+
+extern void sw_storage_sync(Oid relid, List *retyped);
+extern void sw_storage_forget(Oid relid);
+extern void sw_storage_check_domain(Oid domain);
+extern Oid	sw_storage_key_index(Relation current);
+extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
+extern void sw_to_hidden(const SwLayout *layout, int natts,
+						 const Datum *values, const bool *isnull,
+						 Datum *hvalues, bool *hisnull);
+extern void sw_from_hidden(const SwLayout *layout, int natts,
+						   const Datum *hvalues, const bool *hisnull,
+						   Datum *values, bool *isnull);
+
+#endif							/* SW_STORAGE_H */
