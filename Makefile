@@ -23,8 +23,6 @@ OBJS = \
 DATA = sql/source_writes--0.1.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
-SHLIB_LINK = -lrdkafka
-
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
 REGRESS = extension options lifecycle scan dml workload compaction
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf

@@ -1,7 +1,8 @@
 --
 -- Option validation: servers, user mappings, source tables, columns.
 -- Every bad option is an error with an FDW error code (printed after it)
--- and a hint that lists the valid choices.
+-- and a hint that lists the valid choices; options that only a superuser
+-- may set fail with 42501 for others.
 --
 -- the wrapper itself takes no options
 ALTER FOREIGN DATA WRAPPER source_writes OPTIONS (ADD debug 'true');
@@ -23,12 +24,37 @@ CREATE SERVER bad FOREIGN DATA WRAPPER source_writes OPTIONS (type 'kafka', brok
 CREATE SERVER bad FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook', brokers 'b:9092');
 \echo :LAST_ERROR_SQLSTATE
 
--- librdkafka properties pass through under "rdkafka.", checked by librdkafka
+-- librdkafka properties go under "rdkafka.": only those on source_writes'
+-- list, each value checked by its type (without calling librdkafka)
 CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.fetch.wait.max.mss" '100');
 \echo :LAST_ERROR_SQLSTATE
 CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.debug" 'all');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.fetch.wait.max.ms" 'soon');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.fetch.wait.max.ms" '300001');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.fetch.wait.max.ms" '0100');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.topic.metadata.refresh.interval.ms" '-2');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.security.protocol" 'tls');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.sasl.mechanism" 'plain');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.client.rack" '');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.ssl.ca.location" 'certs/ca.pem');
 \echo :LAST_ERROR_SQLSTATE
 CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.group.id" 'mine');
@@ -38,6 +64,22 @@ CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
 \echo :LAST_ERROR_SQLSTATE
 CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'webhook', "rdkafka.fetch.wait.max.ms" '100');
+\echo :LAST_ERROR_SQLSTATE
+-- properties that load code or run a program are refused, superusers included
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.plugin.library.paths" '/tmp/x.so');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.ssl.engine.location" '/tmp/x.so');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.sasl.kerberos.kinit.cmd" 'touch /tmp/x');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER bad FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', "rdkafka.ssl.providers" 'legacy');
+\echo :LAST_ERROR_SQLSTATE
+SELECT source_writes.fdw_validator(ARRAY['rdkafka.plugin.library.paths=/tmp/x.so'],
+                                   'pg_user_mapping'::regclass);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS servers FROM pg_foreign_server;
 
@@ -65,9 +107,66 @@ CREATE USER MAPPING FOR PUBLIC SERVER hooks OPTIONS ("rdkafka.sasl.password" 'x'
 \echo :LAST_ERROR_SQLSTATE
 CREATE USER MAPPING FOR PUBLIC SERVER hooks OPTIONS (password 'x');
 \echo :LAST_ERROR_SQLSTATE
+-- errors never show the values of user mappings
 CREATE USER MAPPING FOR PUBLIC SERVER kafka OPTIONS ("rdkafka.security.protocol" 'pigeon');
 \echo :LAST_ERROR_SQLSTATE
+CREATE USER MAPPING FOR PUBLIC SERVER kafka OPTIONS ("rdkafka.socket.timeout.ms" '1e3');
+\echo :LAST_ERROR_SQLSTATE
+CREATE USER MAPPING FOR PUBLIC SERVER kafka OPTIONS ("rdkafka.sasl.password" '');
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS user_mappings FROM pg_user_mappings;
+
+
+--
+-- only a superuser may name files on the database server, in servers and
+-- in user mappings, or change a server or user mapping that names one
+--
+CREATE SERVER tls FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9093', "rdkafka.security.protocol" 'SSL',
+           "rdkafka.ssl.ca.location" 'probe',
+           "rdkafka.ssl.certificate.location" '/etc/kafka/client.pem',
+           "rdkafka.isolation.level" 'read_uncommitted',
+           "rdkafka.topic.metadata.refresh.interval.ms" '-1');
+CREATE USER MAPPING FOR regress_sw_app SERVER tls
+  OPTIONS ("rdkafka.ssl.key.location" '/etc/kafka/app.key',
+           "rdkafka.ssl.key.password" 'keypass');
+GRANT USAGE ON FOREIGN SERVER tls, kafka TO regress_sw_app;
+ALTER SERVER tls OWNER TO regress_sw_app;
+SET ROLE regress_sw_app;
+ALTER SERVER tls OPTIONS (SET "rdkafka.isolation.level" 'read_committed');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER tls OPTIONS (DROP "rdkafka.ssl.ca.location",
+                          DROP "rdkafka.ssl.certificate.location",
+                          SET "rdkafka.isolation.level" 'read_committed');
+ALTER SERVER tls OPTIONS (ADD "rdkafka.ssl.crl.location" '/etc/kafka/crl.pem');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER tls
+  OPTIONS (SET "rdkafka.ssl.key.password" 'other');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER tls
+  OPTIONS (DROP "rdkafka.ssl.key.location", SET "rdkafka.ssl.key.password" 'other');
+ALTER USER MAPPING FOR regress_sw_app SERVER tls
+  OPTIONS (ADD "rdkafka.ssl.keystore.location" '/etc/passwd');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.sasl.kerberos.keytab" '/etc/krb5.keytab');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.sasl.kerberos.principal" 'postgres');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.ssl.ca.pem" '-----BEGIN CERTIFICATE-----', ADD "rdkafka.check.crcs" 'TRUE');
+SELECT source_writes.fdw_validator(ARRAY['rdkafka.ssl.key.location=/etc/passwd'],
+                                   'pg_user_mapping'::regclass);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT source_writes.fdw_validator(ARRAY['rdkafka.ssl.key.location=/etc/passwd'],
+                                   'pg_user_mapping'::regclass);
+SELECT srvname, unnest(srvoptions) AS option FROM pg_foreign_server
+WHERE srvname = 'tls';
+SELECT srvname, unnest(umoptions) AS option FROM pg_user_mappings
+WHERE usename = 'regress_sw_app' AND srvname IN ('kafka', 'tls') ORDER BY 1, 2;
+DROP SERVER tls CASCADE;
 
 --
 -- Kafka source tables
