@@ -29,22 +29,40 @@ sw_pick_user() {
 	fi
 }
 
-# sw_as_user CMD...: run a command as SW_USER
+# sw_as_user CMD...: run a command as SW_USER.  As another user it runs in
+# /, because our current directory may be one SW_USER cannot enter (a clone
+# under /root): initdb and pg_ctl complain there, and anything relative
+# would fail.  So every path in CMD must be absolute, and reachable by
+# SW_USER.
 sw_as_user() {
 	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$SW_USER" -- "$@"
+		(cd / && runuser -u "$SW_USER" -- "$@")
 	else
 		"$@"
 	fi
 }
 
-# sw_start_broker DIR: start the embedded Kafka broker with its files in
-# DIR and set SW_BROKERS (bootstrap address), SW_BROKER_CONTROL (control
-# address) and SW_BROKER_PID.
+# sw_check_reachable DIR: fail, saying why, unless SW_USER can enter and
+# write DIR (it holds what SW_USER runs and writes)
+sw_check_reachable() {
+	local dir=$1
+	if ! sw_as_user test -d "$dir" -a -x "$dir" -a -w "$dir"; then
+		echo "$SW_USER cannot enter or write $dir (each directory above it" \
+			"must be open to it): use a directory under /tmp" >&2
+		return 1
+	fi
+}
+
+# sw_start_broker DIR: start the embedded Kafka broker (built in this tree,
+# the current directory) with its files in DIR and set SW_BROKERS (bootstrap
+# address), SW_BROKER_CONTROL (control address) and SW_BROKER_PID.  It runs
+# as SW_USER, who may not reach this tree: it runs from a copy in DIR.
 sw_start_broker() {
 	local dir=$1 i
+	sw_check_reachable "$dir" || return 1
+	install -m 755 test/kafka_broker "$dir/kafka_broker" || return 1
 	rm -f "$dir/broker.ready"
-	sw_as_user "$PWD/test/kafka_broker" --ready-file "$dir/broker.ready" \
+	sw_as_user "$dir/kafka_broker" --ready-file "$dir/broker.ready" \
 		>"$dir/broker.log" 2>&1 &
 	for i in $(seq 1 100); do
 		[ -s "$dir/broker.ready" ] && break
@@ -91,6 +109,7 @@ sw_start_cluster() {
 	local dir=$1 port=$2 conf=${3:-}
 	mkdir -p "$dir"
 	chown "$SW_USER" "$dir"
+	sw_check_reachable "$dir" || return 1
 	sw_as_user "$PG_BINDIR/initdb" -D "$dir/data" -U postgres -A trust \
 		>"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
 	cat >>"$dir/data/postgresql.conf" <<CONF

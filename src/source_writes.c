@@ -176,6 +176,13 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("source_writes");
 
+	/*
+	 * No workers under pg_upgrade: the launcher would connect to a database
+	 * that pg_upgrade is about to drop and restore, and make it fail.
+	 */
+	if (IsBinaryUpgrade)
+		return;
+
 	if (sw_preloaded)
 		sw_launcher_register();
 }

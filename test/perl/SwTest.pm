@@ -2,6 +2,7 @@
 #
 #   my $node = SwTest::node('main');                   # preloaded, started
 #   my $node = SwTest::node('plain', preload => 0);    # without the workers
+#   my $node = SwTest::node('new', start => 0);        # initdb only
 #   my $broker = SwTest::broker(topics => ['t:4']);    # our own broker
 #   SwTest::broker_control($broker, 'broker-down 1');
 #
@@ -20,11 +21,13 @@ use Time::HiRes qw(usleep);
 
 my @brokers;
 
-# A new cluster with the extension created in database postgres.
+# A new cluster with the extension created in database postgres.  With
+# start => 0 it is only initialised (and has no extension).
 sub node
 {
 	my ($name, %opts) = @_;
 	my $preload = exists $opts{preload} ? $opts{preload} : 1;
+	my $start = exists $opts{start} ? $opts{start} : 1;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 
 	$node->init;
@@ -32,6 +35,7 @@ sub node
 		"shared_preload_libraries = 'source_writes'\n")
 	  if $preload;
 	$node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
+	return $node unless $start;
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION source_writes')
 	  unless $opts{no_extension};

@@ -1,0 +1,192 @@
+# pg_upgrade of a cluster that preloads the library: the workers stay out of
+# its way, and the sources come through whole: contents, log, frontiers,
+# the key of an upsert source.  Edits go on after it, later in time, and
+# dropping a source afterwards leaves nothing of it behind.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $old = SwTest::node('old');
+$old->safe_psql('postgres', q{
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers 'localhost:9092');
+	CREATE FOREIGN TABLE t (id int, note text) SERVER k OPTIONS (topic 't');
+	CREATE FOREIGN TABLE u (k int, v text) SERVER k
+	  OPTIONS (topic 'u', envelope 'upsert', key 'k');
+	CREATE ROLE alice;
+	GRANT SELECT, INSERT, UPDATE, DELETE ON t, u TO alice;
+});
+
+# several batches, by two roles, one of them over both sources
+$old->safe_psql('postgres', $_) for (
+	q{INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 20) g},
+	q{INSERT INTO u SELECT g, 'v' || g FROM generate_series(1, 10) g},
+	q{UPDATE t SET note = note || ' fixed' WHERE id % 5 = 0},
+	q{DELETE FROM t WHERE id > 17},
+	q{SET ROLE alice; BEGIN;
+	  INSERT INTO t VALUES (100, 'by alice');
+	  UPDATE u SET v = 'alice' WHERE k <= 3;
+	  COMMIT},
+	q{DELETE FROM u WHERE k = 10},
+	q{SET ROLE alice; UPDATE u SET k = 11 WHERE k = 9});
+
+# what the upgrade must keep, per source
+my %queries = (
+	contents => {
+		t => 'SELECT * FROM t ORDER BY id',
+		u => 'SELECT * FROM u ORDER BY k'
+	},
+	log => {
+		map {
+			$_ => "SELECT ts, diff, origin, role, data
+			       FROM source_writes.updates(NULL::$_) ORDER BY ts, diff, data"
+		} qw(t u)
+	},
+	frontiers => { map { $_ => "SELECT * FROM source_writes.frontiers('$_')" } qw(t u) },
+	batches => {
+		map {
+			$_ => "SELECT batch, ts, origin, role FROM source_writes.batches
+			       WHERE source = '$_'::regclass ORDER BY batch"
+		} qw(t u)
+	});
+my %before;
+for my $what (keys %queries)
+{
+	for my $source (qw(t u))
+	{
+		$before{$what}{$source} = $old->safe_psql('postgres', $queries{$what}{$source});
+		die "nothing to compare: $what of $source" if $before{$what}{$source} eq '';
+	}
+}
+is($old->safe_psql('postgres',
+		q{SELECT count(DISTINCT ts) FROM source_writes.batches WHERE source = 't'::regclass}),
+	'4', 'the log of t has several batches');
+like($before{log}{t}, qr/\|alice\|/, 'some by another role');
+
+# the relations of the internal schema, as one line
+my $internal_query = q{
+	SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
+	WHERE relnamespace = 'source_writes_internal'::regnamespace};
+# t's rows in the extension's catalog
+my $catalog_query = q{
+	SELECT (SELECT count(*) FROM source_writes.source_tables WHERE relid::oid = %1$s)
+	       || '|' ||
+	       (SELECT count(*) FROM source_writes.batches WHERE source = %1$s)};
+
+# before the upgrade, dropping a source leaves nothing of it
+my $internal = $old->safe_psql('postgres', $internal_query);
+$old->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE scratch (id int) SERVER k OPTIONS (topic 'scratch');
+	INSERT INTO scratch VALUES (1);
+});
+my $scratch = $old->safe_psql('postgres', q{SELECT 'scratch'::regclass::oid});
+$old->safe_psql('postgres', 'DROP FOREIGN TABLE scratch');
+is($old->safe_psql('postgres', $internal_query), $internal,
+	'before the upgrade, DROP FOREIGN TABLE removes the hidden relations');
+is($old->safe_psql('postgres', sprintf($catalog_query, $scratch)), '0|0',
+	'and the catalog rows');
+
+$old->stop;
+
+# the new cluster preloads the library too: its launcher must not start
+# while pg_upgrade restores the schema
+my $new = SwTest::node('new', start => 0);
+my $oldbindir = $old->config_data('--bindir');
+my $newbindir = $new->config_data('--bindir');
+
+# pg_upgrade writes files into its current directory; copy mode is its
+# default in PostgreSQL 15
+chdir PostgreSQL::Test::Utils::tempdir() or die "chdir: $!";
+command_ok(
+	[
+		"$newbindir/pg_upgrade", '--no-sync',
+		'-d', $old->data_dir, '-D', $new->data_dir,
+		'-b', $oldbindir, '-B', $newbindir,
+		'-s', $new->host, '-p', $old->port, '-P', $new->port
+	],
+	'pg_upgrade succeeds with the library preloaded');
+# its logs stay in the new cluster when it fails
+my @logs = glob($new->data_dir . '/pg_upgrade_output.d/*/log/*.log');
+if (@logs)
+{
+	note "=== $_\n" . slurp_file($_) for @logs;
+	die 'pg_upgrade failed';
+}
+
+$new->start;
+ok($new->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
+	'the launcher runs in the upgraded cluster');
+
+for my $what (qw(contents log frontiers batches))
+{
+	for my $source (qw(t u))
+	{
+		is($new->safe_psql('postgres', $queries{$what}{$source}), $before{$what}{$source},
+			"$source: the same $what after the upgrade");
+	}
+}
+
+# edits go on, in batches later than the old upper
+my %old_upper = map { $_ => (split /\|/, $before{frontiers}{$_})[1] } qw(t u);
+my %new_batches = (t => 3, u => 2);
+$new->safe_psql('postgres', $_) for (
+	q{INSERT INTO t VALUES (200, 'after')},
+	q{UPDATE t SET note = 'changed' WHERE id = 1},
+	q{SET ROLE alice; DELETE FROM t WHERE id = 2},
+	q{INSERT INTO u VALUES (20, 'after')},
+	q{UPDATE u SET v = 'changed' WHERE k = 1});
+is($new->safe_psql('postgres', 'SELECT id, note FROM t WHERE id IN (1, 2, 200) ORDER BY id'),
+	"1|changed\n200|after", 't: the edits are there');
+my $me = $new->safe_psql('postgres', 'SELECT current_user');
+is($new->safe_psql('postgres', qq{
+		SELECT string_agg(diff || ':' || role || ':' || (data).id, ',' ORDER BY ts, diff, data)
+		FROM source_writes.updates(NULL::t, since => $old_upper{t})}),
+	"1:$me:200,-1:$me:1,1:$me:1,-1:alice:2",
+	't: the log from the old upper on holds exactly the new edits');
+for my $source (qw(t u))
+{
+	my $old_count = () = $before{batches}{$source} =~ /^/mg;
+	is($new->safe_psql('postgres', qq{
+			SELECT count(*) - $old_count || '|' || count(*) FILTER (WHERE ts > $old_upper{$source})
+			FROM source_writes.batches WHERE source = '$source'::regclass}),
+		"$new_batches{$source}|$new_batches{$source}",
+		"$source: each new batch has a timestamp greater than the old upper");
+	ok($new->safe_psql('postgres', "SELECT upper FROM source_writes.frontiers('$source')")
+		  > $old_upper{$source}, "$source: the upper moves on");
+}
+is($new->safe_psql('postgres', 'SELECT k, v FROM u WHERE k IN (1, 20) ORDER BY k'),
+	"1|changed\n20|after", 'u: the edits are there');
+my ($ret, $stdout, $stderr) = $new->psql('postgres', q{INSERT INTO u VALUES (2, 'again')});
+like($stderr, qr/duplicate key value violates the key of upsert source "u"/,
+	'u: its key still holds');
+
+# dropping t leaves nothing of it: compare the internal schema before and
+# after, and look for its catalog rows
+my $t_oid = $new->safe_psql('postgres', q{SELECT 't'::regclass::oid});
+my $internal_before = $new->safe_psql('postgres', $internal_query);
+my %of_t = map { $_ => 1 } split /\n/, $new->safe_psql('postgres', q{
+	SELECT c.relname FROM source_writes.source_tables s, pg_class c
+	WHERE s.relid = 't'::regclass
+	  AND (c.oid IN (s.current_rel, s.history_rel)
+	       OR c.oid IN (SELECT indexrelid FROM pg_index
+	                    WHERE indrelid IN (s.current_rel, s.history_rel)))});
+die 't has no hidden relations' unless %of_t;
+# (they go with it through internal dependencies)
+note 'internal dependencies of the hidden relations of t: ',
+  $new->safe_psql('postgres', q{
+	SELECT count(*) FROM pg_depend d JOIN source_writes.source_tables s
+	  ON d.objid IN (s.current_rel, s.history_rel)
+	WHERE d.classid = 'pg_class'::regclass AND d.refobjid = s.relid
+	  AND d.deptype = 'i' AND s.relid = 't'::regclass});
+$new->safe_psql('postgres', 'DROP FOREIGN TABLE t');
+is($new->safe_psql('postgres', $internal_query),
+	join(',', grep { !$of_t{$_} } split /,/, $internal_before),
+	'after the upgrade, DROP FOREIGN TABLE t leaves none of its relations in source_writes_internal');
+is($new->safe_psql('postgres', sprintf($catalog_query, $t_oid)), '0|0',
+	'and no row for it in source_tables or batches');
+
+done_testing();
