@@ -11,6 +11,8 @@
  * sw_source_table() checks them all together; the DDL event trigger runs it
  * at the end of every command that creates or alters a source table.
  *
+ * Copyright (c) 2026, source_writes developers
+ *
  * IDENTIFICATION
  *		  src/fdw_options.c
  *
