@@ -111,7 +111,7 @@ CREATE FOREIGN TABLE bulk (id int, kind text) SERVER kafka OPTIONS (topic 'bulk'
 CREATE FUNCTION heap_records_since(start pg_lsn)
 RETURNS TABLE (record_type text, records bigint) LANGUAGE sql AS $$
   SELECT regexp_replace(record_type, '\+INIT$', ''), count(*)
-  FROM pg_get_wal_records_info(start, pg_current_wal_insert_lsn())
+  FROM pg_get_wal_records_info(start, pg_current_wal_flush_lsn())
   WHERE resource_manager IN ('Heap', 'Heap2')
     AND block_ref LIKE '%/' || pg_relation_filenode(
           (SELECT current_rel FROM source_writes.source_tables

@@ -133,8 +133,132 @@ ANALYZE orders;
 SELECT reltuples FROM pg_class WHERE oid = 'orders'::regclass;
 SELECT attname, null_frac FROM pg_stats WHERE tablename = 'orders' AND attname IN ('id', 'customer') ORDER BY 1;
 
+-- a row read from a source is a row of the table and nothing more: it can
+-- be kept in a record, returned, turned into JSON, looped over, stored in
+-- a column of the table's type, and handed to triggers and SQL functions
+CREATE FUNCTION first_order() RETURNS orders LANGUAGE plpgsql AS $$
+DECLARE
+  r orders;
+BEGIN
+  SELECT * INTO r FROM orders ORDER BY id, off LIMIT 1;
+  RETURN r;
+END
+$$;
+SELECT * FROM first_order();
+SELECT row_to_json(o) FROM orders o WHERE id = 2;
+CREATE FUNCTION orders_as_json() RETURNS SETOF json LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM orders WHERE id < 100 ORDER BY id, off LOOP
+    RETURN NEXT row_to_json(r);
+  END LOOP;
+END
+$$;
+SELECT * FROM orders_as_json();
+CREATE TABLE kept_orders (o orders);
+CREATE FUNCTION keep_orders() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  r orders;
+  n bigint := 0;
+BEGIN
+  FOR r IN SELECT * FROM orders WHERE id < 100 LOOP
+    INSERT INTO kept_orders VALUES (r);
+    n := n + 1;
+  END LOOP;
+  RETURN n;
+END
+$$;
+SELECT keep_orders();
+INSERT INTO kept_orders SELECT o FROM orders o WHERE id = 4;
+SELECT (o).id, (o).customer, o FROM kept_orders ORDER BY (o).id, (o).off;
+CREATE FUNCTION orders_of(text) RETURNS SETOF orders LANGUAGE sql
+AS $$ SELECT * FROM orders WHERE customer = $1 $$;
+SELECT * FROM orders_of('ann') ORDER BY id, off;
+-- a trigger on the source sees its rows as rows of the table
+CREATE TABLE seen_by_trigger (old_row json, new_row json);
+CREATE FUNCTION note_update() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  before orders := OLD;
+BEGIN
+  INSERT INTO seen_by_trigger VALUES (row_to_json(before), row_to_json(NEW));
+  RETURN NEW;
+END
+$$;
+CREATE TRIGGER note_update BEFORE UPDATE ON orders
+  FOR EACH ROW EXECUTE FUNCTION note_update();
+UPDATE orders SET note = 'seen' WHERE id = 2;
+SELECT * FROM seen_by_trigger;
+DROP TRIGGER note_update ON orders;
+DROP TABLE seen_by_trigger, kept_orders;
+DROP FUNCTION note_update(), first_order(), orders_as_json(), keep_orders(), orders_of(text);
+
+-- what never changes about a source (its storage, its kind) is cached per
+-- session: planning and reading a source again does not read the
+-- extension's catalog
+CREATE FUNCTION catalog_reads() RETURNS bigint LANGUAGE sql AS $$
+  SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_all_tables
+  WHERE relid = 'source_writes.source_tables'::regclass
+$$;
+SELECT count(*) FROM orders;
+SELECT pg_stat_force_next_flush();
+SELECT catalog_reads() AS reads_before \gset
+DO $$
+BEGIN
+  FOR i IN 1..20 LOOP
+    EXECUTE 'SELECT count(*) FROM orders';
+    EXECUTE 'UPDATE orders SET note = note WHERE false';
+  END LOOP;
+END
+$$;
+SELECT pg_stat_force_next_flush();
+SELECT catalog_reads() - :reads_before AS catalog_reads;
+DROP FUNCTION catalog_reads();
+
 -- an empty webhook table
 SELECT * FROM calls;
+
+-- a source table gets a parallel plan where a plain table of its rows
+-- would, and only there: 600,000 narrow rows are scanned in parallel ...
+CREATE FOREIGN TABLE narrow (a int, b int) SERVER kafka OPTIONS (topic 'narrow');
+CREATE TABLE plain_narrow (a int, b int);
+INSERT INTO narrow SELECT g, g FROM generate_series(1, 600000) g;
+INSERT INTO plain_narrow SELECT g, g FROM generate_series(1, 600000) g;
+VACUUM ANALYZE plain_narrow;
+ANALYZE narrow;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM narrow;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM plain_narrow;
+SELECT count(*), sum(a) FROM narrow;
+-- ... 200,000 wider ones are not
+CREATE FOREIGN TABLE wide (a int, b text) SERVER kafka OPTIONS (topic 'wide');
+CREATE TABLE plain_wide (a int, b text);
+INSERT INTO wide SELECT g, repeat('w', 40) FROM generate_series(1, 200000) g;
+INSERT INTO plain_wide SELECT g, repeat('w', 40) FROM generate_series(1, 200000) g;
+VACUUM ANALYZE plain_wide;
+ANALYZE wide;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM wide;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM plain_wide;
+
+-- ANALYZE samples blocks of the current rows, as it samples a table, and
+-- does not read them all: with a 300-row sample, at most 300 of the
+-- narrow table's 3,000-odd blocks
+CREATE FUNCTION blocks_read(src regclass) RETURNS bigint LANGUAGE sql AS $$
+  SELECT heap_blks_read + heap_blks_hit FROM pg_statio_all_tables
+  WHERE relid = (SELECT current_rel FROM source_writes.source_tables WHERE relid = src)
+$$;
+SET default_statistics_target = 1;
+SELECT pg_stat_force_next_flush();
+SELECT blocks_read('narrow') AS blocks_before \gset
+ANALYZE narrow;
+SELECT pg_stat_force_next_flush();
+SELECT blocks_read('narrow') - :blocks_before BETWEEN 1 AND 310 AS sampled,
+       pg_relation_size((SELECT current_rel FROM source_writes.source_tables
+                         WHERE relid = 'narrow'::regclass)) / 8192 > 3000 AS big;
+RESET default_statistics_target;
+SELECT reltuples BETWEEN 570000 AND 630000 AS estimate_close FROM pg_class WHERE oid = 'narrow'::regclass;
+DROP FUNCTION blocks_read(regclass);
+DROP FOREIGN TABLE narrow, wide;
+DROP TABLE plain_narrow, plain_wide;
 
 -- privileges are the foreign table's
 CREATE ROLE regress_sw_reader;

@@ -77,7 +77,8 @@
 /* planner state, in baserel->fdw_private */
 typedef struct SwPlanInfo
 {
-	BlockNumber pages;
+	BlockNumber pages;			/* of the hidden heap */
+	BlockNumber plain_pages;	/* of a plain table of the same rows */
 } SwPlanInfo;
 
 /* indexes into ForeignScan.fdw_private */
@@ -113,7 +114,8 @@ typedef struct SwScanState
 } SwScanState;
 
 /*
- * Size estimates come from the hidden heap, as for a plain table.
+ * Size estimates come from the hidden heap and the table's statistics, as
+ * for a plain table.
  */
 static void
 swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
@@ -129,6 +131,30 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	current = table_open(source.current_rel, AccessShareLock);
 	estimate_rel_size(current, NULL, &info->pages, &tuples, &allvisfrac);
 	table_close(current, NoLock);
+
+	/*
+	 * ANALYZE of the source table records its rows and the pages of its
+	 * current heap, as it does for a plain table: the density it found
+	 * applies to the heap as it is now.  (On entry, baserel holds the
+	 * table's pg_class figures.)
+	 */
+	if (baserel->tuples >= 0 && baserel->pages > 0)
+		tuples = clamp_row_est(baserel->tuples / baserel->pages * info->pages);
+
+	/*
+	 * A plain table of the same rows would be smaller by the batch column
+	 * each row carries here.  The planner sizes parallel scans by pages, and
+	 * a source table should get a parallel plan where, and only where, a
+	 * plain table of its rows would.
+	 */
+	info->plain_pages = info->pages;
+	if (info->pages > 0 && tuples > 0)
+	{
+		double		per_row = (double) info->pages * BLCKSZ / tuples;
+
+		if (per_row > sizeof(int64))
+			info->plain_pages = (BlockNumber) ceil(info->pages * (per_row - sizeof(int64)) / per_row);
+	}
 
 	sel = clauselist_selectivity(root, baserel->baserestrictinfo, 0,
 								 JOIN_INNER, NULL);
@@ -184,7 +210,7 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 
 	if (!baserel->consider_parallel || baserel->lateral_relids != NULL)
 		return;
-	workers = compute_parallel_worker(baserel, info->pages, -1,
+	workers = compute_parallel_worker(baserel, info->plain_pages, -1,
 									  max_parallel_workers_per_gather);
 	if (workers > 0)
 	{
