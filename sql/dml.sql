@@ -369,6 +369,67 @@ d	eu	5
 \.
 SELECT count(*) FROM prices WHERE sku = 'd';
 
+-- keys compare with their type's equality: 1.0 and 1.00 are one numeric
+-- key, as 0 and -0 are one float key
+CREATE FOREIGN TABLE amounts (k numeric, v int)
+  SERVER kafka OPTIONS (topic 'amounts', envelope 'upsert', key 'k');
+INSERT INTO amounts VALUES (1.0, 1), (2, 2);
+UPDATE amounts SET k = 1.00 WHERE k = 1;
+SELECT * FROM amounts ORDER BY k;
+INSERT INTO amounts VALUES (1, 3);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE amounts SET k = 2.000 WHERE k = 1;
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE zeros (k float8, v int)
+  SERVER kafka OPTIONS (topic 'zeros', envelope 'upsert', key 'k');
+INSERT INTO zeros VALUES (0, 1);
+UPDATE zeros SET k = '-0' WHERE k = 0;
+SELECT k::text, v FROM zeros;
+DROP FOREIGN TABLE amounts, zeros;
+
+--
+-- a source table that is a partition keeps to its partition's bounds
+--
+CREATE TABLE pp (id int, v text) PARTITION BY RANGE (id);
+CREATE TABLE pp_local PARTITION OF pp FOR VALUES FROM (0) TO (100);
+CREATE FOREIGN TABLE pp_src PARTITION OF pp FOR VALUES FROM (100) TO (200)
+  SERVER kafka OPTIONS (topic 'pp');
+INSERT INTO pp VALUES (150, 'routed'), (50, 'local');
+INSERT INTO pp_src VALUES (160, 'direct');
+INSERT INTO pp_src VALUES (999, 'out of bounds');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE pp_src SET id = 5 WHERE id = 150;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE pp SET id = 5 WHERE id = 150;
+\echo :LAST_ERROR_SQLSTATE
+COPY pp_src FROM stdin;
+170	copied
+250	out of bounds
+\.
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO pp_src SELECT 180, 'selected' UNION ALL SELECT 300, 'out of bounds';
+\echo :LAST_ERROR_SQLSTATE
+SELECT tableoid::regclass, * FROM pp ORDER BY id;
+SELECT * FROM pp WHERE id = 5;
+-- ON CONFLICT is refused on source tables, also for rows routed to them
+INSERT INTO pp VALUES (190, 'x') ON CONFLICT DO NOTHING;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO pp VALUES (60, 'x') ON CONFLICT DO NOTHING;
+SELECT count(*) FROM pp;
+DROP TABLE pp;
+
+-- compaction writes: it is refused in a read-only transaction
+BEGIN READ ONLY;
+SELECT source_writes.compact('events');
+ROLLBACK;
+
+-- source_writes.as_of takes a plain number of milliseconds, nothing else
+SET source_writes.as_of = ' 123';
+SET source_writes.as_of = '+5';
+SET source_writes.as_of = '12e3';
+SET source_writes.as_of = '99999999999999999999';
+SHOW source_writes.as_of;
+
 --
 -- privileges are the foreign table's; without SELECT, errors show no data
 --

@@ -1,0 +1,64 @@
+--
+-- Security: what other roles can learn about source tables, and what they
+-- can make a superuser run.  (Options that name files or load code are
+-- tested in options.sql and the TAP test 010_option_security.pl.)
+--
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE FOREIGN TABLE secrets (id int, v text) SERVER kafka OPTIONS (topic 'secrets');
+CREATE FOREIGN TABLE open_data (id int) SERVER kafka OPTIONS (topic 'open_data');
+INSERT INTO secrets VALUES (1, 'x');
+INSERT INTO open_data VALUES (1);
+CREATE ROLE regress_sw_mallory;
+GRANT SELECT ON open_data TO regress_sw_mallory;
+
+-- the catalog is the extension's; a role sees only the sources it may read
+SET ROLE regress_sw_mallory;
+SELECT count(*) FROM source_writes.source_tables;
+SELECT count(*) FROM source_writes.batches;
+SELECT relid, kind, since < upper AS readable FROM source_writes.sources ORDER BY relid::text;
+SELECT * FROM source_writes.frontiers('secrets');
+SELECT * FROM source_writes.updates(NULL::secrets);
+RESET ROLE;
+SELECT relid, kind FROM source_writes.sources ORDER BY relid::text;
+
+-- The event triggers run whenever anybody runs DDL, with that role's
+-- search_path.  A role that can put an operator first on a superuser's
+-- path must not get it run by them.
+CREATE ROLE regress_sw_alice;
+CREATE SCHEMA alice_s AUTHORIZATION regress_sw_alice;
+CREATE TABLE alice_ran (who name);
+GRANT INSERT ON alice_ran TO PUBLIC;
+SET ROLE regress_sw_alice;
+CREATE FUNCTION alice_s.evil(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.alice_ran VALUES (current_user);
+  RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE FUNCTION alice_s.evil(oid, oid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.alice_ran VALUES (current_user);
+  RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE OPERATOR alice_s.= (LEFTARG = text, RIGHTARG = text, FUNCTION = alice_s.evil);
+CREATE OPERATOR alice_s.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = alice_s.evil);
+CREATE FUNCTION alice_s.pg_event_trigger_dropped_objects() RETURNS SETOF record
+  LANGUAGE sql AS 'SELECT 1';
+RESET ROLE;
+SET search_path = alice_s, pg_catalog, public;
+CREATE FOREIGN TABLE public.victim (id int) SERVER kafka OPTIONS (topic 'victim');
+ALTER FOREIGN TABLE public.victim ADD COLUMN v text;
+DROP FOREIGN TABLE public.victim;
+CREATE TABLE public.unrelated (id int);
+DROP TABLE public.unrelated;
+RESET search_path;
+SELECT count(*) AS alice_code_ran FROM alice_ran;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_sw_alice';
+
+DROP SCHEMA alice_s CASCADE;
+DROP TABLE alice_ran;
+DROP OWNED BY regress_sw_mallory;
+DROP ROLE regress_sw_alice, regress_sw_mallory;
+DROP SERVER kafka CASCADE;
