@@ -1166,7 +1166,7 @@ load_column(SwSourceTable *st, Relation rel, Form_pg_attribute att,
 							col->name, RelationGetRelationName(rel),
 							format_type_be(att->atttypid)),
 					 source_name
-					 ? errdetail("The column takes its value from the %s source '%s'.",
+					 ? errdetail("The column takes its value from the %s source \"%s\".",
 								 sw_kind_name(st->kind), source_name)
 					 : errdetail("The column takes its value from the header \"%s\".",
 								 col->header),
@@ -1233,7 +1233,7 @@ check_data_columns(SwSourceTable *st, Relation rel)
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_COLUMN_NUMBER),
-				 errmsg("format '%s' needs exactly one %s column besides metadata columns",
+				 errmsg("format \"%s\" needs exactly one %s column besides metadata columns",
 						format, type),
 				 ndata == 0
 				 ? errdetail("Source table \"%s\" has no data column.",
