@@ -120,12 +120,23 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 			sw_log_row(map, slot, &layout, true, &row);
 			if (row.retracted == NULL)
 				continue;
-			/* nobody else deletes history rows: a failure is not expected */
-			if (table_tuple_delete(history, &slot->tts_tid, cid, snapshot,
-								   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
-				elog(ERROR, "could not delete a compacted history row of source table \"%s\"",
-					 RelationGetRelationName(ftrel));
-			(*removed)++;
+			/*
+			 * Other compactions wait for our lock and writers never delete
+			 * history rows, so the row is ours to delete, unless an earlier
+			 * compaction in this same command deleted it already.
+			 */
+			switch (table_tuple_delete(history, &slot->tts_tid, cid, snapshot,
+									   InvalidSnapshot, true, &tmfd, false))
+			{
+				case TM_Ok:
+					(*removed)++;
+					break;
+				case TM_SelfModified:
+					break;
+				default:
+					elog(ERROR, "could not delete a compacted history row of source table \"%s\"",
+						 RelationGetRelationName(ftrel));
+			}
 		}
 		ExecDropSingleTupleTableSlot(slot);
 		table_endscan(scan);
