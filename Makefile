@@ -28,7 +28,7 @@ REGRESS = extension options lifecycle scan dml workload compaction security
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
-ISOLATION = ddl_vs_scan dml_conflicts controller upsert
+ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 
