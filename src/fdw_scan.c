@@ -283,6 +283,10 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
+	/* the columns the query does not need are null in every row */
+	for (int i = ss->needed_atts; i < RelationGetDescr(ftrel)->natts; i++)
+		node->ss.ss_ScanTupleSlot->tts_isnull[i] = true;
+
 	sw_source_require(relid, &source);
 	ss->current = table_open(source.current_rel, AccessShareLock);
 	sw_storage_layout(ftrel, ss->current, &ss->current_layout);
@@ -340,26 +344,30 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
 /*
  * Put the needed columns of a hidden row into the scan slot, as a row of
  * the table: a virtual tuple whose datums point into the hidden tuple,
- * which its buffer slot keeps pinned until the next row.
+ * which its buffer slot keeps pinned until the next row.  The columns past
+ * the needed ones were set to null once, when the scan began (nothing else
+ * writes them); in the common case the needed ones are where the table has
+ * them, and copying them is a short loop.
  */
 static inline TupleTableSlot *
 store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 		  TupleTableSlot *slot)
 {
 	int			needed = ss->needed_atts;
-	int			natts = slot->tts_tupleDescriptor->natts;
 
 	ExecClearTuple(slot);
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
 	if (likely(needed < layout->meta))
 	{
-		memcpy(slot->tts_values, hidden->tts_values, needed * sizeof(Datum));
-		memcpy(slot->tts_isnull, hidden->tts_isnull, needed * sizeof(bool));
+		for (int i = 0; i < needed; i++)
+		{
+			slot->tts_values[i] = hidden->tts_values[i];
+			slot->tts_isnull[i] = hidden->tts_isnull[i];
+		}
 	}
 	else
 		sw_from_hidden(layout, needed, hidden->tts_values, hidden->tts_isnull,
 					   slot->tts_values, slot->tts_isnull);
-	memset(slot->tts_isnull + needed, true, natts - needed);
 	ExecStoreVirtualTuple(slot);
 	slot->tts_tid = hidden->tts_tid;
 	return slot;
