@@ -1379,7 +1379,14 @@ sw_source_table(Relation rel)
 				 errmsg("source table \"%s\" has no columns", RelationGetRelationName(rel)),
 				 errhint("Add the columns the source fills.")));
 
-	check_data_columns(st, rel);
+	/*
+	 * pg_dump creates a foreign table first and gives its columns their
+	 * options later, one ALTER at a time, with check_function_bodies off,
+	 * as for the bodies of functions: then the data columns are not
+	 * counted, since which columns are data columns is not settled yet.
+	 */
+	if (check_function_bodies)
+		check_data_columns(st, rel);
 	check_key(st, rel);
 	return st;
 }
