@@ -413,6 +413,8 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 			continue;
 		}
 
+		/* most rows may be skipped: this loop can run long by itself */
+		CHECK_FOR_INTERRUPTS();
 		*layout = ss->in_history ? &ss->history_layout : &ss->current_layout;
 		sw_log_row(ss->batches, hidden, *layout, ss->in_history, &row);
 		if (sw_log_row_present(&row))
