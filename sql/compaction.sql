@@ -70,6 +70,16 @@ SELECT source_writes.compact('kept') AS removed_within_the_hour;
 SELECT history_rows('kept') AS kept_history;
 SELECT since < upper AS past_readable FROM source_writes.frontiers('kept');
 
+-- shortening retain_history moves since at once: a source nobody writes to
+-- can be compacted to its new retention
+INSERT INTO kept SELECT g FROM generate_series(1, 10) g;
+DELETE FROM kept;
+SELECT since < upper AS past_readable FROM source_writes.frontiers('kept');
+ALTER FOREIGN TABLE kept OPTIONS (SET retain_history '0');
+SELECT since = upper AS nothing_readable FROM source_writes.frontiers('kept');
+SELECT source_writes.compact('kept') AS removed_at_once;
+SELECT history_rows('kept') AS kept_history;
+
 -- compacting needs the right to delete
 CREATE ROLE regress_sw_reader;
 GRANT SELECT ON big TO regress_sw_reader;

@@ -100,6 +100,7 @@ static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void record_dependency(Oid relid, Oid hiddenid);
+static void follow_retention(Oid relid, int64 retain_ms);
 
 /*
  * The type a hidden relation stores a column of the foreign table as: a
@@ -183,8 +184,32 @@ sw_storage_sync(Oid relid, List *retyped)
 	sync_hidden_relation(ftrel, source.current_rel, retyped);
 	sync_hidden_relation(ftrel, source.history_rel, NIL);
 	sync_key_index(ftrel, source.current_rel, st);
+	if (exists)
+		follow_retention(relid, st->retain_history_ms);
 
 	relation_close(ftrel, NoLock);
+}
+
+/*
+ * since follows upper - retain_history.  The controller moves it whenever
+ * a batch moves upper; when retain_history itself changes, move it now,
+ * so that a source nobody writes to can be compacted to its new retention.
+ */
+static void
+follow_retention(Oid relid, int64 retain_ms)
+{
+	SwFrontiers frontiers;
+	int64		since;
+
+	sw_catalog_lock_source(relid);
+	if (!sw_catalog_locked_frontiers(relid, &frontiers))
+		return;
+	since = sw_retained_since(frontiers.since, frontiers.upper, retain_ms);
+	if (since == frontiers.since)
+		return;
+	frontiers.since = since;
+	sw_catalog_set_frontiers(relid, &frontiers);
+	CommandCounterIncrement();
 }
 
 /*
