@@ -11,6 +11,7 @@ OBJS = \
 	src/compaction.o \
 	src/controller.o \
 	src/ddl.o \
+	src/domains.o \
 	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \
@@ -18,6 +19,7 @@ OBJS = \
 	src/functions.o \
 	src/launcher.o \
 	src/log.o \
+	src/restore.o \
 	src/source_writes.o \
 	src/storage.o
 DATA = sql/source_writes--0.1.sql

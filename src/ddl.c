@@ -43,6 +43,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "domains.h"
 #include "fdw_options.h"
 #include "storage.h"
 
@@ -227,7 +228,7 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 				}
 			case TypeRelationId:
 				if (domain_checks_rows(obj->command))
-					sw_storage_check_domain(obj->objid);
+					sw_domain_altered(obj->objid);
 				break;
 			case ForeignServerRelationId:
 				if (sw_is_source_server(obj->objid))

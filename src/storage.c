@@ -92,6 +92,7 @@
 #include "catalog.h"
 #include "controller.h"
 #include "fdw_options.h"
+#include "domains.h"
 #include "storage.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
@@ -99,7 +100,6 @@ static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
 static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
-static void record_dependency(Oid relid, Oid hiddenid);
 static void follow_retention(Oid relid, int64 retain_ms);
 
 /*
@@ -177,8 +177,8 @@ sw_storage_sync(Oid relid, List *retyped)
 				 errhint("Create a new server of the other type and new source tables on it.")));
 	else
 	{
-		record_dependency(relid, source.current_rel);
-		record_dependency(relid, source.history_rel);
+		sw_storage_depend(relid, source.current_rel);
+		sw_storage_depend(relid, source.history_rel);
 	}
 
 	sync_hidden_relation(ftrel, source.current_rel, retyped);
@@ -241,8 +241,8 @@ sw_storage_forget(Oid relid)
  * Record the internal dependency of a hidden relation on its table, unless
  * it is there.
  */
-static void
-record_dependency(Oid relid, Oid hiddenid)
+void
+sw_storage_depend(Oid relid, Oid hiddenid)
 {
 	Relation	depend = table_open(DependRelationId, AccessShareLock);
 	ScanKeyData keys[2];
@@ -528,7 +528,7 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 									 InvalidOid,
 									 NULL);
 	CommandCounterIncrement();
-	record_dependency(RelationGetRelid(ftrel), relid);
+	sw_storage_depend(RelationGetRelid(ftrel), relid);
 	NewRelationCreateToastTable(relid, (Datum) 0);
 	CommandCounterIncrement();
 	return relid;
@@ -713,31 +713,6 @@ conversion_error_callback(void *arg)
 }
 
 /*
- * Check the current rows' values of a column against the domain it now
- * has, as converting a plain table's column to a domain would.
- */
-static void
-check_domain_values(Relation current, AttrNumber hattnum, Oid domain)
-{
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
-	TupleTableSlot *slot = table_slot_create(current, NULL);
-	void	   *extra = NULL;
-
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		bool		isnull;
-		Datum		value = slot_getattr(slot, hattnum, &isnull);
-
-		CHECK_FOR_INTERRUPTS();
-		domain_check(value, isnull, domain, &extra, CurrentMemoryContext);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
-}
-
-/*
  * Run ALTER TABLE subcommands on a hidden relation, then check the domains
  * of retyped columns, as the owner of the source table, so that casts and
  * domain checks run with that user's rights and not with the rights of
@@ -796,7 +771,7 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
 		{
 			AttrNumber	k = lfirst_int(lc);
 
-			check_domain_values(hidden, sw_hidden_attnum(&layout, k),
+			sw_domain_check_values(hidden, sw_hidden_attnum(&layout, k),
 								TupleDescAttr(RelationGetDescr(ftrel), k - 1)->atttypid);
 		}
 		table_close(hidden, NoLock);
@@ -1029,246 +1004,4 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 		table_close(ftcat, RowExclusiveLock);
 		CommandCounterIncrement();
 	}
-}
-
-/*
- * A domain's constraints that hold for the rows of a plain table: its
- * validated CHECK constraints and NOT NULL, and those of the domains it is
- * based on.  The CHECK expressions are prepared for evaluation in estate.
- */
-static List *
-domain_checks(Oid domain, EState *estate, bool *notnull)
-{
-	List	   *checks = NIL;
-	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
-
-	*notnull = false;
-	for (Oid type = domain; get_typtype(type) == TYPTYPE_DOMAIN;)
-	{
-		HeapTuple	typtup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-		Form_pg_type typform;
-		ScanKeyData key;
-		SysScanDesc scan;
-		HeapTuple	tuple;
-
-		if (!HeapTupleIsValid(typtup))
-			elog(ERROR, "cache lookup failed for type %u", type);
-		typform = (Form_pg_type) GETSTRUCT(typtup);
-		*notnull |= typform->typnotnull;
-
-		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber,
-					F_OIDEQ, ObjectIdGetDatum(type));
-		scan = systable_beginscan(conrel, ConstraintTypidIndexId, true, NULL, 1, &key);
-		while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-		{
-			Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
-			bool		isnull;
-			Datum		bin;
-			Expr	   *expr;
-
-			if (con->contype != CONSTRAINT_CHECK || !con->convalidated)
-				continue;
-			bin = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_conbin, &isnull);
-			if (isnull)
-				elog(ERROR, "domain constraint \"%s\" has no expression",
-					 NameStr(con->conname));
-			expr = expression_planner((Expr *) stringToNode(TextDatumGetCString(bin)));
-			checks = lappend(checks, ExecPrepareExpr(expr, estate));
-		}
-		systable_endscan(scan);
-		type = typform->typbasetype;
-		ReleaseSysCache(typtup);
-	}
-	table_close(conrel, AccessShareLock);
-	return checks;
-}
-
-/*
- * After ALTER DOMAIN, check the current rows of every source table column
- * whose type is the domain, or a domain based on it, against the
- * constraints that a plain table's rows must meet, with the errors a
- * plain table gives.  (The hidden relations store the base type, so
- * PostgreSQL's own check does not reach them; history is not checked, as
- * the past is not rewritten.)  Runs as the user who altered the domain, as
- * PostgreSQL's check does.
- */
-void
-sw_storage_check_domain(Oid domain)
-{
-	ListCell   *lc;
-
-	foreach(lc, sw_catalog_sources(InvalidOid))
-	{
-		SwSource   *source = lfirst(lc);
-		Relation	ftrel;
-		TupleDesc	fdesc;
-
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
-			continue;
-		ftrel = relation_open(source->relid, ShareLock);
-		fdesc = RelationGetDescr(ftrel);
-		for (int k = 1; k <= fdesc->natts; k++)
-		{
-			Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
-			bool		uses = false;
-			EState	   *estate;
-			ExprContext *econtext;
-			List	   *checks;
-			bool		notnull;
-			Relation	current;
-			SwLayout	layout;
-			Snapshot	snapshot;
-			TableScanDesc scan;
-			TupleTableSlot *slot;
-
-			if (fatt->attisdropped)
-				continue;
-			for (Oid type = fatt->atttypid; OidIsValid(type) &&
-				 get_typtype(type) == TYPTYPE_DOMAIN;)
-			{
-				HeapTuple	typtup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-
-				if (!HeapTupleIsValid(typtup))
-					elog(ERROR, "cache lookup failed for type %u", type);
-				uses |= type == domain;
-				type = ((Form_pg_type) GETSTRUCT(typtup))->typbasetype;
-				ReleaseSysCache(typtup);
-			}
-			if (!uses)
-				continue;
-
-			estate = CreateExecutorState();
-			econtext = GetPerTupleExprContext(estate);
-			checks = domain_checks(fatt->atttypid, estate, &notnull);
-			current = table_open(source->current_rel, ShareLock);
-			sw_storage_layout(ftrel, current, &layout);
-			snapshot = RegisterSnapshot(GetLatestSnapshot());
-			scan = table_beginscan(current, snapshot, 0, NULL);
-			slot = table_slot_create(current, NULL);
-			while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-			{
-				ListCell   *cc;
-
-				CHECK_FOR_INTERRUPTS();
-				econtext->domainValue_datum =
-					slot_getattr(slot, sw_hidden_attnum(&layout, k),
-								 &econtext->domainValue_isNull);
-				if (notnull && econtext->domainValue_isNull)
-					ereport(ERROR,
-							(errcode(ERRCODE_NOT_NULL_VIOLATION),
-							 errmsg("column \"%s\" of table \"%s\" contains null values",
-									NameStr(fatt->attname), RelationGetRelationName(ftrel))));
-				foreach(cc, checks)
-					if (!ExecCheck(lfirst(cc), econtext))
-						ereport(ERROR,
-								(errcode(ERRCODE_CHECK_VIOLATION),
-								 errmsg("column \"%s\" of table \"%s\" contains values that violate the new constraint",
-										NameStr(fatt->attname), RelationGetRelationName(ftrel))));
-				ResetExprContext(econtext);
-			}
-			ExecDropSingleTupleTableSlot(slot);
-			table_endscan(scan);
-			UnregisterSnapshot(snapshot);
-			table_close(current, NoLock);
-			FreeExecutorState(estate);
-		}
-		relation_close(ftrel, NoLock);
-	}
-}
-
-PG_FUNCTION_INFO_V1(source_writes_restore_catalog_row);
-
-/*
- * BEFORE INSERT trigger on source_writes.source_tables: a row inserted by
- * SQL (our own code inserts with CatalogTupleInsert, which fires no
- * triggers) is a row restored from a dump, naming hidden relations that
- * were restored from the same dump.  The source table was created earlier
- * in the restore, and got fresh, empty storage then; adopt the restored
- * relations instead, so that its rows and log come back, and drop the
- * fresh ones.  A row for a table that is not a source table is dropped
- * with a warning.
- */
-Datum
-source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	HeapTuple	tuple;
-	TupleDesc	desc;
-	Datum		values[6];
-	bool		nulls[6];
-	Oid			relid;
-	Oid			restored[2];
-	SwSource	fresh;
-	Relation	ftrel;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) ||
-		RelationGetRelid(trigdata->tg_relation) != sw_catalog_table_oid())
-		elog(ERROR, "source_writes_restore_catalog_row: not fired by a row insert into the catalog");
-
-	tuple = trigdata->tg_trigtuple;
-	desc = RelationGetDescr(trigdata->tg_relation);
-	heap_deform_tuple(tuple, desc, values, nulls);
-	relid = DatumGetObjectId(values[0]);
-	restored[0] = DatumGetObjectId(values[2]);
-	restored[1] = DatumGetObjectId(values[3]);
-
-	if (!sw_is_source_table(relid))
-	{
-		ereport(WARNING,
-				(errmsg("skipping the catalog row of %u, which is not a source table", relid)));
-		return PointerGetDatum(NULL);
-	}
-
-	ftrel = relation_open(relid, AccessExclusiveLock);
-	sw_catalog_lock_source(relid);
-	for (int i = 0; i < 2; i++)
-	{
-		Relation	hidden;
-		SwLayout	layout;
-
-		if (get_rel_relkind(restored[i]) != RELKIND_RELATION ||
-			get_rel_namespace(restored[i]) != get_namespace_oid(SW_INTERNAL_SCHEMA, false))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("catalog row of source table \"%s\" names a relation that is not its storage",
-							RelationGetRelationName(ftrel)),
-					 errhint("Restore the schema %s together with the extension's catalog.",
-							 SW_INTERNAL_SCHEMA)));
-		hidden = table_open(restored[i], AccessExclusiveLock);
-		sw_storage_layout(ftrel, hidden, &layout);
-		if (layout.nmeta != (i == 0 ? SW_CURRENT_META : SW_HISTORY_META))
-			elog(ERROR, "restored storage of source table \"%s\" has the wrong columns",
-				 RelationGetRelationName(ftrel));
-		table_close(hidden, NoLock);
-	}
-
-	/* the fresh storage made when the table was created goes */
-	if (sw_source_lookup(relid, &fresh))
-	{
-		for (int i = 0; i < 2; i++)
-		{
-			Oid			old = i == 0 ? fresh.current_rel : fresh.history_rel;
-			ObjectAddress addr;
-
-			if (old == restored[0] || old == restored[1])
-				continue;
-			deleteDependencyRecordsForClass(RelationRelationId, old,
-											RelationRelationId, DEPENDENCY_INTERNAL);
-			CommandCounterIncrement();
-			ObjectAddressSet(addr, RelationRelationId, old);
-			performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
-		}
-		/* not its batches: they may have been restored already */
-		sw_catalog_delete_row(relid);
-		CommandCounterIncrement();
-	}
-
-	record_dependency(relid, restored[0]);
-	record_dependency(relid, restored[1]);
-	CacheInvalidateRelcacheByRelid(relid);
-	relation_close(ftrel, NoLock);
-	return PointerGetDatum(tuple);
 }

@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * domains.c
+ *		  Domain constraints over the current rows of source tables
+ *
+ * The hidden relations store a column of a domain type as the domain's
+ * base type (see storage.c), so that PostgreSQL's own checks of a domain's
+ * columns, which would reach the history too, pass them by.  Instead the
+ * current rows, which are what a plain table would hold, are checked here:
+ * when a column's type becomes a domain, as converting a plain table's
+ * column would check them, and after ALTER DOMAIN adds or validates a
+ * constraint or NOT NULL, with the errors PostgreSQL gives for a plain
+ * table.  The history keeps the past as it was.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/domains.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+#include "domains.h"
+#include "storage.h"
+
+/*
+ * Is type the domain, or a domain based on it?
+ */
+static bool
+based_on(Oid type, Oid domain)
+{
+	while (get_typtype(type) == TYPTYPE_DOMAIN)
+	{
+		HeapTuple	tuple;
+
+		if (type == domain)
+			return true;
+		tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "cache lookup failed for type %u", type);
+		type = ((Form_pg_type) GETSTRUCT(tuple))->typbasetype;
+		ReleaseSysCache(tuple);
+	}
+	return false;
+}
+
+/*
+ * Check the current rows' values of a column against the domain it now
+ * has, as converting a plain table's column to a domain would.
+ */
+void
+sw_domain_check_values(Relation current, AttrNumber hattnum, Oid domain)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(current, NULL);
+	void	   *extra = NULL;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		value = slot_getattr(slot, hattnum, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		domain_check(value, isnull, domain, &extra, CurrentMemoryContext);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+}
+
+/*
+ * A domain's constraints that hold for the rows of a plain table: its
+ * validated CHECK constraints and NOT NULL, and those of the domains it is
+ * based on.  The CHECK expressions are prepared for evaluation in estate.
+ */
+static List *
+domain_checks(Oid domain, EState *estate, bool *notnull)
+{
+	List	   *checks = NIL;
+	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
+
+	*notnull = false;
+	for (Oid type = domain; get_typtype(type) == TYPTYPE_DOMAIN;)
+	{
+		HeapTuple	typtup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+		Form_pg_type typform;
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tuple;
+
+		if (!HeapTupleIsValid(typtup))
+			elog(ERROR, "cache lookup failed for type %u", type);
+		typform = (Form_pg_type) GETSTRUCT(typtup);
+		*notnull |= typform->typnotnull;
+
+		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(type));
+		scan = systable_beginscan(conrel, ConstraintTypidIndexId, true, NULL, 1, &key);
+		while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		{
+			Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+			bool		isnull;
+			Datum		bin;
+			Expr	   *expr;
+
+			if (con->contype != CONSTRAINT_CHECK || !con->convalidated)
+				continue;
+			bin = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_conbin, &isnull);
+			if (isnull)
+				elog(ERROR, "domain constraint \"%s\" has no expression",
+					 NameStr(con->conname));
+			expr = expression_planner((Expr *) stringToNode(TextDatumGetCString(bin)));
+			checks = lappend(checks, ExecPrepareExpr(expr, estate));
+		}
+		systable_endscan(scan);
+		type = typform->typbasetype;
+		ReleaseSysCache(typtup);
+	}
+	table_close(conrel, AccessShareLock);
+	return checks;
+}
+
+/*
+ * Check the current rows of source table column k against the constraints
+ * of its domain that a plain table's rows must meet, with the errors a
+ * plain table gives.
+ */
+static void
+check_column_rows(Relation ftrel, const SwSource *source, AttrNumber k)
+{
+	Form_pg_attribute fatt = TupleDescAttr(RelationGetDescr(ftrel), k - 1);
+	EState	   *estate = CreateExecutorState();
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+	bool		notnull;
+	List	   *checks = domain_checks(fatt->atttypid, estate, &notnull);
+	Relation	current = table_open(source->current_rel, ShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(current, NULL);
+	SwLayout	layout;
+
+	sw_storage_layout(ftrel, current, &layout);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		ListCell   *lc;
+
+		CHECK_FOR_INTERRUPTS();
+		econtext->domainValue_datum =
+			slot_getattr(slot, sw_hidden_attnum(&layout, k),
+						 &econtext->domainValue_isNull);
+		if (notnull && econtext->domainValue_isNull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("column \"%s\" of table \"%s\" contains null values",
+							NameStr(fatt->attname), RelationGetRelationName(ftrel))));
+		foreach(lc, checks)
+			if (!ExecCheck(lfirst(lc), econtext))
+				ereport(ERROR,
+						(errcode(ERRCODE_CHECK_VIOLATION),
+						 errmsg("column \"%s\" of table \"%s\" contains values that violate the new constraint",
+								NameStr(fatt->attname), RelationGetRelationName(ftrel))));
+		ResetExprContext(econtext);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(current, NoLock);
+	FreeExecutorState(estate);
+}
+
+/*
+ * After ALTER DOMAIN, check the current rows of every source table column
+ * whose type is the domain, or a domain based on it.  Runs as the user who
+ * altered the domain, as PostgreSQL's own check does.
+ */
+void
+sw_domain_altered(Oid domain)
+{
+	ListCell   *lc;
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+		Relation	ftrel;
+		TupleDesc	fdesc;
+
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
+			continue;
+		ftrel = relation_open(source->relid, ShareLock);
+		fdesc = RelationGetDescr(ftrel);
+		for (int k = 1; k <= fdesc->natts; k++)
+			if (!TupleDescAttr(fdesc, k - 1)->attisdropped &&
+				based_on(TupleDescAttr(fdesc, k - 1)->atttypid, domain))
+				check_column_rows(ftrel, source, k);
+		relation_close(ftrel, NoLock);
+	}
+}
