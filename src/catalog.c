@@ -67,15 +67,6 @@
 
 #include "catalog.h"
 
-/* columns of source_writes.source_tables */
-#define Anum_st_relid		1
-#define Anum_st_kind		2
-#define Anum_st_current_rel 3
-#define Anum_st_history_rel 4
-#define Anum_st_upper		5
-#define Anum_st_since		6
-#define Natts_st			6
-
 /* columns of source_writes.batches */
 #define Anum_b_source		1
 #define Anum_b_batch		2
@@ -122,34 +113,27 @@ static HTAB *source_cache = NULL;
 static bool callback_registered = false;
 
 /*
- * A relcache invalidation of a source table drops its cache entry; one of
- * the catalog (the extension was dropped or recreated), or of everything,
- * drops them all.
+ * A relcache invalidation of a source table, or of its current heap (an
+ * index made or dropped there), drops its cache entry; one of the catalog
+ * (the extension was dropped or recreated), or of everything, drops them
+ * all.  There are few entries: looking at each is cheap.
  */
 static void
 invalidate_callback(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == oids.source_tables ||
-		relid == oids.batches)
-	{
+	bool		all = !OidIsValid(relid) || relid == oids.source_tables ||
+		relid == oids.batches;
+	HASH_SEQ_STATUS status;
+	SwSourceEntry *entry;
+
+	if (all)
 		oids.valid = false;
-		if (source_cache)
-		{
-			HASH_SEQ_STATUS status;
-			SwSourceEntry *entry;
-
-			hash_seq_init(&status, source_cache);
-			while ((entry = hash_seq_search(&status)) != NULL)
-				entry->valid = false;
-		}
-	}
-	else if (source_cache)
-	{
-		SwSourceEntry *entry = hash_search(source_cache, &relid, HASH_FIND, NULL);
-
-		if (entry)
+	if (source_cache == NULL)
+		return;
+	hash_seq_init(&status, source_cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (all || entry->relid == relid || entry->source.current_rel == relid)
 			entry->valid = false;
-	}
 }
 
 /*
@@ -340,6 +324,7 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 							  "webhook") == 0 ? SW_KIND_WEBHOOK : SW_KIND_KAFKA;
 		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
 		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
+		source->key_index = InvalidOid;
 	}
 	if (frontiers)
 	{
@@ -377,8 +362,22 @@ read_row(Oid relid, Snapshot snapshot, SwSource *source, SwFrontiers *frontiers)
 }
 
 /*
- * The immutable facts of a source table, from the cache or the catalog;
- * false if it has no catalog row.
+ * The name of the unique index on the key of an upsert source, beside its
+ * current heap.
+ */
+void
+sw_key_index_name(const char *current_name, char *name)
+{
+	snprintf(name, NAMEDATALEN, "%s_key", current_name);
+}
+
+/*
+ * What never changes about a source table while it exists, from the cache
+ * or the catalog; false if it has no catalog row.  The caller holds a lock
+ * on the table, so that invalidations of its row (a restore swapping its
+ * storage) have been taken in before the cache is consulted.  The key
+ * index changes with the table's options, and is made or dropped in its
+ * current heap, whose invalidation drops the entry.
  */
 bool
 sw_source_lookup(Oid relid, SwSource *source)
@@ -416,6 +415,17 @@ sw_source_lookup(Oid relid, SwSource *source)
 	UnregisterSnapshot(snapshot);
 	if (!found)
 		return false;
+	{
+		char	   *current_name = get_rel_name(source->current_rel);
+		char		name[NAMEDATALEN];
+
+		source->key_index = InvalidOid;
+		if (current_name)
+		{
+			sw_key_index_name(current_name, name);
+			source->key_index = get_relname_relid(name, get_rel_namespace(source->current_rel));
+		}
+	}
 
 	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
 	entry->source = *source;

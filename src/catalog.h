@@ -23,6 +23,15 @@
 /* schema of the extension's user-facing objects and catalog tables */
 #define SW_SCHEMA			"source_writes"
 
+/* columns of source_writes.source_tables */
+#define Anum_st_relid		1
+#define Anum_st_kind		2
+#define Anum_st_current_rel 3
+#define Anum_st_history_rel 4
+#define Anum_st_upper		5
+#define Anum_st_since		6
+#define Natts_st			6
+
 /*
  * What never changes about a source table while it exists: its kind and
  * its hidden relations.  Cached per backend.
@@ -33,6 +42,7 @@ typedef struct SwSource
 	SwKind		kind;
 	Oid			current_rel;	/* hidden heap of current rows */
 	Oid			history_rel;	/* hidden heap of retracted rows */
+	Oid			key_index;		/* upsert sources: unique index on the key */
 } SwSource;
 
 /* the readable range of a source: since <= T < upper */
@@ -55,6 +65,7 @@ extern bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
 extern bool sw_is_source_table(Oid relid);
 
+extern void sw_key_index_name(const char *current_name, char *name);
 extern bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
 extern List *sw_catalog_sources(Oid serverid);

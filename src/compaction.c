@@ -65,6 +65,7 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	Relation	history;
 	SwSource	source;
 	SwFrontiers frontiers;
+	SwFrontiers mine;
 	SwBatchMap *map;
 	Snapshot	snapshot;
 	TableScanDesc scan;
@@ -98,6 +99,14 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (!sw_catalog_frontiers(relid, snapshot, &frontiers))
 		elog(ERROR, "source table %u has no catalog row", relid);
+
+	/*
+	 * The calling transaction may read with an older snapshot (REPEATABLE
+	 * READ), from the since it sees: delete nothing it may still read.
+	 */
+	if (ActiveSnapshotSet() &&
+		sw_catalog_frontiers(relid, GetActiveSnapshot(), &mine))
+		frontiers.since = Min(frontiers.since, mine.since);
 	map = sw_log_batches(relid, PG_INT64_MIN, frontiers.since, snapshot);
 
 	history = table_open(source.history_rel, RowExclusiveLock);

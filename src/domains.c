@@ -26,7 +26,10 @@
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -189,29 +192,68 @@ check_column_rows(Relation ftrel, const SwSource *source, AttrNumber k)
 }
 
 /*
+ * Add to *columns the source table columns whose type is the domain or a
+ * domain based on it, as pairs of relid and attnum, from pg_depend (as
+ * get_rels_with_domain() in typecmds.c finds them), so that only the
+ * tables that have such columns need to be locked.
+ */
+static void
+source_columns_of(Oid domain, List **columns)
+{
+	Relation	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	ScanKeyInit(&keys[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TypeRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(domain));
+	scan = systable_beginscan(depend, DependReferenceIndexId, true, NULL, 2, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+
+		if (dep->classid == TypeRelationId &&
+			get_typtype(dep->objid) == TYPTYPE_DOMAIN)
+			source_columns_of(dep->objid, columns);
+		else if (dep->classid == RelationRelationId && dep->objsubid > 0 &&
+				 sw_is_source_table(dep->objid))
+			*columns = lappend(*columns, list_make2_oid(dep->objid, dep->objsubid));
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
+}
+
+/*
  * After ALTER DOMAIN, check the current rows of every source table column
- * whose type is the domain, or a domain based on it.  Runs as the user who
- * altered the domain, as PostgreSQL's own check does.
+ * whose type is the domain, or a domain based on it.  Only those tables
+ * are locked, SHARE, as PostgreSQL locks a table whose column it checks.
+ * Runs as the user who altered the domain, as PostgreSQL's own check does.
  */
 void
 sw_domain_altered(Oid domain)
 {
+	List	   *columns = NIL;
 	ListCell   *lc;
 
-	foreach(lc, sw_catalog_sources(InvalidOid))
+	source_columns_of(domain, &columns);
+	foreach(lc, columns)
 	{
-		SwSource   *source = lfirst(lc);
+		Oid			relid = linitial_oid(lfirst(lc));
+		AttrNumber	attnum = lsecond_oid(lfirst(lc));
+		SwSource	source;
 		Relation	ftrel;
-		TupleDesc	fdesc;
 
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
+		ftrel = try_relation_open(relid, ShareLock);
+		if (ftrel == NULL)
 			continue;
-		ftrel = relation_open(source->relid, ShareLock);
-		fdesc = RelationGetDescr(ftrel);
-		for (int k = 1; k <= fdesc->natts; k++)
-			if (!TupleDescAttr(fdesc, k - 1)->attisdropped &&
-				based_on(TupleDescAttr(fdesc, k - 1)->atttypid, domain))
-				check_column_rows(ftrel, source, k);
+		/* the column may have been dropped, or changed type, meanwhile */
+		if (attnum <= RelationGetDescr(ftrel)->natts &&
+			!TupleDescAttr(RelationGetDescr(ftrel), attnum - 1)->attisdropped &&
+			based_on(TupleDescAttr(RelationGetDescr(ftrel), attnum - 1)->atttypid, domain) &&
+			sw_source_lookup(relid, &source))
+			check_column_rows(ftrel, &source, attnum);
 		relation_close(ftrel, NoLock);
 	}
 }

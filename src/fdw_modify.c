@@ -90,6 +90,7 @@ typedef struct SwModifyState
 	SwLayout	current_layout;
 	SwLayout	history_layout;
 	int			natts;			/* attributes of the foreign table */
+	char	   *schema_name;	/* of the foreign table, for errors */
 	ResultRelInfo *current_rri; /* the current heap's indexes */
 	ModifyTableState *mtstate;	/* UPDATE and DELETE: for EvalPlanQual */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
@@ -102,6 +103,10 @@ typedef struct SwModifyState
 	AttrNumber	ctid_attno;		/* row identity in the plan's output */
 	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
 	bool		check_partition;	/* a partition: enforce its constraint */
+	bool		check_constraints;	/* NOT NULL and CHECK constraints */
+	bool		routed_into;	/* an UPDATE's relation that rows move into */
+	bool		row_triggers;	/* the command's row triggers saw the row */
+	bool		buffer_history; /* retractions may wait for the end */
 
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
@@ -166,11 +171,16 @@ begin_modify(Relation ftrel, EState *estate)
 
 	state->ftrel = ftrel;
 	state->natts = RelationGetDescr(ftrel)->natts;
+	state->schema_name = get_namespace_name(RelationGetNamespace(ftrel));
 	state->current = table_open(source.current_rel, RowExclusiveLock);
 	state->history = table_open(source.history_rel, RowExclusiveLock);
 	sw_storage_layout(ftrel, state->current, &state->current_layout);
 	sw_storage_layout(ftrel, state->history, &state->history_layout);
 	state->check_partition = ftrel->rd_rel->relispartition;
+	state->check_constraints = RelationGetDescr(ftrel)->constr != NULL &&
+		(RelationGetDescr(ftrel)->constr->has_not_null ||
+		 RelationGetDescr(ftrel)->constr->num_check > 0);
+	state->buffer_history = true;
 	state->cxt = CurrentMemoryContext;
 	state->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes row",
@@ -180,7 +190,7 @@ begin_modify(Relation ftrel, EState *estate)
 	{
 		state->current_rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(state->current_rri, state->current, 0, NULL, 0);
-		state->key_index = sw_storage_key_index(state->current);
+		state->key_index = source.key_index;
 		/* "speculative" prepares what the key check needs, as for ON CONFLICT */
 		ExecOpenIndices(state->current_rri, OidIsValid(state->key_index));
 		for (int i = 0; i < state->current_rri->ri_NumIndices; i++)
@@ -346,7 +356,8 @@ report_duplicate_key(SwModifyState *state, TupleTableSlot *row)
 			 errmsg("duplicate key value violates the key of upsert source \"%s\"",
 					RelationGetRelationName(state->ftrel)),
 			 may_read ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
-			 errhint("Use UPDATE to change the row of an existing key.")));
+			 errhint("Use UPDATE to change the row of an existing key."),
+			 errtable(state->ftrel)));
 }
 
 /*
@@ -387,8 +398,11 @@ check_key_free(SwModifyState *state, EState *estate, TupleTableSlot *row)
 
 /*
  * Index the current rows just written.  On an upsert source, a key that a
- * concurrent transaction took since we checked it fails in the unique
- * index, whose error would name the hidden index: say it of the source.
+ * concurrent transaction took since we checked it (or that an UPDATE moves
+ * a row onto) fails in the unique index, whose error would name the hidden
+ * index: the error is said of the source instead, and re-thrown.  Its
+ * detail, with the key's values, is PostgreSQL's, shown only to roles that
+ * may read the rows.
  */
 static void
 insert_index_entries(SwModifyState *state, EState *estate,
@@ -414,7 +428,13 @@ insert_index_entries(SwModifyState *state, EState *estate,
 			!OidIsValid(state->key_index))
 			PG_RE_THROW();
 		FlushErrorState();
-		report_duplicate_key(state, rows[0]);
+		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
+								  RelationGetRelationName(state->ftrel));
+		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
+		edata->schema_name = state->schema_name;
+		edata->table_name = pstrdup(RelationGetRelationName(state->ftrel));
+		edata->constraint_name = NULL;
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
 }
@@ -464,7 +484,7 @@ end_history(SwModifyState *state)
 	if (state->history_slots == NULL)
 		return;
 	flush_history(state);
-	for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
+	for (int i = 0; i < SW_HISTORY_BATCH_SIZE && state->history_slots[i]; i++)
 		ExecDropSingleTupleTableSlot(state->history_slots[i]);
 	MemoryContextDelete(state->history_cxt);
 	state->history_slots = NULL;
@@ -524,20 +544,20 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 {
 	TupleDesc	desc = RelationGetDescr(state->history);
 	int64		batch = inserted_by(state, old);
-	int64		ours = our_batch(state);
+	int64		ours;
 	MemoryContext oldcxt;
 	HeapTuple	tuple;
 
-	if (batch == ours || sw_controller_wrote(RelationGetRelid(state->ftrel), batch))
+	/* a row this transaction inserted leaves no history */
+	if (sw_controller_wrote(RelationGetRelid(state->ftrel), batch))
 		return;
+	ours = our_batch(state);
 
 	if (state->history_slots == NULL)
 	{
 		/* made on first use, for the rest of the statement */
 		oldcxt = MemoryContextSwitchTo(state->cxt);
-		state->history_slots = palloc(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
-		for (int i = 0; i < SW_HISTORY_BATCH_SIZE; i++)
-			state->history_slots[i] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		state->history_slots = palloc0(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
 		state->history_values = palloc(sizeof(Datum) * desc->natts);
 		state->history_isnull = palloc(sizeof(bool) * desc->natts);
 		state->current_values = palloc(sizeof(Datum) * RelationGetDescr(state->current)->natts);
@@ -576,9 +596,15 @@ retract(SwModifyState *state, HeapTuple old, CommandId cid)
 	MemoryContextSwitchTo(oldcxt);
 
 	/* the slot owns the tuple, so that the multi-insert need not copy it */
+	if (state->history_slots[state->nhistory] == NULL)
+	{
+		oldcxt = MemoryContextSwitchTo(state->cxt);
+		state->history_slots[state->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(oldcxt);
+	}
 	ExecStoreHeapTuple(tuple, state->history_slots[state->nhistory++], true);
 	state->history_cid = cid;
-	if (state->nhistory == SW_HISTORY_BATCH_SIZE)
+	if (state->nhistory == SW_HISTORY_BATCH_SIZE || !state->buffer_history)
 		flush_history(state);
 }
 
@@ -631,11 +657,16 @@ current_tuple(SwModifyState *state, ItemPointer tid)
  * locked in its latest version and rechecked with EvalPlanQual.  Returns
  * the plan's output for the latest version, with *tid moved to it, or NULL
  * to skip the row.
+ *
+ * Row triggers of the command already ran on the version the scan found,
+ * and PostgreSQL hands that version to the AFTER triggers; with them, a
+ * re-check could only apply the change against what the triggers saw, so
+ * it is a serialization failure, at every isolation level.
  */
 static TupleTableSlot *
 recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 			TM_Result result, TM_FailureData *tmfd, ItemPointer tid,
-			LockTupleMode lockmode, const char *action)
+			LockTupleMode lockmode, CmdType operation)
 {
 	CommandId	cid = estate->es_output_cid;
 	EPQState   *epqstate;
@@ -652,24 +683,30 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 				if (tmfd->cmax != cid)
 					ereport(ERROR,
 							(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
-							 errmsg("tuple to be %s was already modified by an operation triggered by the current command",
-									action),
+							 operation == CMD_UPDATE
+							 ? errmsg("tuple to be updated was already modified by an operation triggered by the current command")
+							 : errmsg("tuple to be deleted was already modified by an operation triggered by the current command"),
 							 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
 				/* already changed by this command: once is enough */
 				return NULL;
 			case TM_Updated:
 			case TM_Deleted:
-				if (IsolationUsesXactSnapshot())
+				if (IsolationUsesXactSnapshot() ||
+					(state->row_triggers && result == TM_Updated))
 					ereport(ERROR,
 							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("could not serialize access due to concurrent %s",
-									result == TM_Updated ? "update" : "delete")));
+							 result == TM_Updated
+							 ? errmsg("could not serialize access due to concurrent update")
+							 : errmsg("could not serialize access due to concurrent delete"),
+							 IsolationUsesXactSnapshot() ? 0 :
+							 errdetail("The row triggers of source table \"%s\" already ran on the version of the row that a concurrent transaction changed.",
+									   RelationGetRelationName(state->ftrel))));
 				if (result == TM_Deleted || state->mtstate == NULL)
 					return NULL;
 				break;
 			default:
-				elog(ERROR, "unexpected table_tuple_%s status: %u",
-					 strcmp(action, "updated") == 0 ? "update" : "delete", result);
+				elog(ERROR, "unexpected result %u when changing a row of source table \"%s\"",
+					 result, RelationGetRelationName(state->ftrel));
 		}
 
 		/* lock the latest version, waiting for whoever holds it */
@@ -726,6 +763,19 @@ refuse_on_conflict(OnConflictAction action)
 				 errhint("Upsert sources (envelope 'upsert') keep one row per key; use UPDATE to change it.")));
 }
 
+/*
+ * Does a table have AFTER triggers (row or statement) on UPDATE or DELETE?
+ */
+static bool
+has_after_triggers(TriggerDesc *trig)
+{
+	return trig != NULL &&
+		(trig->trig_update_after_row || trig->trig_update_after_statement ||
+		 trig->trig_delete_after_row || trig->trig_delete_after_statement ||
+		 trig->trig_update_new_table || trig->trig_update_old_table ||
+		 trig->trig_delete_old_table);
+}
+
 static List *
 swPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 					Index resultRelation, int subplan_index)
@@ -746,6 +796,22 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
 	{
 		Plan	   *subplan = outerPlanState(mtstate)->plan;
+		TriggerDesc *trig = rinfo->ri_TrigDesc;
+		TriggerDesc *roottrig = rinfo->ri_RootResultRelInfo
+		? rinfo->ri_RootResultRelInfo->ri_TrigDesc : NULL;
+		bool		update = mtstate->operation == CMD_UPDATE;
+
+		state->row_triggers = trig &&
+			(update ? (trig->trig_update_before_row || trig->trig_update_after_row)
+			 : (trig->trig_delete_before_row || trig->trig_delete_after_row));
+
+		/*
+		 * AFTER triggers run before EndForeignModify: when there are any,
+		 * retractions are written at once, so that the log the triggers
+		 * read is whole.
+		 */
+		state->buffer_history = !has_after_triggers(trig) &&
+			!has_after_triggers(roottrig);
 
 		state->mtstate = mtstate;
 		state->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
@@ -771,11 +837,26 @@ static void
 swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
 	SwModifyState *state;
+	ResultRelInfo *root = rinfo->ri_RootResultRelInfo;
 
-	if (mtstate && mtstate->ps.plan)
+	if (mtstate->ps.plan)
 		refuse_on_conflict(((ModifyTable *) mtstate->ps.plan)->onConflictAction);
+
+	/*
+	 * An UPDATE of a partitioned table that moves a row into a source
+	 * partition which the UPDATE also updates routes the row to the
+	 * UPDATE's own result relation: insert with the state the UPDATE set
+	 * up, which EndForeignModify ends.
+	 */
+	if (rinfo->ri_FdwState != NULL)
+	{
+		((SwModifyState *) rinfo->ri_FdwState)->routed_into = true;
+		return;
+	}
+
 	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
 	state->buffer_rows = rinfo->ri_TrigDesc == NULL &&
+		(root == NULL || root->ri_TrigDesc == NULL) &&
 		rinfo->ri_projectReturning == NULL &&
 		!OidIsValid(state->key_index);
 	rinfo->ri_FdwState = state;
@@ -824,10 +905,17 @@ write_batch(SwModifyState *state, EState *estate, int n)
 	MemoryContextReset(state->batch_cxt);
 }
 
+/*
+ * A new row must meet the table's NOT NULL and CHECK constraints, and its
+ * partition's bounds: PostgreSQL leaves them to the foreign data wrapper,
+ * and we keep the rows.
+ */
 static void
-check_partition(SwModifyState *state, ResultRelInfo *rinfo,
-				TupleTableSlot *slot, EState *estate)
+check_row(SwModifyState *state, ResultRelInfo *rinfo,
+		  TupleTableSlot *slot, EState *estate)
 {
+	if (state->check_constraints)
+		ExecConstraints(rinfo, slot, estate);
 	if (state->check_partition)
 		ExecPartitionCheck(rinfo, slot, estate, true);
 }
@@ -839,7 +927,7 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 	SwModifyState *state = rinfo->ri_FdwState;
 	MemoryContext old;
 
-	check_partition(state, rinfo, slot, estate);
+	check_row(state, rinfo, slot, estate);
 	if (state->buffer_rows)
 	{
 		TupleTableSlot *row = batch_slot(state, state->nbuffered++);
@@ -902,7 +990,7 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 	{
 		TupleTableSlot *row = batch_slot(state, i);
 
-		check_partition(state, rinfo, slots[i], estate);
+		check_row(state, rinfo, slots[i], estate);
 		form_current_row(state, slots[i], row);
 		if (OidIsValid(state->key_index))
 			check_key_free(state, estate, row);
@@ -940,7 +1028,7 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 		TupleTableSlot *epqslot;
 
 		old = current_tuple(state, &tid);
-		check_partition(state, rinfo, slot, estate);
+		check_row(state, rinfo, slot, estate);
 		form_current_row(state, slot, state->new_slot);
 
 		if (OidIsValid(state->key_index))
@@ -955,7 +1043,7 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 
 		/* changed meanwhile: recompute the new row from its latest version */
 		epqslot = recheck_row(state, estate, rinfo, result, &tmfd, &tid,
-							  lockmode, "updated");
+							  lockmode, CMD_UPDATE);
 		if (epqslot == NULL)
 		{
 			MemoryContextSwitchTo(oldcxt);
@@ -1005,7 +1093,7 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 		if (result == TM_Ok)
 			break;
 		if (recheck_row(state, estate, rinfo, result, &tmfd, &tid,
-						LockTupleExclusive, "deleted") == NULL)
+						LockTupleExclusive, CMD_DELETE) == NULL)
 		{
 			MemoryContextSwitchTo(oldcxt);
 			return NULL;
@@ -1024,17 +1112,25 @@ static void
 swEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 {
 	end_modify(rinfo->ri_FdwState);
+	rinfo->ri_FdwState = NULL;
 }
 
+/*
+ * The end of COPY or tuple routing.  A result relation of an UPDATE that
+ * rows were routed into was ended by EndForeignModify, which runs first.
+ */
 static void
 swEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 
+	if (state == NULL)
+		return;
 	if (state->nbuffered > 0)
 		write_batch(state, estate, state->nbuffered);
 	state->nbuffered = 0;
 	end_modify(state);
+	rinfo->ri_FdwState = NULL;
 }
 
 static int

@@ -59,6 +59,7 @@
 #include "optimizer/planmain.h"
 #include "optimizer/plancat.h"
 #include "optimizer/restrictinfo.h"
+#include "utils/acl.h"
 #include "storage/bufmgr.h"
 #include "storage/procarray.h"
 #include "utils/lsyscache.h"
@@ -267,6 +268,28 @@ swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 							NIL, NIL, outer_plan);
 }
 
+/*
+ * Reading the past shows rows the present no longer has.  A view, or a
+ * SECURITY DEFINER function, over a source table lets its users read the
+ * current rows with its owner's rights; it must not become a way into the
+ * history, so reading as of a time needs SELECT on the table itself, for
+ * the role that set source_writes.as_of and for the current one.
+ */
+static void
+check_read_past(Relation ftrel)
+{
+	Oid			roles[2] = {GetOuterUserId(), GetUserId()};
+
+	for (int i = 0; i < lengthof(roles); i++)
+		if (pg_class_aclcheck(RelationGetRelid(ftrel), roles[i], ACL_SELECT) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to read source table \"%s\" as of a time",
+							RelationGetRelationName(ftrel)),
+					 errdetail("Reading the past needs SELECT on the source table itself, also through views and functions."),
+					 errhint("RESET source_writes.as_of to read the current contents.")));
+}
+
 static void
 swBeginForeignScan(ForeignScanState *node, int eflags)
 {
@@ -295,6 +318,7 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 
 	if (ss->as_of >= 0)
 	{
+		check_read_past(ftrel);
 		ss->history = table_open(source.history_rel, AccessShareLock);
 		sw_storage_layout(ftrel, ss->history, &ss->history_layout);
 		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);

@@ -53,8 +53,8 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	HeapTuple	tuple;
 	TupleDesc	desc;
-	Datum		values[6];
-	bool		nulls[6];
+	Datum		values[Natts_st];
+	bool		nulls[Natts_st];
 	Oid			relid;
 	Oid			restored[2];
 	SwSource	fresh;
@@ -70,14 +70,16 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 	tuple = trigdata->tg_trigtuple;
 	desc = RelationGetDescr(trigdata->tg_relation);
 	heap_deform_tuple(tuple, desc, values, nulls);
-	relid = DatumGetObjectId(values[0]);
-	restored[0] = DatumGetObjectId(values[2]);
-	restored[1] = DatumGetObjectId(values[3]);
+	relid = DatumGetObjectId(values[Anum_st_relid - 1]);
+	restored[0] = DatumGetObjectId(values[Anum_st_current_rel - 1]);
+	restored[1] = DatumGetObjectId(values[Anum_st_history_rel - 1]);
 
 	if (!sw_is_source_table(relid))
 	{
 		ereport(WARNING,
-				(errmsg("skipping the catalog row of %u, which is not a source table", relid)));
+				(errmsg("skipping a restored catalog row of source_writes for relation %u, which is not a source table",
+						relid),
+				 errdetail("The row names a table that is not in the restored database, or not on a source_writes server.")));
 		return PointerGetDatum(NULL);
 	}
 
@@ -94,7 +96,7 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("catalog row of source table \"%s\" names a relation that is not its storage",
 							RelationGetRelationName(ftrel)),
-					 errhint("Restore the schema %s together with the extension's catalog.",
+					 errhint("Restore the tables of schema \"%s\" together with the extension's catalog.",
 							 SW_INTERNAL_SCHEMA)));
 		hidden = table_open(restored[i], AccessExclusiveLock);
 		sw_storage_layout(ftrel, hidden, &layout);

@@ -101,6 +101,10 @@ static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
+static bool storage_in_step(Relation ftrel, const SwSource *source,
+							SwSourceTable *st);
+static bool check_layout(Relation ftrel, Relation hidden, SwLayout *layout,
+						 bool names, const char **column);
 
 /*
  * The type a hidden relation stores a column of the foreign table as: a
@@ -139,7 +143,7 @@ check_column_count(Relation ftrel, int natts)
 void
 sw_storage_sync(Oid relid, List *retyped)
 {
-	Relation	ftrel = relation_open(relid, AccessExclusiveLock);
+	Relation	ftrel = relation_open(relid, AccessShareLock);
 	SwSource	source;
 	SwSourceTable *st;
 	bool		exists = sw_source_lookup(relid, &source);
@@ -150,6 +154,22 @@ sw_storage_sync(Oid relid, List *retyped)
 
 	/* every option and column must make sense before anything is stored */
 	st = sw_source_table(ftrel);
+
+	/*
+	 * Most commands hold the table ACCESS EXCLUSIVE already; those that take
+	 * a weaker lock change nothing the storage follows, and leave it as it
+	 * is without a stronger lock (raising it could deadlock with readers).
+	 * A column whose type changed to a domain over the same base type leaves
+	 * the storage as it is too, but its rows must be checked.
+	 */
+	if (exists && retyped == NIL && source.kind == st->kind &&
+		storage_in_step(ftrel, &source, st))
+	{
+		follow_retention(relid, st->retain_history_ms);
+		relation_close(ftrel, NoLock);
+		return;
+	}
+	LockRelationOid(relid, AccessExclusiveLock);
 
 	if (!exists)
 	{
@@ -238,19 +258,16 @@ sw_storage_forget(Oid relid)
 }
 
 /*
- * Record the internal dependency of a hidden relation on its table, unless
- * it is there.
+ * Does a hidden relation depend internally on its table?
  */
-void
-sw_storage_depend(Oid relid, Oid hiddenid)
+static bool
+has_dependency(Oid relid, Oid hiddenid)
 {
 	Relation	depend = table_open(DependRelationId, AccessShareLock);
 	ScanKeyData keys[2];
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	bool		found = false;
-	ObjectAddress hidden;
-	ObjectAddress table;
 
 	ScanKeyInit(&keys[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
 				F_OIDEQ, ObjectIdGetDatum(RelationRelationId));
@@ -267,8 +284,20 @@ sw_storage_depend(Oid relid, Oid hiddenid)
 	}
 	systable_endscan(scan);
 	table_close(depend, AccessShareLock);
+	return found;
+}
 
-	if (found)
+/*
+ * Record the internal dependency of a hidden relation on its table, unless
+ * it is there.
+ */
+void
+sw_storage_depend(Oid relid, Oid hiddenid)
+{
+	ObjectAddress hidden;
+	ObjectAddress table;
+
+	if (has_dependency(relid, hiddenid))
 		return;
 	ObjectAddressSet(hidden, RelationRelationId, hiddenid);
 	ObjectAddressSet(table, RelationRelationId, relid);
@@ -277,23 +306,14 @@ sw_storage_depend(Oid relid, Oid hiddenid)
 }
 
 /*
- * The name of the unique index on the key of an upsert source.
- */
-static void
-key_index_name(Relation current, char *name)
-{
-	snprintf(name, NAMEDATALEN, "%s_key", RelationGetRelationName(current));
-}
-
-/*
  * The unique index on the key columns of an upsert source, or InvalidOid.
  */
-Oid
-sw_storage_key_index(Relation current)
+static Oid
+key_index(Relation current)
 {
 	char		name[NAMEDATALEN];
 
-	key_index_name(current, name);
+	sw_key_index_name(RelationGetRelationName(current), name);
 	return get_relname_relid(name, RelationGetNamespace(current));
 }
 
@@ -338,6 +358,81 @@ check_keys_not_null(Relation ftrel, Relation current, int nkeys,
 }
 
 /*
+ * The hidden attnums of an upsert source's key columns, as its options
+ * name them; returns how many.
+ */
+static int
+key_attnums(SwSourceTable *st, const SwLayout *layout, AttrNumber *attnums)
+{
+	int			k = 0;
+	ListCell   *lc;
+
+	foreach(lc, st->key)
+		for (int i = 0; i < st->ncolumns; i++)
+			if (strcmp(st->columns[i].name, lfirst(lc)) == 0)
+				attnums[k++] = sw_hidden_attnum(layout, st->columns[i].attnum);
+	return k;
+}
+
+/*
+ * Is the key index of a current heap the one the options ask for (none
+ * unless the source is an upsert source)?
+ */
+static bool
+key_index_in_step(Oid existing, SwSourceTable *st, const AttrNumber *attnums,
+				  int nkeys)
+{
+	HeapTuple	tuple;
+	Form_pg_index index;
+	bool		same;
+
+	if (!OidIsValid(existing))
+		return !st->upsert;
+	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(existing));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for index %u", existing);
+	index = (Form_pg_index) GETSTRUCT(tuple);
+	same = st->upsert && index->indnkeyatts == nkeys &&
+		memcmp(index->indkey.values, attnums, sizeof(AttrNumber) * nkeys) == 0;
+	ReleaseSysCache(tuple);
+	return same;
+}
+
+/*
+ * Is the storage of a source what the table says it should be: owner,
+ * columns and their names, internal dependencies, key index?  Then a
+ * command that changed nothing it depends on (SET STATISTICS, an option of
+ * another kind, a comment) leaves it alone, and the table's lock need not
+ * be raised.
+ */
+static bool
+storage_in_step(Relation ftrel, const SwSource *source, SwSourceTable *st)
+{
+	bool		in_step = true;
+
+	for (int i = 0; i < 2 && in_step; i++)
+	{
+		Oid			hiddenid = i == 0 ? source->current_rel : source->history_rel;
+		Relation	hidden = table_open(hiddenid, AccessShareLock);
+		SwLayout	layout;
+		const char *column;
+
+		in_step = hidden->rd_rel->relowner == ftrel->rd_rel->relowner &&
+			check_layout(ftrel, hidden, &layout, true, &column) &&
+			has_dependency(RelationGetRelid(ftrel), hiddenid);
+		if (in_step && i == 0)
+		{
+			AttrNumber *attnums = palloc(sizeof(AttrNumber) * Max(list_length(st->key), 1));
+			int			nkeys = key_attnums(st, &layout, attnums);
+
+			in_step = key_index_in_step(key_index(hidden), st, attnums, nkeys);
+		}
+		table_close(hidden, AccessShareLock);
+	}
+	return in_step;
+}
+
+/*
  * Upsert sources keep a unique index on their key columns in the current
  * heap.  Make it match the options: build it, rebuild it when the key
  * changed, drop it when the envelope is no longer 'upsert'.  Like the
@@ -360,36 +455,23 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	char		name[NAMEDATALEN];
 	ErrorContextCallback errcallback;
 	MemoryContext oldcxt = CurrentMemoryContext;
-	int			k = 0;
+	int			k;
 	SwLayout	layout;
-	ListCell   *lc;
 
 	current = table_open(current_rel, ShareLock);
-	existing = sw_storage_key_index(current);
+	existing = key_index(current);
 	sw_storage_layout(ftrel, current, &layout);
-	foreach(lc, st->key)
-		for (int i = 0; i < st->ncolumns; i++)
-			if (strcmp(st->columns[i].name, lfirst(lc)) == 0)
-				attnums[k++] = sw_hidden_attnum(&layout, st->columns[i].attnum);
+	k = key_attnums(st, &layout, attnums);
 
+	if (key_index_in_step(existing, st, attnums, k))
+	{
+		table_close(current, NoLock);
+		return;
+	}
 	if (OidIsValid(existing))
 	{
-		HeapTuple	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(existing));
-		Form_pg_index index;
-		bool		same;
 		ObjectAddress addr;
 
-		if (!HeapTupleIsValid(tuple))
-			elog(ERROR, "cache lookup failed for index %u", existing);
-		index = (Form_pg_index) GETSTRUCT(tuple);
-		same = st->upsert && index->indnkeyatts == nkeys &&
-			memcmp(index->indkey.values, attnums, sizeof(AttrNumber) * nkeys) == 0;
-		ReleaseSysCache(tuple);
-		if (same)
-		{
-			table_close(current, NoLock);
-			return;
-		}
 		ObjectAddressSet(addr, RelationRelationId, existing);
 		performDeletion(&addr, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
 		CommandCounterIncrement();
@@ -428,7 +510,7 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
-	key_index_name(current, name);
+	sw_key_index_name(RelationGetRelationName(current), name);
 	PG_TRY();
 	{
 		index_create(current, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
@@ -446,13 +528,14 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 			PG_RE_THROW();
 		FlushErrorState();
-		error_context_stack = errcallback.previous;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("cannot make the key of source table \"%s\" unique",
-						RelationGetRelationName(ftrel)),
-				 errdetail("Some of its current rows have the same key."),
-				 errhint("Delete or change the duplicate rows first: an upsert source keeps one row per key.")));
+		edata->message = psprintf(_("cannot make the key of source table \"%s\" unique"),
+								  RelationGetRelationName(ftrel));
+		edata->detail = pstrdup(_("Some of its current rows have the same key."));
+		edata->hint = pstrdup(_("Delete or change the duplicate rows first: an upsert source keeps one row per key."));
+		edata->context = NULL;
+		edata->constraint_name = NULL;
+		edata->table_name = pstrdup(RelationGetRelationName(ftrel));
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
 
@@ -535,20 +618,19 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 }
 
 /*
- * Where a hidden relation's own columns are, after checking that the
- * relation holds the foreign table's columns where and as it should.  A
- * relation out of step (DDL ran while the event triggers could not) is an
- * error: reading its tuples with the table's descriptor would be wrong or
- * unsafe.
+ * Where a hidden relation's own columns are, and whether it holds the
+ * foreign table's columns where and as it should (their names too, if
+ * asked).  When not, *column names the first column whose type differs,
+ * if that is the difference.
  */
-void
-sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
+static bool
+check_layout(Relation ftrel, Relation hidden, SwLayout *layout, bool names,
+			 const char **column)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	TupleDesc	hdesc = RelationGetDescr(hidden);
-	const char *problem = NULL;
-	const char *column = NULL;
 
+	*column = NULL;
 	layout->meta = InvalidAttrNumber;
 	layout->nmeta = 0;
 	for (int i = 0; i < hdesc->natts; i++)
@@ -565,32 +647,46 @@ sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
 		else if (strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
 			layout->nmeta++;
 	}
+	if (layout->meta == InvalidAttrNumber ||
+		hdesc->natts != fdesc->natts + layout->nmeta)
+		return false;
 
-	if (layout->meta == InvalidAttrNumber)
-		problem = "It has no batch column.";
-	else if (hdesc->natts != fdesc->natts + layout->nmeta)
-		problem = "It does not have the table's number of columns.";
-	else
+	for (int k = 1; k <= fdesc->natts; k++)
 	{
-		for (int k = 1; k <= fdesc->natts && problem == NULL; k++)
-		{
-			Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
-			Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(layout, k) - 1);
-			int32		typmod;
+		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
+		Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(layout, k) - 1);
+		int32		typmod;
 
-			if (fatt->attisdropped != hatt->attisdropped)
-				problem = "A column dropped in one is still in the other.";
-			else if (!fatt->attisdropped &&
-					 (hidden_type(fatt, &typmod) != hatt->atttypid ||
-					  typmod != hatt->atttypmod ||
-					  fatt->attcollation != hatt->attcollation))
-			{
-				problem = "A column's type differs.";
-				column = NameStr(fatt->attname);
-			}
+		if (fatt->attisdropped != hatt->attisdropped)
+			return false;
+		if (fatt->attisdropped)
+			continue;
+		if (hidden_type(fatt, &typmod) != hatt->atttypid ||
+			typmod != hatt->atttypmod ||
+			fatt->attcollation != hatt->attcollation)
+		{
+			*column = NameStr(fatt->attname);
+			return false;
 		}
+		if (names && strcmp(NameStr(fatt->attname), NameStr(hatt->attname)) != 0)
+			return false;
 	}
-	if (problem)
+	return true;
+}
+
+/*
+ * Where a hidden relation's own columns are, after checking that the
+ * relation holds the foreign table's columns where and as it should.  A
+ * relation out of step (DDL ran while the event triggers could not) is an
+ * error: reading its tuples with the table's descriptor would be wrong or
+ * unsafe.
+ */
+void
+sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
+{
+	const char *column;
+
+	if (!check_layout(ftrel, hidden, layout, false, &column))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the storage of source table \"%s\" is out of step with the table",

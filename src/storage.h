@@ -47,7 +47,6 @@ sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
 extern void sw_storage_sync(Oid relid, List *retyped);
 extern void sw_storage_forget(Oid relid);
 extern void sw_storage_depend(Oid relid, Oid hiddenid);
-extern Oid	sw_storage_key_index(Relation current);
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
 extern void sw_to_hidden(const SwLayout *layout, int natts,
 						 const Datum *values, const bool *isnull,
