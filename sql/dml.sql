@@ -411,12 +411,63 @@ INSERT INTO pp_src SELECT 180, 'selected' UNION ALL SELECT 300, 'out of bounds';
 \echo :LAST_ERROR_SQLSTATE
 SELECT tableoid::regclass, * FROM pp ORDER BY id;
 SELECT * FROM pp WHERE id = 5;
+-- an UPDATE of the parent that moves a row into the source partition,
+-- which it also updates
+UPDATE pp SET id = CASE WHEN id < 100 THEN id + 100 ELSE id + 1 END;
+SELECT tableoid::regclass, * FROM pp ORDER BY id;
+SELECT diff, data FROM source_writes.updates(NULL::pp_src) ORDER BY ts, diff DESC, data::text;
+-- rows copied through the parent are all there for its statement triggers
+CREATE FUNCTION count_pp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'pp has % rows', (SELECT count(*) FROM pp);
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER count_pp AFTER INSERT ON pp FOR EACH STATEMENT EXECUTE FUNCTION count_pp();
+COPY pp FROM stdin;
+120	copied
+121	copied
+20	copied
+\.
+DROP TRIGGER count_pp ON pp;
+DROP FUNCTION count_pp();
 -- ON CONFLICT is refused on source tables, also for rows routed to them
 INSERT INTO pp VALUES (190, 'x') ON CONFLICT DO NOTHING;
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO pp VALUES (60, 'x') ON CONFLICT DO NOTHING;
 SELECT count(*) FROM pp;
 DROP TABLE pp;
+
+-- a source table's NOT NULL and CHECK constraints hold, as for a table
+CREATE FOREIGN TABLE checked (id int NOT NULL CHECK (id > 0), v text)
+  SERVER kafka OPTIONS (topic 'checked');
+INSERT INTO checked VALUES (1, 'fine');
+INSERT INTO checked VALUES (NULL, 'no id');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO checked SELECT -g, 'negative' FROM generate_series(1, 3) g;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE checked SET id = 0;
+\echo :LAST_ERROR_SQLSTATE
+COPY checked FROM stdin;
+2	fine
+-2	negative
+\.
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM checked;
+-- AFTER triggers of a statement see the log of the batches before it
+-- whole: the rows the statement retracted are in the history already
+CREATE FUNCTION log_size() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'the log of checked has % updates', (SELECT count(*) FROM source_writes.updates(NULL::checked));
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER log_size AFTER UPDATE OR DELETE ON checked
+  FOR EACH STATEMENT EXECUTE FUNCTION log_size();
+UPDATE checked SET v = 'changed';
+DELETE FROM checked;
+DROP FOREIGN TABLE checked;
+DROP FUNCTION log_size();
 
 -- compaction writes: it is refused in a read-only transaction
 BEGIN READ ONLY;

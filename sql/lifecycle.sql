@@ -338,6 +338,19 @@ ALTER DOMAIN posint SET NOT NULL;
 DELETE FROM dom WHERE x IS NULL;
 ALTER DOMAIN posint SET NOT NULL;
 SELECT diff, data FROM source_writes.updates(NULL::dom) ORDER BY ts, diff DESC;
+-- ALTER DOMAIN locks only the source tables whose columns it checks, as
+-- PostgreSQL locks only the tables that use the domain
+BEGIN;
+CREATE DOMAIN unused AS int;
+ALTER DOMAIN unused ADD CONSTRAINT positive CHECK (VALUE > 0);
+SELECT count(*) AS source_tables_locked FROM pg_locks
+WHERE pid = pg_backend_pid() AND relation IN (SELECT relid FROM source_writes.source_tables);
+ROLLBACK;
+BEGIN;
+ALTER DOMAIN posint ADD CONSTRAINT still_positive CHECK (VALUE > 0);
+SELECT relation::regclass, mode FROM pg_locks
+WHERE pid = pg_backend_pid() AND relation IN (SELECT relid FROM source_writes.source_tables);
+ROLLBACK;
 -- a column changed to a domain has its current rows checked against it
 CREATE DOMAIN smallint_pos AS int CHECK (VALUE BETWEEN 1 AND 9);
 UPDATE dom SET y = 10;

@@ -22,6 +22,32 @@ SELECT * FROM source_writes.updates(NULL::secrets);
 RESET ROLE;
 SELECT relid, kind FROM source_writes.sources ORDER BY relid::text;
 
+-- a view, or a SECURITY DEFINER function, over a source shows its current
+-- rows with its owner's rights; reading the past through it needs SELECT
+-- on the table itself
+SELECT upper - 1 AS t_with_x FROM source_writes.frontiers('secrets') \gset
+DELETE FROM secrets;
+CREATE VIEW secret_ids AS SELECT id FROM secrets;
+CREATE FUNCTION secret_count() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+  AS 'SELECT count(*) FROM public.secrets';
+GRANT SELECT ON secret_ids TO regress_sw_mallory;
+GRANT EXECUTE ON FUNCTION secret_count() TO regress_sw_mallory;
+SET ROLE regress_sw_mallory;
+SELECT * FROM secret_ids;
+SELECT secret_count();
+SET source_writes.as_of = :t_with_x;
+SELECT * FROM secret_ids;
+SELECT secret_count();
+SET source_writes.as_of = 1;
+SELECT * FROM secret_ids;
+RESET source_writes.as_of;
+RESET ROLE;
+SET source_writes.as_of = :t_with_x;
+SELECT * FROM secret_ids;
+RESET source_writes.as_of;
+DROP VIEW secret_ids;
+DROP FUNCTION secret_count();
+
 -- The event triggers run whenever anybody runs DDL, with that role's
 -- search_path.  A role that can put an operator first on a superuser's
 -- path must not get it run by them.
