@@ -372,6 +372,11 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
  * the needed ones were set to null once, when the scan began (nothing else
  * writes them); in the common case the needed ones are where the table has
  * them, and copying them is a short loop.
+ *
+ * This runs for every row, so the slot is refilled in place, which is what
+ * ExecClearTuple() and ExecStoreVirtualTuple() would do to a slot that
+ * holds a virtual tuple.  Only a slot that was made to own a copy of its
+ * row (materialized) has anything to free: that one is cleared first.
  */
 static inline TupleTableSlot *
 store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
@@ -379,7 +384,8 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 {
 	int			needed = ss->needed_atts;
 
-	ExecClearTuple(slot);
+	if (unlikely(TTS_SHOULDFREE(slot)))
+		ExecClearTuple(slot);
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
 	if (likely(needed < layout->meta))
 	{
@@ -392,7 +398,8 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 	else
 		sw_from_hidden(layout, needed, hidden->tts_values, hidden->tts_isnull,
 					   slot->tts_values, slot->tts_isnull);
-	ExecStoreVirtualTuple(slot);
+	slot->tts_flags &= ~TTS_FLAG_EMPTY;
+	slot->tts_nvalid = slot->tts_tupleDescriptor->natts;
 	slot->tts_tid = hidden->tts_tid;
 	return slot;
 }
