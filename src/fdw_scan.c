@@ -107,6 +107,7 @@ typedef struct SwScanState
 	SwLayout	current_layout;
 	SwLayout	history_layout;
 	int			needed_atts;	/* deform hidden tuples this far (foreign attnums) */
+	bool		shared_values;	/* the scan slot's datums are current_slot's */
 	Snapshot	snapshot;		/* what the scan sees */
 	bool		registered;		/* we registered the snapshot */
 	int64		as_of;			/* -1, or the time read */
@@ -306,15 +307,32 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
-	/* the columns the query does not need are null in every row */
-	for (int i = ss->needed_atts; i < RelationGetDescr(ftrel)->natts; i++)
-		node->ss.ss_ScanTupleSlot->tts_isnull[i] = true;
 
 	sw_source_require(relid, &source);
 	ss->current = table_open(source.current_rel, AccessShareLock);
 	sw_storage_layout(ftrel, ss->current, &ss->current_layout);
 	ss->current_slot = table_slot_create(ss->current, &estate->es_tupleTable);
 	ss->snapshot = estate->es_snapshot;
+
+	/*
+	 * When the columns the query needs are where the table has them, and
+	 * the current rows are read, the scan slot shares the arrays into which
+	 * the hidden tuples are deformed: a row costs no copy at all.  The
+	 * columns past the needed ones are null in every row, set once here;
+	 * nothing deforms a hidden tuple that far.
+	 */
+	{
+		TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+
+		if (ss->as_of < 0 && ss->needed_atts < ss->current_layout.meta)
+		{
+			slot->tts_values = ss->current_slot->tts_values;
+			slot->tts_isnull = ss->current_slot->tts_isnull;
+			ss->shared_values = true;
+		}
+		for (int i = ss->needed_atts; i < RelationGetDescr(ftrel)->natts; i++)
+			slot->tts_isnull[i] = true;
+	}
 
 	if (ss->as_of >= 0)
 	{
@@ -371,7 +389,7 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
  * which its buffer slot keeps pinned until the next row.  The columns past
  * the needed ones were set to null once, when the scan began (nothing else
  * writes them); in the common case the needed ones are where the table has
- * them, and copying them is a short loop.
+ * them, deformed straight into the scan slot's (shared) arrays.
  *
  * This runs for every row, so the slot is refilled in place, which is what
  * ExecClearTuple() and ExecStoreVirtualTuple() would do to a slot that
@@ -387,7 +405,9 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 	if (unlikely(TTS_SHOULDFREE(slot)))
 		ExecClearTuple(slot);
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
-	if (likely(needed < layout->meta))
+	if (likely(ss->shared_values))
+		;						/* the datums are in place */
+	else if (needed < layout->meta)
 	{
 		for (int i = 0; i < needed; i++)
 		{
