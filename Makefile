@@ -9,9 +9,9 @@ MODULE_big = source_writes
 OBJS = \
 	src/catalog.o \
 	src/compaction.o \
+	src/constraints.o \
 	src/controller.o \
 	src/ddl.o \
-	src/domains.o \
 	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \

@@ -454,6 +454,22 @@ COPY checked FROM stdin;
 \.
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM checked;
+-- constraints added later hold for the rows the table has, as they do
+-- for a plain table's
+INSERT INTO checked VALUES (5, NULL), (6, 'six');
+ALTER FOREIGN TABLE checked ADD CONSTRAINT small CHECK (id < 6);
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE checked ALTER COLUMN v SET NOT NULL;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE checked ADD COLUMN w int NOT NULL;
+\echo :LAST_ERROR_SQLSTATE
+ALTER FOREIGN TABLE checked ADD CONSTRAINT small CHECK (id < 6) NOT VALID;
+ALTER FOREIGN TABLE checked VALIDATE CONSTRAINT small;
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM checked WHERE id >= 5;
+ALTER FOREIGN TABLE checked VALIDATE CONSTRAINT small;
+ALTER FOREIGN TABLE checked ALTER COLUMN v SET NOT NULL;
+SELECT * FROM checked;
 -- AFTER triggers of a statement see the log of the batches before it
 -- whole: the rows the statement retracted are in the history already
 CREATE FUNCTION log_size() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -466,6 +482,12 @@ CREATE TRIGGER log_size AFTER UPDATE OR DELETE ON checked
   FOR EACH STATEMENT EXECUTE FUNCTION log_size();
 UPDATE checked SET v = 'changed';
 DELETE FROM checked;
+-- also those of another table of the statement
+INSERT INTO checked VALUES (3, 'three');
+CREATE TABLE gone (id int, v text);
+CREATE TRIGGER log_size AFTER INSERT ON gone FOR EACH STATEMENT EXECUTE FUNCTION log_size();
+WITH d AS (DELETE FROM checked RETURNING *) INSERT INTO gone SELECT * FROM d;
+DROP TABLE gone;
 DROP FOREIGN TABLE checked;
 DROP FUNCTION log_size();
 

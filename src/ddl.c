@@ -6,8 +6,9 @@
  * The extension installs two event triggers.  At ddl_command_end, every
  * source table a command created or altered is synced with its hidden
  * relations (storage.c), servers and user mappings are checked against
- * their kind, ALTER DOMAIN checks the current rows of source tables whose
- * columns have the domain, and creating a server or a source table reminds
+ * their kind, ALTER TABLE that adds or validates a constraint checks the
+ * current rows, as does ALTER DOMAIN for source tables whose columns have
+ * the domain, and creating a server or a source table reminds
  * the user when the workers cannot run.  At sql_drop, dropped source tables
  * lose their catalog row and whatever is left of their storage.  Event
  * triggers fire whether or not the library is preloaded, and they run
@@ -27,6 +28,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_inherits.h"
@@ -43,7 +45,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
-#include "domains.h"
+#include "constraints.h"
 #include "fdw_options.h"
 #include "storage.h"
 
@@ -115,6 +117,42 @@ retyped_columns(CollectedCommand *command)
 			names = lappend(names, makeString(cmd->name));
 	}
 	return names;
+}
+
+/*
+ * Can an ALTER TABLE command make rows a source table has break its
+ * constraints: a constraint added or validated, NOT NULL set, a column
+ * added?  Then its current rows are checked, as a plain table's would be.
+ */
+static bool
+checks_rows(CollectedCommand *command)
+{
+	ListCell   *lc;
+
+	if (command == NULL || command->type != SCT_AlterTable)
+		return false;
+	foreach(lc, command->d.alterTable.subcmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) ((CollectedATSubcmd *) lfirst(lc))->parsetree;
+
+		if (!IsA(cmd, AlterTableCmd))
+			continue;
+		switch (cmd->subtype)
+		{
+			case AT_AddConstraint:
+			case AT_AddConstraintRecurse:
+			case AT_ReAddConstraint:
+			case AT_ValidateConstraint:
+			case AT_ValidateConstraintRecurse:
+			case AT_SetNotNull:
+			case AT_AddColumn:
+			case AT_AddColumnRecurse:
+				return true;
+			default:
+				break;
+		}
+	}
+	return false;
 }
 
 /*
@@ -214,6 +252,7 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 					/* a change to a parent reaches its inheriting tables */
 					List	   *rels = find_all_inheritors(obj->objid, NoLock, NULL);
 					List	   *retyped = retyped_columns(obj->command);
+					bool		check = checks_rows(obj->command);
 					ListCell   *rc;
 
 					foreach(rc, rels)
@@ -221,6 +260,13 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 						if (!sw_is_source_table(lfirst_oid(rc)))
 							continue;
 						sw_storage_sync(lfirst_oid(rc), retyped);
+						if (check)
+						{
+							Relation	ftrel = relation_open(lfirst_oid(rc), AccessShareLock);
+
+							sw_constraints_check(ftrel);
+							relation_close(ftrel, NoLock);
+						}
 						if (strcmp(obj->tag, "CREATE FOREIGN TABLE") == 0)
 							sw_warn_if_not_preloaded();
 					}

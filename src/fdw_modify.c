@@ -104,7 +104,6 @@ typedef struct SwModifyState
 	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
 	bool		check_partition;	/* a partition: enforce its constraint */
 	bool		check_constraints;	/* NOT NULL and CHECK constraints */
-	bool		routed_into;	/* an UPDATE's relation that rows move into */
 	bool		row_triggers;	/* the command's row triggers saw the row */
 	bool		buffer_history; /* retractions may wait for the end */
 
@@ -806,12 +805,18 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 			 : (trig->trig_delete_before_row || trig->trig_delete_after_row));
 
 		/*
-		 * AFTER triggers run before EndForeignModify: when there are any,
-		 * retractions are written at once, so that the log the triggers
-		 * read is whole.
+		 * AFTER triggers run before EndForeignModify: when the statement may
+		 * fire any (on this table, its partitioned root, another of the
+		 * statement's target tables, or a table of a writable CTE),
+		 * retractions are written at once, so that the log they read is
+		 * whole.
 		 */
 		state->buffer_history = !has_after_triggers(trig) &&
-			!has_after_triggers(roottrig);
+			!has_after_triggers(roottrig) &&
+			mtstate->canSetTag &&
+			mtstate->ps.state->es_auxmodifytables == NIL;
+		for (int i = 0; i < mtstate->mt_nrels && state->buffer_history; i++)
+			state->buffer_history = !has_after_triggers(mtstate->resultRelInfo[i].ri_TrigDesc);
 
 		state->mtstate = mtstate;
 		state->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
@@ -849,10 +854,7 @@ swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	 * up, which EndForeignModify ends.
 	 */
 	if (rinfo->ri_FdwState != NULL)
-	{
-		((SwModifyState *) rinfo->ri_FdwState)->routed_into = true;
 		return;
-	}
 
 	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
 	state->buffer_rows = rinfo->ri_TrigDesc == NULL &&

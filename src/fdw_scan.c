@@ -274,7 +274,8 @@ swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
  * SECURITY DEFINER function, over a source table lets its users read the
  * current rows with its owner's rights; it must not become a way into the
  * history, so reading as of a time needs SELECT on the table itself, for
- * the role that set source_writes.as_of and for the current one.
+ * the current role and for the one outside any SECURITY DEFINER function
+ * (the session's current role).
  */
 static void
 check_read_past(Relation ftrel)
@@ -393,8 +394,10 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
  *
  * This runs for every row, so the slot is refilled in place, which is what
  * ExecClearTuple() and ExecStoreVirtualTuple() would do to a slot that
- * holds a virtual tuple.  Only a slot that was made to own a copy of its
- * row (materialized) has anything to free: that one is cleared first.
+ * holds the previous row as a virtual tuple.  A slot that holds anything
+ * else (a tuple it was made to own, or one a trigger stored in it) is
+ * cleared first, and its columns past the needed ones, which deforming
+ * that tuple may have filled, are made null again.
  */
 static inline TupleTableSlot *
 store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
@@ -402,8 +405,14 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 {
 	int			needed = ss->needed_atts;
 
-	if (unlikely(TTS_SHOULDFREE(slot)))
+	if (unlikely(slot->tts_ops != &TTSOpsHeapTuple ||
+				 ((HeapTupleTableSlot *) slot)->tuple != NULL ||
+				 TTS_SHOULDFREE(slot)))
+	{
 		ExecClearTuple(slot);
+		for (int i = needed; i < slot->tts_tupleDescriptor->natts; i++)
+			slot->tts_isnull[i] = true;
+	}
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
 	if (likely(ss->shared_values))
 		;						/* the datums are in place */

@@ -92,7 +92,7 @@
 #include "catalog.h"
 #include "controller.h"
 #include "fdw_options.h"
-#include "domains.h"
+#include "constraints.h"
 #include "storage.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
@@ -455,6 +455,7 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	char		name[NAMEDATALEN];
 	ErrorContextCallback errcallback;
 	MemoryContext oldcxt = CurrentMemoryContext;
+	char	   *schema_name;
 	int			k;
 	SwLayout	layout;
 
@@ -511,6 +512,7 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	error_context_stack = &errcallback;
 
 	sw_key_index_name(RelationGetRelationName(current), name);
+	schema_name = get_namespace_name(RelationGetNamespace(ftrel));
 	PG_TRY();
 	{
 		index_create(current, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
@@ -534,6 +536,7 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 		edata->hint = pstrdup(_("Delete or change the duplicate rows first: an upsert source keeps one row per key."));
 		edata->context = NULL;
 		edata->constraint_name = NULL;
+		edata->schema_name = schema_name;
 		edata->table_name = pstrdup(RelationGetRelationName(ftrel));
 		ReThrowError(edata);
 	}

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * domains.c
- *		  Domain constraints over the current rows of source tables
+ * constraints.c
+ *		  Constraints over the current rows of source tables: the tables'
+ *		  own, and their columns' domains
  *
  * The hidden relations store a column of a domain type as the domain's
  * base type (see storage.c), so that PostgreSQL's own checks of a domain's
@@ -12,10 +13,15 @@
  * constraint or NOT NULL, with the errors PostgreSQL gives for a plain
  * table.  The history keeps the past as it was.
  *
+ * A source table's own NOT NULL and CHECK constraints hold for the rows
+ * written to it (fdw_modify.c checks them), and for the rows it has when
+ * a constraint is added or validated, or a column added: those are
+ * checked here, as ALTER TABLE checks a plain table's rows.
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/domains.c
+ *		  src/constraints.c
  *
  *-------------------------------------------------------------------------
  */
@@ -42,7 +48,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
-#include "domains.h"
+#include "constraints.h"
 #include "storage.h"
 
 /*
@@ -256,4 +262,89 @@ sw_domain_altered(Oid domain)
 			check_column_rows(ftrel, &source, attnum);
 		relation_close(ftrel, NoLock);
 	}
+}
+
+/*
+ * Check the current rows of a source table against its validated CHECK
+ * constraints and its NOT NULL columns, with the errors ALTER TABLE gives
+ * for a plain table's rows.  The caller holds the table locked.
+ */
+void
+sw_constraints_check(Relation ftrel)
+{
+	TupleDesc	desc = RelationGetDescr(ftrel);
+	TupleConstr *constr = desc->constr;
+	SwSource	source;
+	EState	   *estate;
+	ExprContext *econtext;
+	List	   *checks = NIL;
+	List	   *names = NIL;
+	Relation	current;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *hidden;
+	TupleTableSlot *row;
+	SwLayout	layout;
+
+	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
+		return;
+	sw_source_require(RelationGetRelid(ftrel), &source);
+
+	estate = CreateExecutorState();
+	econtext = GetPerTupleExprContext(estate);
+	for (int i = 0; i < constr->num_check; i++)
+	{
+		Expr	   *expr;
+
+		if (!constr->check[i].ccvalid)
+			continue;
+		expr = expression_planner((Expr *) stringToNode(constr->check[i].ccbin));
+		checks = lappend(checks, ExecPrepareExpr(expr, estate));
+		names = lappend(names, constr->check[i].ccname);
+	}
+
+	current = table_open(source.current_rel, AccessShareLock);
+	sw_storage_layout(ftrel, current, &layout);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(current, snapshot, 0, NULL);
+	hidden = table_slot_create(current, NULL);
+	row = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, hidden))
+	{
+		ListCell   *lc;
+		ListCell   *nc;
+
+		CHECK_FOR_INTERRUPTS();
+		ExecClearTuple(row);
+		slot_getallattrs(hidden);
+		sw_from_hidden(&layout, desc->natts, hidden->tts_values,
+					   hidden->tts_isnull, row->tts_values, row->tts_isnull);
+		ExecStoreVirtualTuple(row);
+
+		for (int k = 0; k < desc->natts && constr->has_not_null; k++)
+			if (TupleDescAttr(desc, k)->attnotnull &&
+				!TupleDescAttr(desc, k)->attisdropped && row->tts_isnull[k])
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("column \"%s\" of relation \"%s\" contains null values",
+								NameStr(TupleDescAttr(desc, k)->attname),
+								RelationGetRelationName(ftrel)),
+						 errtablecol(ftrel, k + 1)));
+
+		econtext->ecxt_scantuple = row;
+		forboth(lc, checks, nc, names)
+			if (!ExecCheck(lfirst(lc), econtext))
+				ereport(ERROR,
+						(errcode(ERRCODE_CHECK_VIOLATION),
+						 errmsg("check constraint \"%s\" of relation \"%s\" is violated by some row",
+								(char *) lfirst(nc), RelationGetRelationName(ftrel)),
+						 errtableconstraint(ftrel, lfirst(nc))));
+		ResetExprContext(econtext);
+	}
+	ExecDropSingleTupleTableSlot(row);
+	ExecDropSingleTupleTableSlot(hidden);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(current, AccessShareLock);
+	FreeExecutorState(estate);
 }
