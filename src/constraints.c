@@ -79,22 +79,19 @@ based_on(Oid type, Oid domain)
 void
 sw_domain_check_values(Relation current, AttrNumber hattnum, Oid domain)
 {
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
-	TupleTableSlot *slot = table_slot_create(current, NULL);
+	SwRowScan	rs;
+	TupleTableSlot *slot;
 	void	   *extra = NULL;
 
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	sw_rows_begin(&rs, current);
+	while ((slot = sw_rows_next(&rs)) != NULL)
 	{
 		bool		isnull;
 		Datum		value = slot_getattr(slot, hattnum, &isnull);
 
-		CHECK_FOR_INTERRUPTS();
 		domain_check(value, isnull, domain, &extra, CurrentMemoryContext);
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
+	sw_rows_end(&rs);
 }
 
 /*
@@ -163,17 +160,16 @@ check_column_rows(Relation ftrel, const SwSource *source, AttrNumber k)
 	bool		notnull;
 	List	   *checks = domain_checks(fatt->atttypid, estate, &notnull);
 	Relation	current = table_open(source->current_rel, ShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
-	TupleTableSlot *slot = table_slot_create(current, NULL);
+	SwRowScan	rs;
+	TupleTableSlot *slot;
 	SwLayout	layout;
 
 	sw_storage_layout(ftrel, current, &layout);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	sw_rows_begin(&rs, current);
+	while ((slot = sw_rows_next(&rs)) != NULL)
 	{
 		ListCell   *lc;
 
-		CHECK_FOR_INTERRUPTS();
 		econtext->domainValue_datum =
 			slot_getattr(slot, sw_hidden_attnum(&layout, k),
 						 &econtext->domainValue_isNull);
@@ -190,9 +186,7 @@ check_column_rows(Relation ftrel, const SwSource *source, AttrNumber k)
 								NameStr(fatt->attname), RelationGetRelationName(ftrel))));
 		ResetExprContext(econtext);
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
+	sw_rows_end(&rs);
 	table_close(current, NoLock);
 	FreeExecutorState(estate);
 }
@@ -280,8 +274,7 @@ sw_constraints_check(Relation ftrel)
 	List	   *checks = NIL;
 	List	   *names = NIL;
 	Relation	current;
-	Snapshot	snapshot;
-	TableScanDesc scan;
+	SwRowScan	rs;
 	TupleTableSlot *hidden;
 	TupleTableSlot *row;
 	SwLayout	layout;
@@ -305,16 +298,13 @@ sw_constraints_check(Relation ftrel)
 
 	current = table_open(source.current_rel, AccessShareLock);
 	sw_storage_layout(ftrel, current, &layout);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(current, snapshot, 0, NULL);
-	hidden = table_slot_create(current, NULL);
+	sw_rows_begin(&rs, current);
 	row = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, hidden))
+	while ((hidden = sw_rows_next(&rs)) != NULL)
 	{
 		ListCell   *lc;
 		ListCell   *nc;
 
-		CHECK_FOR_INTERRUPTS();
 		ExecClearTuple(row);
 		slot_getallattrs(hidden);
 		sw_from_hidden(&layout, desc->natts, hidden->tts_values,
@@ -342,9 +332,7 @@ sw_constraints_check(Relation ftrel)
 		ResetExprContext(econtext);
 	}
 	ExecDropSingleTupleTableSlot(row);
-	ExecDropSingleTupleTableSlot(hidden);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
+	sw_rows_end(&rs);
 	table_close(current, AccessShareLock);
 	FreeExecutorState(estate);
 }

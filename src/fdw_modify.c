@@ -1158,28 +1158,25 @@ swExecForeignTruncate(List *rels, DropBehavior behavior, bool restart_seqs)
 	{
 		SwModifyState *state = begin_modify(lfirst(lc), NULL);
 		CommandId	cid = GetCurrentCommandId(true);
-		Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-		TableScanDesc scan = table_beginscan(state->current, snapshot, 0, NULL);
-		TupleTableSlot *slot = table_slot_create(state->current, NULL);
+		SwRowScan	rs;
+		TupleTableSlot *slot;
 
-		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		sw_rows_begin(&rs, state->current);
+		while ((slot = sw_rows_next(&rs)) != NULL)
 		{
 			TM_FailureData tmfd;
 			MemoryContext old;
 
-			CHECK_FOR_INTERRUPTS();
 			MemoryContextReset(state->row_cxt);
 			old = MemoryContextSwitchTo(state->row_cxt);
-			if (table_tuple_delete(state->current, &slot->tts_tid, cid, snapshot,
+			if (table_tuple_delete(state->current, &slot->tts_tid, cid, rs.snapshot,
 								   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
 				elog(ERROR, "could not delete a row of source table \"%s\" while truncating it",
 					 RelationGetRelationName(state->ftrel));
 			retract(state, ExecFetchSlotHeapTuple(slot, false, NULL), cid);
 			MemoryContextSwitchTo(old);
 		}
-		ExecDropSingleTupleTableSlot(slot);
-		table_endscan(scan);
-		UnregisterSnapshot(snapshot);
+		sw_rows_end(&rs);
 		end_modify(state);
 	}
 }

@@ -306,6 +306,40 @@ sw_storage_depend(Oid relid, Oid hiddenid)
 }
 
 /*
+ * Begin a scan of a hidden heap's rows as they are now, as DDL that checks
+ * or changes them needs them: under the latest snapshot, so that rows
+ * committed since the command's snapshot count too (the table is locked
+ * against writers meanwhile).
+ */
+void
+sw_rows_begin(SwRowScan *rs, Relation hidden)
+{
+	rs->snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rs->scan = table_beginscan(hidden, rs->snapshot, 0, NULL);
+	rs->slot = table_slot_create(hidden, NULL);
+}
+
+/*
+ * The next row, or NULL at the end; the slot holds it until the next call.
+ */
+TupleTableSlot *
+sw_rows_next(SwRowScan *rs)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (!table_scan_getnextslot(rs->scan, ForwardScanDirection, rs->slot))
+		return NULL;
+	return rs->slot;
+}
+
+void
+sw_rows_end(SwRowScan *rs)
+{
+	ExecDropSingleTupleTableSlot(rs->slot);
+	table_endscan(rs->scan);
+	UnregisterSnapshot(rs->snapshot);
+}
+
+/*
  * The unique index on the key columns of an upsert source, or InvalidOid.
  */
 static Oid
@@ -331,16 +365,15 @@ static void
 check_keys_not_null(Relation ftrel, Relation current, int nkeys,
 					const AttrNumber *attnums)
 {
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(current, snapshot, 0, NULL);
-	TupleTableSlot *slot = table_slot_create(current, NULL);
+	SwRowScan	rs;
+	TupleTableSlot *slot;
 	AttrNumber	last = 0;
 
 	for (int i = 0; i < nkeys; i++)
 		last = Max(last, attnums[i]);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	sw_rows_begin(&rs, current);
+	while ((slot = sw_rows_next(&rs)) != NULL)
 	{
-		CHECK_FOR_INTERRUPTS();
 		slot_getsomeattrs(slot, last);
 		for (int i = 0; i < nkeys; i++)
 			if (slot->tts_isnull[attnums[i] - 1])
@@ -352,9 +385,7 @@ check_keys_not_null(Relation ftrel, Relation current, int nkeys,
 						 errdetail("Some of its current rows have no value in the column."),
 						 errhint("Delete those rows or give them a value first: every row of an upsert source has a complete key.")));
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
+	sw_rows_end(&rs);
 }
 
 /*

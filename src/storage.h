@@ -14,6 +14,8 @@
 #define SW_STORAGE_H
 
 #include "access/attnum.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
@@ -43,6 +45,18 @@ sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
 {
 	return attnum < layout->meta ? attnum : attnum + layout->nmeta;
 }
+
+/* a scan of a hidden heap's rows as they are now (the latest snapshot) */
+typedef struct SwRowScan
+{
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+} SwRowScan;
+
+extern void sw_rows_begin(SwRowScan *rs, Relation hidden);
+extern TupleTableSlot *sw_rows_next(SwRowScan *rs);
+extern void sw_rows_end(SwRowScan *rs);
 
 extern void sw_storage_sync(Oid relid, List *retyped);
 extern void sw_storage_forget(Oid relid);
