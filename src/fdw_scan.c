@@ -108,6 +108,8 @@ typedef struct SwScanState
 	SwLayout	history_layout;
 	int			needed_atts;	/* deform hidden tuples this far (foreign attnums) */
 	bool		shared_values;	/* the scan slot's datums are current_slot's */
+	bool		fast;			/* swIterateForeignScan's fast path applies */
+	int			natts;			/* of the scan slot */
 	Snapshot	snapshot;		/* what the scan sees */
 	bool		registered;		/* we registered the snapshot */
 	int64		as_of;			/* -1, or the time read */
@@ -331,7 +333,8 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 			slot->tts_isnull = ss->current_slot->tts_isnull;
 			ss->shared_values = true;
 		}
-		for (int i = ss->needed_atts; i < RelationGetDescr(ftrel)->natts; i++)
+		ss->natts = slot->tts_tupleDescriptor->natts;
+		for (int i = ss->needed_atts; i < ss->natts; i++)
 			slot->tts_isnull[i] = true;
 	}
 
@@ -483,9 +486,10 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 }
 
 /*
- * The general case of swIterateForeignScan: start the scan, or read as of
- * a time.  Kept out of line, so that the common case pays for no more than
- * it uses.
+ * The general case of swIterateForeignScan: start the scan, read as of a
+ * time, copy columns that are not where the table has them, or clear a
+ * slot that holds a tuple.  Kept out of line, so that the common case pays
+ * for no more than it uses.
  */
 static pg_noinline TupleTableSlot *
 iterate_scan(ForeignScanState *node)
@@ -502,6 +506,7 @@ iterate_scan(ForeignScanState *node)
 
 		ss->scan = begin_heap_scan(ss, ss->current, false);
 		MemoryContextSwitchTo(old);
+		ss->fast = ss->shared_values && slot->tts_ops == &TTSOpsHeapTuple;
 	}
 
 	if (ss->as_of < 0)
@@ -516,21 +521,27 @@ iterate_scan(ForeignScanState *node)
 
 /*
  * The next row.  In the common case this is all there is to it: the next
- * heap tuple, deformed as far as needed.
+ * heap tuple, deformed as far as needed straight into the scan slot's
+ * arrays, which the slot shares with the hidden heap's slot (store_row()
+ * says more).  A slot into which something stored a tuple of its own since
+ * the last row takes the general path, which clears it.
  */
 static TupleTableSlot *
 swIterateForeignScan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	TupleTableSlot *hidden = ss->current_slot;
 
-	if (likely(ss->scan != NULL && ss->as_of < 0))
-	{
-		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, ss->current_slot))
-			return ExecClearTuple(node->ss.ss_ScanTupleSlot);
-		return store_row(ss, ss->current_slot, &ss->current_layout,
-						 node->ss.ss_ScanTupleSlot);
-	}
-	return iterate_scan(node);
+	if (unlikely(!ss->fast || ((HeapTupleTableSlot *) slot)->tuple != NULL))
+		return iterate_scan(node);
+	if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
+		return ExecClearTuple(slot);
+	slot_getsomeattrs(hidden, ss->needed_atts);
+	slot->tts_flags &= ~TTS_FLAG_EMPTY;
+	slot->tts_nvalid = ss->natts;
+	slot->tts_tid = hidden->tts_tid;
+	return slot;
 }
 
 /*
