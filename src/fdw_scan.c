@@ -9,8 +9,10 @@
  * first columns of a heap tuple: the scan deforms the heap tuple as far as
  * the query needs and hands the values on in a virtual tuple of the
  * table's own shape (our columns at the end are never deformed; columns
- * added after the table was created are copied to their places).  That is
- * a sequential scan's work plus one copy of the needed datums per row.
+ * added after the table was created are copied to their places).  Where
+ * the needed columns are where the table has them, the scan slot shares
+ * the arrays the heap tuple is deformed into, and a row costs a sequential
+ * scan's work and no copy; otherwise, one copy of the needed datums.
  * The slot's tts_tid is the heap tuple's ctid: the row identity that UPDATE
  * and DELETE use, visible as the ctid system column.  Large tables are
  * scanned in parallel, like plain ones.
@@ -388,21 +390,34 @@ begin_heap_scan(SwScanState *ss, Relation rel, bool history)
 }
 
 /*
+ * Clear the scan slot, and make its columns past the needed ones null
+ * again.  Rows refill the slot in place (see store_row()), and leave those
+ * columns null as the scan's start set them; but when the slot held a
+ * tuple of its own, something may have deformed it that far.
+ */
+static void
+clear_slot(SwScanState *ss, TupleTableSlot *slot)
+{
+	ExecClearTuple(slot);
+	for (int i = ss->needed_atts; i < ss->natts; i++)
+		slot->tts_isnull[i] = true;
+}
+
+/*
  * Put the needed columns of a hidden row into the scan slot, as a row of
  * the table: a virtual tuple whose datums point into the hidden tuple,
  * which its buffer slot keeps pinned until the next row.  The columns past
- * the needed ones were set to null once, when the scan began (nothing else
- * writes them); in the common case the needed ones are where the table has
- * them, deformed straight into the scan slot's (shared) arrays.
+ * the needed ones are null.  Where the needed ones are where the table has
+ * them, they are deformed straight into the scan slot's (shared) arrays.
  *
- * This runs for every row, so the slot is refilled in place, which is what
- * ExecClearTuple() and ExecStoreVirtualTuple() would do to a slot that
- * holds the previous row as a virtual tuple.  A slot that holds anything
- * else (a tuple it was made to own, or one a trigger stored in it) is
- * cleared first, and its columns past the needed ones, which deforming
- * that tuple may have filled, are made null again.
+ * The slot is refilled in place, which is what ExecClearTuple() and
+ * ExecStoreVirtualTuple() would do to a slot that holds the previous row
+ * as a virtual tuple.  A slot that holds anything else (a tuple that a
+ * node above materialized in it, or that a trigger stored in it) is
+ * cleared first.  swIterateForeignScan() does the same for the common
+ * case, inline.
  */
-static inline TupleTableSlot *
+static TupleTableSlot *
 store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 		  TupleTableSlot *slot)
 {
@@ -411,11 +426,7 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 	if (unlikely(slot->tts_ops != &TTSOpsHeapTuple ||
 				 ((HeapTupleTableSlot *) slot)->tuple != NULL ||
 				 TTS_SHOULDFREE(slot)))
-	{
-		ExecClearTuple(slot);
-		for (int i = needed; i < slot->tts_tupleDescriptor->natts; i++)
-			slot->tts_isnull[i] = true;
-	}
+		clear_slot(ss, slot);
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
 	if (likely(ss->shared_values))
 		;						/* the datums are in place */
@@ -431,7 +442,7 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 		sw_from_hidden(layout, needed, hidden->tts_values, hidden->tts_isnull,
 					   slot->tts_values, slot->tts_isnull);
 	slot->tts_flags &= ~TTS_FLAG_EMPTY;
-	slot->tts_nvalid = slot->tts_tupleDescriptor->natts;
+	slot->tts_nvalid = ss->natts;
 	slot->tts_tid = hidden->tts_tid;
 	return slot;
 }
@@ -515,7 +526,10 @@ iterate_scan(ForeignScanState *node)
 	else
 		hidden = next_row_as_of(node, ss, &layout);
 	if (hidden == NULL)
-		return ExecClearTuple(slot);
+	{
+		clear_slot(ss, slot);
+		return slot;
+	}
 	return store_row(ss, hidden, layout, slot);
 }
 
@@ -564,6 +578,8 @@ swReScanForeignScan(ForeignScanState *node)
 {
 	SwScanState *ss = node->fdw_state;
 
+	/* the executor clears the slot next, but leaves the rest to us */
+	clear_slot(ss, node->ss.ss_ScanTupleSlot);
 	if (ss->scan == NULL)
 		return;
 	if (ss->in_history)

@@ -331,6 +331,9 @@ sw_rows_next(SwRowScan *rs)
 	return rs->slot;
 }
 
+/*
+ * End the scan, and let go of its snapshot.
+ */
 void
 sw_rows_end(SwRowScan *rs)
 {

@@ -14,10 +14,10 @@
 #define SW_STORAGE_H
 
 #include "access/attnum.h"
-#include "access/tableam.h"
 #include "executor/tuptable.h"
 #include "nodes/pg_list.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 /* schema of the hidden relations that hold the rows of source tables */
 #define SW_INTERNAL_SCHEMA	"source_writes_internal"
@@ -50,7 +50,7 @@ sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
 typedef struct SwRowScan
 {
 	Snapshot	snapshot;
-	TableScanDesc scan;
+	struct TableScanDescData *scan;
 	TupleTableSlot *slot;
 } SwRowScan;
 
