@@ -19,6 +19,7 @@ OBJS = \
 	src/functions.o \
 	src/launcher.o \
 	src/log.o \
+	src/notifier.o \
 	src/restore.o \
 	src/source_writes.o \
 	src/storage.o
@@ -42,6 +43,8 @@ EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
+# rebuild what includes a header that changed
+override autodepend = yes
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

@@ -27,7 +27,8 @@ CREATE FOREIGN DATA WRAPPER source_writes
   HANDLER source_writes.fdw_handler
   VALIDATOR source_writes.fdw_validator;
 
--- One row per source table: its kind, hidden relations and frontiers.  The
+-- One row per source table: its kind, hidden relations and the frontiers
+-- it keeps (its upper moves with the batches it commits, see below).  The
 -- catalog is the extension's; others read it through the view
 -- source_writes.sources, which shows each role the tables it may read.
 CREATE TABLE source_writes.source_tables (
@@ -35,14 +36,18 @@ CREATE TABLE source_writes.source_tables (
     kind        text NOT NULL CHECK (kind IN ('kafka', 'webhook')),
     current_rel regclass NOT NULL,      -- hidden heap of current rows
     history_rel regclass NOT NULL,      -- hidden heap of retracted rows
-    upper       bigint NOT NULL,        -- first timestamp not yet written (ms)
-    since       bigint NOT NULL         -- earliest readable timestamp (ms)
+    upper       bigint NOT NULL,        -- the upper before its first batch (ms)
+    since       bigint NOT NULL,        -- earliest readable timestamp (ms), at least
+    retain      bigint NOT NULL         -- retain_history (ms, -1 for ever) it follows
 );
 COMMENT ON TABLE source_writes.source_tables IS
   'One row per source table: its kind, hidden relations and frontiers';
 
 -- One row per committed batch of a source: the log's timestamps and who
--- wrote what.  Batch ids come from a sequence and are never reused.
+-- wrote what.  Batch ids come from a sequence and are never reused.  A
+-- batch also names the earlier batches of its source that were still
+-- committing when it got its timestamp: with them, a snapshot that sees a
+-- batch knows whether it sees every batch before it (its upper).
 CREATE SEQUENCE source_writes.batch_ids;
 CREATE TABLE source_writes.batches (
     source  regclass NOT NULL,  -- the source table
@@ -50,6 +55,9 @@ CREATE TABLE source_writes.batches (
     ts      bigint NOT NULL,    -- the batch's timestamp (ms since the epoch)
     origin  text NOT NULL CHECK (origin IN ('user', 'kafka', 'webhook', 'system')),
     role    name NOT NULL,      -- the role that wrote it, as it was named then
+    xid     xid8 NOT NULL,      -- the transaction that wrote it
+    pending_ts  bigint[],       -- earlier batches still committing at its stamp:
+    pending_xid xid8[],         -- their timestamps and transactions
     PRIMARY KEY (source, batch)
 );
 CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);
@@ -70,15 +78,6 @@ LANGUAGE C;
 CREATE TRIGGER restore BEFORE INSERT ON source_writes.source_tables
   FOR EACH ROW EXECUTE FUNCTION source_writes.restore_catalog_row();
 
--- the source tables a role may read, with their frontiers
-CREATE VIEW source_writes.sources WITH (security_barrier) AS
-  SELECT relid, kind, since, upper
-  FROM source_writes.source_tables
-  WHERE pg_catalog.has_table_privilege(relid, 'SELECT');
-COMMENT ON VIEW source_writes.sources IS
-  'The source tables the current role may read: kind and readable range [since, upper)';
-GRANT SELECT ON source_writes.sources TO PUBLIC;
-
 -- reading sources: frontiers, the log, notifications, compaction
 CREATE FUNCTION source_writes.frontiers(source regclass, OUT since bigint, OUT upper bigint)
 RETURNS record
@@ -86,6 +85,17 @@ AS 'MODULE_PATHNAME', 'source_writes_frontiers'
 LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION source_writes.frontiers(regclass) IS
   'The readable range [since, upper) of a source table, in ms since the Unix epoch';
+
+-- the source tables a role may read, with their frontiers
+CREATE VIEW source_writes.sources WITH (security_barrier) AS
+  SELECT relid, kind, (f).since, (f).upper
+  FROM (SELECT relid, kind, source_writes.frontiers(relid) AS f
+        FROM source_writes.source_tables
+        WHERE pg_catalog.has_table_privilege(relid, 'SELECT')
+        OFFSET 0) AS s;
+COMMENT ON VIEW source_writes.sources IS
+  'The source tables the current role may read: kind and readable range [since, upper)';
+GRANT SELECT ON source_writes.sources TO PUBLIC;
 
 CREATE FUNCTION source_writes.updates(source anyelement,
                                       since bigint DEFAULT NULL,

@@ -42,12 +42,15 @@
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
 #include "executor/tuptable.h"
@@ -57,6 +60,8 @@
 #include "parser/parse_func.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -64,6 +69,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/xid8.h"
 
 #include "catalog.h"
 
@@ -73,7 +79,10 @@
 #define Anum_b_ts			3
 #define Anum_b_origin		4
 #define Anum_b_role			5
-#define Natts_b				5
+#define Anum_b_xid			6
+#define Anum_b_pending_ts	7
+#define Anum_b_pending_xid	8
+#define Natts_b				8
 
 /* the lock tag's objsubid: writers' stamping, compaction */
 #define SW_LOCK_STAMP		0
@@ -330,6 +339,7 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 	{
 		frontiers->upper = DatumGetInt64(values[Anum_st_upper - 1]);
 		frontiers->since = DatumGetInt64(values[Anum_st_since - 1]);
+		frontiers->retain = DatumGetInt64(values[Anum_st_retain - 1]);
 	}
 }
 
@@ -487,27 +497,264 @@ sw_catalog_sources(Oid serverid)
 }
 
 /*
- * The frontiers of a source as an MVCC snapshot sees them; false if it has
- * no catalog row.
+ * Is a transaction so old that it ended before any snapshot that can still
+ * exist was taken?  Running transactions and the xmin of snapshots are
+ * never 2^31 transactions behind the next id (wraparound protection), so
+ * for anything newer, 32-bit transaction ids compare soundly.
+ */
+static bool
+xid_is_ancient(FullTransactionId fxid)
+{
+	uint64		next = U64FromFullTransactionId(ReadNextFullTransactionId());
+
+	return next - U64FromFullTransactionId(fxid) >= ((uint64) 1 << 31);
+}
+
+/*
+ * Does an MVCC snapshot miss the batch of a transaction that was still
+ * committing when a batch it sees was stamped?  It does if it takes the
+ * transaction for running, unless that aborted: then there is no batch.
+ */
+static bool
+snapshot_misses(Snapshot snapshot, FullTransactionId fxid)
+{
+	TransactionId xid = XidFromFullTransactionId(fxid);
+
+	if (xid_is_ancient(fxid) || TransactionIdPrecedes(xid, snapshot->xmin) ||
+		!XidInMVCCSnapshot(xid, snapshot))
+		return false;
+	return TransactionIdIsInProgress(xid) || TransactionIdDidCommit(xid);
+}
+
+/*
+ * The batches that a batch row names as pending, in the caller's memory
+ * context; returns how many.  A row that its own transaction did not write
+ * was restored from a dump: every batch it names committed before the
+ * dump was taken, or never did, and their transaction ids mean nothing in
+ * this cluster.
+ */
+static int
+row_pending(TupleDesc desc, HeapTuple tuple, SwPending **pending)
+{
+	Datum		values[Natts_b];
+	bool		nulls[Natts_b];
+	Datum	   *ts;
+	Datum	   *xids;
+	int			n;
+	int			nxids;
+
+	heap_deform_tuple(tuple, desc, values, nulls);
+	*pending = NULL;
+	if (nulls[Anum_b_pending_ts - 1] || nulls[Anum_b_pending_xid - 1] ||
+		HeapTupleHeaderGetRawXmin(tuple->t_data) !=
+		XidFromFullTransactionId(DatumGetFullTransactionId(values[Anum_b_xid - 1])))
+		return 0;
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_pending_ts - 1]),
+					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &ts, NULL, &n);
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_pending_xid - 1]),
+					  XID8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &xids, NULL, &nxids);
+	if (n != nxids)
+		elog(ERROR, "batch row of source table %u has %d pending timestamps and %d transactions",
+			 DatumGetObjectId(values[Anum_b_source - 1]), n, nxids);
+	*pending = palloc(sizeof(SwPending) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		(*pending)[i].ts = DatumGetInt64(ts[i]);
+		(*pending)[i].xid = DatumGetFullTransactionId(xids[i]);
+	}
+	return n;
+}
+
+static void
+add_pending(SwStampState *state, int64 ts, FullTransactionId xid)
+{
+	if (state->npending == state->maxpending)
+	{
+		state->maxpending *= 2;
+		state->pending = repalloc(state->pending,
+								  sizeof(SwPending) * state->maxpending);
+	}
+	state->pending[state->npending].ts = ts;
+	state->pending[state->npending].xid = xid;
+	state->npending++;
+}
+
+/*
+ * Begin a backward scan of the batches of a source, newest first.
+ */
+static SysScanDesc
+begin_batches_backward(Relation rel, Relation index, Oid relid,
+					   Snapshot snapshot, ScanKey key)
+{
+	ScanKeyInit(key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	return systable_beginscan_ordered(rel, index, snapshot, 1, key);
+}
+
+/*
+ * The newest timestamp among the batches of a source that have not
+ * aborted, and the batches still committing: what the controller needs
+ * to stamp the next batch, under the source's stamp lock.  The batches are
+ * read newest first with a dirty snapshot, which sees the batches of
+ * transactions still running: those above the newest committed batch are
+ * committing, and below it, only the batches that it names as pending can
+ * still be.  Returns false if the source has no batch.
+ */
+bool
+sw_catalog_stamp_state(Oid relid, SwStampState *state)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData key;
+	SnapshotData dirty;
+	HeapTuple	tuple;
+
+	require_catalog();
+	state->top = 0;
+	state->npending = 0;
+	state->maxpending = 8;
+	state->pending = palloc(sizeof(SwPending) * state->maxpending);
+
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, &dirty, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		int64		ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts, desc, &isnull));
+		SwPending  *pending;
+		int			n;
+
+		if (state->top == 0)
+			state->top = ts;
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			add_pending(state, ts,
+						DatumGetFullTransactionId(heap_getattr(tuple, Anum_b_xid,
+															   desc, &isnull)));
+			continue;
+		}
+
+		/* the newest committed batch */
+		n = row_pending(desc, tuple, &pending);
+		for (int i = 0; i < n; i++)
+			if (!xid_is_ancient(pending[i].xid) &&
+				TransactionIdIsInProgress(XidFromFullTransactionId(pending[i].xid)))
+				add_pending(state, pending[i].ts, pending[i].xid);
+		break;
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return state->top != 0 || state->npending != 0;
+}
+
+/*
+ * The upper of a source as an MVCC snapshot sees it, if it sees a batch:
+ * the first timestamp at which it may miss one.  Say the newest batch it
+ * sees has timestamp ts.  Every batch before that one either committed
+ * before it was stamped, and the snapshot, which sees it committed, sees
+ * them too; or it was still committing then, and the batch names it as
+ * pending.  So the upper is ts + 1, or the timestamp of the first pending
+ * batch that the snapshot misses.
+ */
+static bool
+snapshot_upper(Oid relid, Snapshot snapshot, int64 *upper)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, SnapshotAny, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+		bool		visible;
+		SwPending  *pending;
+		int			n;
+
+		CHECK_FOR_INTERRUPTS();
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+		if (!visible)
+			continue;
+
+		*upper = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+											RelationGetDescr(rel), &visible)) + 1;
+		n = row_pending(RelationGetDescr(rel), tuple, &pending);
+		for (int i = 0; i < n; i++)
+			if (pending[i].ts < *upper && snapshot_misses(snapshot, pending[i].xid))
+				*upper = pending[i].ts;
+		break;
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return HeapTupleIsValid(tuple);
+}
+
+/*
+ * The since that retention allows once upper has moved: it follows
+ * upper - retain_history and never goes back.
+ */
+int64
+sw_retained_since(int64 since, int64 upper, int64 retain_ms)
+{
+	if (retain_ms < 0 || upper - retain_ms <= since)
+		return since;
+	return upper - retain_ms;
+}
+
+/*
+ * The frontiers of a source as an MVCC snapshot sees them: its upper
+ * (from the batches), and its since, which follows upper - retain and
+ * never falls behind the since stored in its row; false if it has no
+ * catalog row.
  */
 bool
 sw_catalog_frontiers(Oid relid, Snapshot snapshot, SwFrontiers *frontiers)
 {
+	int64		upper;
+
 	Assert(IsMVCCSnapshot(snapshot));
-	return read_row(relid, snapshot, NULL, frontiers);
+	if (!read_row(relid, snapshot, NULL, frontiers))
+		return false;
+	if (snapshot_upper(relid, snapshot, &upper))
+		frontiers->upper = Max(upper, frontiers->since);
+	frontiers->since = sw_retained_since(frontiers->since, frontiers->upper,
+										 frontiers->retain);
+	return true;
 }
 
 /*
- * Take the lock that serialises the writers of one source (and anything
- * else that moves its frontiers) until the end of the transaction.  It is
- * a lock on the source as an object of our catalog, not on the foreign
- * table, so it conflicts with nothing but itself.
+ * Take the lock that serialises the stamping of batches of one source, and
+ * anything else that must not run while a batch is stamped (dropping the
+ * source).  It is a lock on the source as an object of our catalog, not on
+ * the foreign table, so it conflicts with nothing but itself.  Writers
+ * release it as soon as they have stamped (sw_catalog_unlock_source());
+ * others keep it until the end of the transaction.
  */
 void
 sw_catalog_lock_source(Oid relid)
 {
 	require_catalog();
 	LockDatabaseObject(oids.source_tables, relid, SW_LOCK_STAMP, ExclusiveLock);
+}
+
+void
+sw_catalog_unlock_source(Oid relid)
+{
+	UnlockDatabaseObject(oids.source_tables, relid, SW_LOCK_STAMP, ExclusiveLock);
 }
 
 /*
@@ -529,25 +776,28 @@ sw_catalog_lock_compaction(Oid relid, bool wait)
 }
 
 /*
- * The frontiers of a source whose lock the caller holds: the latest row
- * version, read with SnapshotSelf, which is sound under the lock and takes
- * no SSI predicate locks.  False if the source has no catalog row (it was
- * dropped).
+ * The latest version of the catalog row of a source, read with
+ * SnapshotSelf, which takes no SSI predicate locks: its stored frontiers
+ * (the upper it started with, and the since that compaction and changes
+ * of retain_history last stored).  False if the source has no catalog row
+ * (it was dropped).
  */
 bool
-sw_catalog_locked_frontiers(Oid relid, SwFrontiers *frontiers)
+sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers)
 {
 	return read_row(relid, SnapshotSelf, NULL, frontiers);
 }
 
 /*
- * Set the frontiers of a source.  The caller holds the source's lock, so
- * the row found with SnapshotSelf is its latest version and nobody else is
- * updating it; it is updated in place of that version, the way PostgreSQL
- * updates its own catalogs, whatever the caller's isolation level.
+ * Store a source's since, and the retention it follows from now on.  Only
+ * compaction and changes of the table (which conflict with compaction
+ * through the table's lock) do, so the row found
+ * with SnapshotSelf is its latest version and nobody else is updating it;
+ * it is updated in place of that version, the way PostgreSQL updates its
+ * own catalogs, whatever the caller's isolation level.
  */
 void
-sw_catalog_set_frontiers(Oid relid, const SwFrontiers *frontiers)
+sw_catalog_set_since(Oid relid, int64 since, int64 retain)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -564,9 +814,9 @@ sw_catalog_set_frontiers(Oid relid, const SwFrontiers *frontiers)
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "source table %u has no catalog row", relid);
 
-	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
-	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
-	replace[Anum_st_upper - 1] = replace[Anum_st_since - 1] = true;
+	values[Anum_st_since - 1] = Int64GetDatum(since);
+	values[Anum_st_retain - 1] = Int64GetDatum(retain);
+	replace[Anum_st_since - 1] = replace[Anum_st_retain - 1] = true;
 	tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
 	CatalogTupleUpdate(rel, &tuple->t_self, tuple);
 
@@ -594,6 +844,7 @@ sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
 	values[Anum_st_history_rel - 1] = ObjectIdGetDatum(source->history_rel);
 	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
 	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
+	values[Anum_st_retain - 1] = Int64GetDatum(frontiers->retain);
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
@@ -668,10 +919,12 @@ sw_catalog_new_batch_id(void)
 }
 
 /*
- * Record a committed batch of a source.
+ * Record a batch of a source, stamped by the current (top) transaction,
+ * with the batches that were still committing when it was stamped.
  */
 void
-sw_catalog_insert_batch(Oid relid, const SwBatch *batch)
+sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
+						int npending, const SwPending *pending)
 {
 	Relation	rel;
 	Datum		values[Natts_b];
@@ -685,6 +938,26 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch)
 	values[Anum_b_ts - 1] = Int64GetDatum(batch->ts);
 	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[batch->origin]);
 	values[Anum_b_role - 1] = NameGetDatum(&batch->role);
+	values[Anum_b_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	if (npending == 0)
+		nulls[Anum_b_pending_ts - 1] = nulls[Anum_b_pending_xid - 1] = true;
+	else
+	{
+		Datum	   *ts = palloc(sizeof(Datum) * npending);
+		Datum	   *xids = palloc(sizeof(Datum) * npending);
+
+		for (int i = 0; i < npending; i++)
+		{
+			ts[i] = Int64GetDatum(pending[i].ts);
+			xids[i] = FullTransactionIdGetDatum(pending[i].xid);
+		}
+		values[Anum_b_pending_ts - 1] = PointerGetDatum(
+			construct_array(ts, npending, INT8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[Anum_b_pending_xid - 1] = PointerGetDatum(
+			construct_array(xids, npending, XID8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);

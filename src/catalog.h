@@ -14,6 +14,7 @@
 #ifndef SW_CATALOG_H
 #define SW_CATALOG_H
 
+#include "access/transam.h"
 #include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 #include "utils/snapshot.h"
@@ -30,7 +31,8 @@
 #define Anum_st_history_rel 4
 #define Anum_st_upper		5
 #define Anum_st_since		6
-#define Natts_st			6
+#define Anum_st_retain		7
+#define Natts_st			7
 
 /*
  * What never changes about a source table while it exists: its kind and
@@ -45,11 +47,15 @@ typedef struct SwSource
 	Oid			key_index;		/* upsert sources: unique index on the key */
 } SwSource;
 
-/* the readable range of a source: since <= T < upper */
+/*
+ * The readable range of a source: since <= T < upper; and the retention
+ * (retain_history in ms, -1 for ever) that since follows.
+ */
 typedef struct SwFrontiers
 {
 	int64		since;
 	int64		upper;
+	int64		retain;
 } SwFrontiers;
 
 /* a committed batch, as source_writes.batches keeps it */
@@ -60,6 +66,22 @@ typedef struct SwBatch
 	SwOrigin	origin;
 	NameData	role;			/* who wrote it, as the role was named then */
 } SwBatch;
+
+/* a batch that was still committing when a later one was stamped */
+typedef struct SwPending
+{
+	int64		ts;
+	FullTransactionId xid;
+} SwPending;
+
+/* what the controller needs to know to stamp a batch of a source */
+typedef struct SwStampState
+{
+	int64		top;			/* the newest timestamp given, 0 if none */
+	int			npending;		/* the batches still committing */
+	int			maxpending;
+	SwPending  *pending;
+} SwStampState;
 
 extern bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
@@ -72,10 +94,13 @@ extern List *sw_catalog_sources(Oid serverid);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);
+extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
+extern bool sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers);
+extern void sw_catalog_set_since(Oid relid, int64 since, int64 retain);
 extern void sw_catalog_lock_source(Oid relid);
+extern void sw_catalog_unlock_source(Oid relid);
 extern bool sw_catalog_lock_compaction(Oid relid, bool wait);
-extern bool sw_catalog_locked_frontiers(Oid relid, SwFrontiers *frontiers);
-extern void sw_catalog_set_frontiers(Oid relid, const SwFrontiers *frontiers);
+extern bool sw_catalog_stamp_state(Oid relid, SwStampState *state);
 
 extern void sw_catalog_insert(const SwSource *source,
 							  const SwFrontiers *frontiers);
@@ -83,7 +108,8 @@ extern void sw_catalog_delete(Oid relid);
 extern void sw_catalog_delete_row(Oid relid);
 
 extern int64 sw_catalog_new_batch_id(void);
-extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch);
+extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
+									int npending, const SwPending *pending);
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 									 Snapshot snapshot);
 extern const char *sw_origin_name(SwOrigin origin);

@@ -45,6 +45,7 @@
 
 #include "catalog.h"
 #include "compaction.h"
+#include "controller.h"
 #include "log.h"
 
 /*
@@ -108,6 +109,13 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 		sw_catalog_frontiers(relid, GetActiveSnapshot(), &mine))
 		frontiers.since = Min(frontiers.since, mine.since);
 	map = sw_log_batches(relid, PG_INT64_MIN, frontiers.since, snapshot);
+
+	/*
+	 * Store the since we compact to: readers must not go below it, even if
+	 * retain_history grows.
+	 */
+	if (sw_catalog_stored_frontiers(relid, &mine) && mine.since < frontiers.since)
+		sw_catalog_set_since(relid, frontiers.since, mine.retain);
 
 	history = table_open(source.history_rel, RowExclusiveLock);
 	total = RelationGetNumberOfBlocks(history);

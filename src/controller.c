@@ -14,19 +14,28 @@
  *
  * A transaction's batches get their timestamp at pre-commit.  For every
  * source the transaction wrote, in OID order, the controller takes the
- * source's lock (held until commit, so it serialises writers only from
- * pre-commit on), reads its frontiers with SnapshotSelf (the latest version
- * under the lock, without SSI predicate locks) and computes one timestamp
- * for all of them:
+ * source's stamp lock and finds the newest timestamp given to a batch of
+ * the source, and the batches still committing (sw_catalog_stamp_state()).
+ * It computes one timestamp for all the sources,
  *
- *		ts = GREATEST(now in ms, upper of every source written)
+ *		ts = GREATEST(now in ms, newest timestamp of every source + 1),
  *
- * Then it records the batches, moves each source's upper to ts + 1 (and
- * its since along with retain_history), and queues a NOTIFY with the new
- * upper on the source's channel, delivered at commit.  Timestamps are thus
- * strictly increasing per source in commit order, and a snapshot that sees
- * a source's upper sees every batch before it.  A transaction that rolls
- * back, or writes only in rolled-back subtransactions, leaves no batch.
+ * records each batch with that timestamp and the batches still committing,
+ * and releases the locks at once: concurrent writers of a source wait for
+ * each other only while they stamp, never for each other's commit record
+ * to be flushed.  Timestamps are thus unique and increasing per source in
+ * stamping order.
+ *
+ * A source's upper is not stored: it follows from the batches a snapshot
+ * sees (see snapshot_upper() in catalog.c).  It passes a batch's timestamp
+ * once the batch and every batch before it have committed, so a read at a
+ * time below it is final.  A transaction that rolls back, or writes only
+ * in rolled-back subtransactions, leaves no batch.
+ *
+ * Listeners learn of new uppers from the notifier (notifier.c), which the
+ * controller tells of each commit that wrote a source: a NOTIFY sent by the
+ * writer itself would hold PostgreSQL's database-wide notification lock
+ * through its commit, and queue every writer behind it.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -38,7 +47,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "commands/async.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -47,6 +55,7 @@
 
 #include "controller.h"
 #include "fdw_options.h"
+#include "notifier.h"
 
 /* a batch of the current transaction */
 typedef struct SwWrite
@@ -55,6 +64,7 @@ typedef struct SwWrite
 	Oid			role;
 	SwOrigin	origin;
 	int			nest_level;		/* subtransaction level of its first write */
+	bool		stamped;		/* recorded in the catalog at pre-commit */
 	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
 
@@ -154,18 +164,6 @@ compare_writes(const ListCell *a, const ListCell *b)
 }
 
 /*
- * The since that retention allows once upper has moved: it follows
- * upper - retain_history and never goes back.
- */
-int64
-sw_retained_since(int64 since, int64 upper, int64 retain_ms)
-{
-	if (retain_ms < 0 || upper - retain_ms <= since)
-		return since;
-	return upper - retain_ms;
-}
-
-/*
  * Stamp the batches of the committing transaction (see the file header).
  */
 static void
@@ -173,7 +171,7 @@ stamp_batches(void)
 {
 	int64		ts = sw_now_ms();
 	int			n;
-	SwFrontiers *frontiers;
+	SwStampState *states;
 	bool	   *exists;
 
 	/* the extension was dropped in this transaction, sources and all */
@@ -183,44 +181,70 @@ stamp_batches(void)
 	/* a fixed lock order keeps writers of several sources from deadlocking */
 	list_sort(writes, compare_writes);
 	n = list_length(writes);
-	frontiers = palloc(sizeof(SwFrontiers) * n);
+	states = palloc(sizeof(SwStampState) * n);
 	exists = palloc(sizeof(bool) * n);
 
 	for (int i = 0; i < n; i++)
 	{
 		SwWrite    *w = list_nth(writes, i);
+		SwFrontiers stored;
 
 		if (i > 0 && ((SwWrite *) list_nth(writes, i - 1))->relid == w->relid)
 		{
 			exists[i] = exists[i - 1];
-			frontiers[i] = frontiers[i - 1];
+			states[i] = states[i - 1];
 			continue;
 		}
 		sw_catalog_lock_source(w->relid);
 		/* a source dropped after it was written needs no batch */
-		exists[i] = sw_catalog_locked_frontiers(w->relid, &frontiers[i]);
-		if (exists[i])
-			ts = Max(ts, frontiers[i].upper);
+		exists[i] = sw_catalog_stored_frontiers(w->relid, &stored);
+		if (!exists[i])
+			continue;
+		if (sw_catalog_stamp_state(w->relid, &states[i]))
+			ts = Max(ts, states[i].top + 1);
+		else
+			ts = Max(ts, stored.upper);
 	}
 
 	for (int i = 0; i < n; i++)
 	{
 		SwWrite    *w = list_nth(writes, i);
-		bool		last_of_source = i == n - 1 ||
-			((SwWrite *) list_nth(writes, i + 1))->relid != w->relid;
-		SwFrontiers next;
 
 		if (!exists[i])
 			continue;
 		w->batch.ts = ts;
-		sw_catalog_insert_batch(w->relid, &w->batch);
-		if (!last_of_source)
-			continue;
-		next.upper = ts + 1;
-		next.since = sw_retained_since(frontiers[i].since, next.upper,
-									   sw_retention_ms(w->relid));
-		sw_catalog_set_frontiers(w->relid, &next);
-		Async_Notify(sw_channel_name(w->relid), psprintf(INT64_FORMAT, next.upper));
+		sw_catalog_insert_batch(w->relid, &w->batch,
+								states[i].npending, states[i].pending);
+		w->stamped = true;
+	}
+
+	/* the batches are in the catalog: the next writer will see them */
+	for (int i = 0; i < n; i++)
+	{
+		SwWrite    *w = list_nth(writes, i);
+
+		if (i == n - 1 || ((SwWrite *) list_nth(writes, i + 1))->relid != w->relid)
+			sw_catalog_unlock_source(w->relid);
+	}
+}
+
+/*
+ * Tell the notifier that the upper of the sources whose batches were
+ * stamped may have moved: they committed, or they aborted after stamping,
+ * which may let upper pass their timestamps.  Runs after commit or abort,
+ * and cannot fail.
+ */
+static void
+announce_batches(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, writes)
+	{
+		SwWrite    *w = lfirst(lc);
+
+		if (w->stamped)
+			sw_notifier_wake(MyDatabaseId, w->relid);
 	}
 }
 
@@ -244,8 +268,12 @@ sw_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 			break;
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
+			announce_batches();
+			/* the list lived in TopTransactionContext, which is going away */
+			writes = NIL;
+			break;
+		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			/* the list lived in TopTransactionContext, which is going away */

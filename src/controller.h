@@ -19,7 +19,6 @@ extern int64 sw_now_ms(void);
 extern char *sw_channel_name(Oid relid);
 extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
-extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
 extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts);
 
 #endif							/* SW_CONTROLLER_H */

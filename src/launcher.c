@@ -12,7 +12,9 @@
  * pass rather than waited for; an error is logged and the pass goes on
  * with the next source.  The launcher reloads its settings on SIGHUP (a
  * new database means a restart there), stops on SIGTERM and when the
- * postmaster dies.  The ingestion workers will be started from here.
+ * postmaster dies.  It also starts the notifier of any database whose
+ * commits need one (notifier.c).  The ingestion workers will be started
+ * from here.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -43,6 +45,7 @@
 #include "compaction.h"
 #include "fdw_options.h"
 #include "launcher.h"
+#include "notifier.h"
 
 /* blocks of a history heap compacted per transaction */
 #define SW_COMPACTION_CHUNK		1024
@@ -189,6 +192,7 @@ source_writes_launcher_main(Datum main_arg)
 
 	pass_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes launcher",
 									 ALLOCSET_DEFAULT_SIZES);
+	sw_notifier_attach_launcher();
 
 	for (;;)
 	{
@@ -208,6 +212,9 @@ source_writes_launcher_main(Datum main_arg)
 				proc_exit(1);	/* the postmaster starts us again */
 			}
 		}
+
+		/* databases whose commits wait for a notifier */
+		sw_notifier_start_requested();
 
 		if (sw_compaction_interval > 0)
 		{

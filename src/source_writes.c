@@ -4,8 +4,9 @@
  *		  Module load: settings, and whether the workers can run
  *
  * The extension works in any backend that loads it: source tables can be
- * created, read and edited.  Ingestion needs background workers, which
- * exist only when the library is in shared_preload_libraries.
+ * created, read and edited.  Ingestion and notifications need background
+ * workers and shared memory, which exist only when the library is in
+ * shared_preload_libraries.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -22,14 +23,19 @@
 #include "miscadmin.h"
 #include "common/string.h"
 #include "utils/builtins.h"
+#include "storage/ipc.h"
 #include "utils/guc.h"
 
 #include "launcher.h"
+#include "notifier.h"
 #include "source_writes.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* true when loaded by the postmaster through shared_preload_libraries */
 bool		sw_preloaded = false;
@@ -115,8 +121,24 @@ sw_warn_if_not_preloaded(void)
 		return;
 	ereport(WARNING,
 			(errmsg("source_writes is not loaded through shared_preload_libraries"),
-			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks."),
+			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks, and listeners are not notified of new batches."),
 			 errhint("Add source_writes to shared_preload_libraries in postgresql.conf and restart the server to start the workers.")));
+}
+
+static void
+sw_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	sw_notifier_shmem_request();
+}
+
+static void
+sw_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	sw_notifier_shmem_startup();
 }
 
 PG_FUNCTION_INFO_V1(source_writes_warn_unless_preloaded);
@@ -176,6 +198,15 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("source_writes");
 
+	if (!sw_preloaded)
+		return;
+
+	/* the notifier's shared memory */
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = sw_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = sw_shmem_startup;
+
 	/*
 	 * No workers under pg_upgrade: the launcher would connect to a database
 	 * that pg_upgrade is about to drop and restore, and make it fail.
@@ -183,6 +214,5 @@ _PG_init(void)
 	if (IsBinaryUpgrade)
 		return;
 
-	if (sw_preloaded)
-		sw_launcher_register();
+	sw_launcher_register();
 }

@@ -184,6 +184,7 @@ sw_storage_sync(Oid relid, List *retyped)
 		source.history_rel = create_hidden_relation(ftrel, "history", tag, SW_HISTORY_META);
 		/* nothing is written before creation: both start now */
 		frontiers.upper = frontiers.since = sw_now_ms();
+		frontiers.retain = st->retain_history_ms;
 		sw_catalog_insert(&source, &frontiers);
 		CommandCounterIncrement();
 	}
@@ -211,24 +212,23 @@ sw_storage_sync(Oid relid, List *retyped)
 }
 
 /*
- * since follows upper - retain_history.  The controller moves it whenever
- * a batch moves upper; when retain_history itself changes, move it now,
- * so that a source nobody writes to can be compacted to its new retention.
+ * since follows upper - retain_history, with the retention stored in the
+ * source's catalog row (so that a snapshot sees since and the retention it
+ * follows together).  When retain_history changes, store the since that
+ * the old retention has reached along with the new retention: since never
+ * goes back, and a source nobody writes to follows its new retention at
+ * once.
  */
 static void
 follow_retention(Oid relid, int64 retain_ms)
 {
 	SwFrontiers frontiers;
-	int64		since;
 
-	sw_catalog_lock_source(relid);
-	if (!sw_catalog_locked_frontiers(relid, &frontiers))
+	if (!sw_catalog_stored_frontiers(relid, &frontiers) ||
+		frontiers.retain == retain_ms ||
+		!sw_catalog_frontiers(relid, GetLatestSnapshot(), &frontiers))
 		return;
-	since = sw_retained_since(frontiers.since, frontiers.upper, retain_ms);
-	if (since == frontiers.since)
-		return;
-	frontiers.since = since;
-	sw_catalog_set_frontiers(relid, &frontiers);
+	sw_catalog_set_since(relid, frontiers.since, retain_ms);
 	CommandCounterIncrement();
 }
 
