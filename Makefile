@@ -22,16 +22,18 @@ OBJS = \
 	src/notifier.o \
 	src/restore.o \
 	src/source_writes.o \
-	src/storage.o
+	src/storage.o \
+	src/test_write.o \
+	src/writer.o
 DATA = sql/source_writes--0.1.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
-ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters
+ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 

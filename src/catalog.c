@@ -458,9 +458,18 @@ sw_source_require(Oid relid, SwSource *source)
 				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled, creates the storage.")));
 }
 
+static int
+compare_sources(const ListCell *a, const ListCell *b)
+{
+	Oid			ra = ((SwSource *) lfirst(a))->relid;
+	Oid			rb = ((SwSource *) lfirst(b))->relid;
+
+	return ra < rb ? -1 : (ra > rb ? 1 : 0);
+}
+
 /*
  * The sources of one server (or all, for InvalidOid), as SwSource
- * pointers, as of the latest snapshot.
+ * pointers in OID order, as of the latest snapshot.
  */
 List *
 sw_catalog_sources(Oid serverid)
@@ -493,6 +502,7 @@ sw_catalog_sources(Oid serverid)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
+	list_sort(result, compare_sources);
 	return result;
 }
 

@@ -3,39 +3,39 @@
  * fdw_modify.c
  *		  INSERT, UPDATE, DELETE, COPY and TRUNCATE on source tables
  *
- * The modify callbacks write into the source's hidden heaps inside the
- * user's transaction, tagging rows with the user's batch (see controller.c,
- * which stamps the batch at commit):
+ * The modify callbacks are the executor's side of a writer (writer.c),
+ * which writes the source's hidden heaps inside the user's transaction as
+ * the user's batch, origin 'user' (see controller.c, which stamps the
+ * batch at commit):
  *
- *	INSERT		adds a row to the current heap with "$batch" = our batch;
+ *	INSERT		adds a row to the current heap; a multi-row INSERT, INSERT
+ *				... SELECT and COPY add them in groups;
  *	DELETE		deletes the row instance the scan returned (its ctid) from
- *				the current heap and adds it to the history heap with
- *				"$retracted" = our batch;
+ *				the current heap and adds it to the history heap;
  *	UPDATE		does both at once: the current tuple is updated in place
  *				(a new tuple version, HOT where possible) and the old
  *				values go to the history heap;
- *	TRUNCATE	deletes every current row as DELETE does, so that readers
+ *	TRUNCATE	retracts every current row as DELETE does, so that readers
  *				whose snapshot is older still see them, and their log.
  *
- * A row inserted and retracted by the same transaction leaves no history:
- * a transaction is one instant, and within it the pair cancels out.
- *
- * Conflicts are PostgreSQL's.  When a concurrent transaction changed the
- * row first, REPEATABLE READ and SERIALIZABLE get a serialization failure;
- * READ COMMITTED does what ExecUpdate() and ExecDelete() do for a table:
- * lock the row's latest version, check with EvalPlanQual that it still
- * qualifies, and apply the UPDATE (recomputed from that version) or the
- * DELETE to it, or skip a row that was deleted.  Either way a row instance
- * is retracted once.
+ * What is the executor's stays here.  Conflicts are PostgreSQL's.  When a
+ * concurrent transaction changed the row first, REPEATABLE READ and
+ * SERIALIZABLE get a serialization failure; READ COMMITTED does what
+ * ExecUpdate() and ExecDelete() do for a table: lock the row's latest
+ * version, check with EvalPlanQual that it still qualifies, and apply the
+ * UPDATE (recomputed from that version) or the DELETE to it, or skip a row
+ * that was deleted.  Either way a row instance is retracted once.  The
+ * table's NOT NULL and CHECK constraints and a partition's bounds are
+ * checked with the executor's result relation.
  *
  * Upsert sources keep a unique index on their key columns in the current
  * heap; inserting an existing key, or updating a key onto one, is a
  * unique_violation that names the source, not the index.  Keys compare
  * with the key types' equality (1.0 and 1.00 are one numeric key).
  *
- * Memory stays bounded whatever the number of rows: rows of a batch insert
- * and retractions are written in groups, each group in a memory context of
- * its own that is reset after it is written.
+ * Memory stays bounded whatever the number of rows: the writer writes in
+ * groups, and each row's work here is done in a memory context that is
+ * reset for the next.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -70,541 +70,69 @@
 #include "controller.h"
 #include "fdw.h"
 #include "storage.h"
+#include "writer.h"
 
 /* rows per ExecForeignBatchInsert call (multi-row INSERT, INSERT ... SELECT) */
 #define SW_INSERT_BATCH_SIZE	100
-
-/* rows and bytes of a COPY collected before they are written at once */
-#define SW_COPY_BUFFER_ROWS		1000
-#define SW_COPY_BUFFER_BYTES	65536
-
-/* retractions collected before they go into the history heap at once */
-#define SW_HISTORY_BATCH_SIZE	1000
 
 /* state of one source table's modification in one statement */
 typedef struct SwModifyState
 {
 	Relation	ftrel;			/* the source table */
-	Relation	current;		/* hidden heap of current rows */
-	Relation	history;		/* hidden heap of retracted rows */
-	SwLayout	current_layout;
-	SwLayout	history_layout;
-	int			natts;			/* attributes of the foreign table */
-	char	   *schema_name;	/* of the foreign table, for errors */
-	ResultRelInfo *current_rri; /* the current heap's indexes */
+	SwWriter   *writer;			/* writes its hidden heaps */
 	ModifyTableState *mtstate;	/* UPDATE and DELETE: for EvalPlanQual */
-	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *old_slot;	/* the current row being retracted */
 	TupleTableSlot *lock_slot;	/* its latest version, locked */
 	HeapTupleData old_tuple;	/* ... when the scan handed it over */
 	TupleTableSlot *latest_slot;	/* the latest version as a row of the table */
-	MemoryContext cxt;			/* what lives as long as the statement */
 	MemoryContext row_cxt;		/* per-row work, reset for each row */
 	AttrNumber	ctid_attno;		/* row identity in the plan's output */
 	ForeignScanState *scan;		/* the scan that feeds UPDATE/DELETE, if direct */
 	bool		check_partition;	/* a partition: enforce its constraint */
 	bool		check_constraints;	/* NOT NULL and CHECK constraints */
 	bool		row_triggers;	/* the command's row triggers saw the row */
-	bool		buffer_history; /* retractions may wait for the end */
-
-	/* our batch, once we have written, and the role it is for */
-	int64		batch;
-	Oid			batch_role;
-
-	/* upsert sources */
-	Oid			key_index;		/* the unique index on the key */
-	List	   *key_indexes;	/* ... as a list, for ExecCheckIndexConstraints */
-	int			nkeys;			/* its columns' hidden attnums */
-	AttrNumber *key_attnums;
-
-	/* batch inserts: multi-row INSERT, INSERT ... SELECT, COPY */
-	TupleTableSlot **batch_slots;
-	int			nbatch_slots;
-	bool		buffer_rows;	/* COPY: collect single rows into batches */
-	int			nbuffered;
-	Size		buffered_bytes;
-	BulkInsertState bistate;
-	MemoryContext batch_cxt;	/* what writing one batch allocates */
-
-	/* retractions not yet written to the history heap */
-	TupleTableSlot **history_slots;
-	int			nhistory;
-	CommandId	history_cid;
-	Datum	   *history_values; /* to form a history row ... */
-	bool	   *history_isnull;
-	Datum	   *current_values; /* ... from a deformed current row ... */
-	bool	   *current_isnull;
-	Datum	   *row_values;		/* ... by way of the table's row */
-	bool	   *row_isnull;
-	MemoryContext history_cxt;	/* memory of the retractions not yet written */
+	bool		append_rows;	/* COPY: write single rows in groups */
 } SwModifyState;
 
 /*
- * Refuse to write while reading the past.
- */
-static void
-check_not_as_of(Relation ftrel)
-{
-	if (sw_as_of >= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot modify source table \"%s\" while source_writes.as_of is set",
-						RelationGetRelationName(ftrel)),
-				 errhint("RESET source_writes.as_of to edit the current contents.")));
-}
-
-/*
- * Open what a modification of a source needs: its hidden heaps, checked
- * against the table, and (with an executor state) the current heap's
- * indexes.  Shared by BeginForeignModify (INSERT, UPDATE, DELETE),
- * BeginForeignInsert (COPY, tuple routing) and TRUNCATE.
+ * Open a writer for the statement, as the current user, and what the
+ * executor's side needs.  Shared by BeginForeignModify (INSERT, UPDATE,
+ * DELETE), BeginForeignInsert (COPY, tuple routing) and TRUNCATE.
  */
 static SwModifyState *
 begin_modify(Relation ftrel, EState *estate)
 {
 	SwModifyState *state = palloc0(sizeof(SwModifyState));
-	SwSource	source;
-
-	check_not_as_of(ftrel);
-	sw_source_require(RelationGetRelid(ftrel), &source);
+	Relation	current;
 
 	state->ftrel = ftrel;
-	state->natts = RelationGetDescr(ftrel)->natts;
-	state->schema_name = get_namespace_name(RelationGetNamespace(ftrel));
-	state->current = table_open(source.current_rel, RowExclusiveLock);
-	state->history = table_open(source.history_rel, RowExclusiveLock);
-	sw_storage_layout(ftrel, state->current, &state->current_layout);
-	sw_storage_layout(ftrel, state->history, &state->history_layout);
+	state->writer = sw_writer_open(ftrel, SW_ORIGIN_USER, GetUserId(), estate);
+	current = sw_writer_current(state->writer);
 	state->check_partition = ftrel->rd_rel->relispartition;
 	state->check_constraints = RelationGetDescr(ftrel)->constr != NULL &&
 		(RelationGetDescr(ftrel)->constr->has_not_null ||
 		 RelationGetDescr(ftrel)->constr->num_check > 0);
-	state->buffer_history = true;
-	state->cxt = CurrentMemoryContext;
 	state->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes row",
 										   ALLOCSET_SMALL_SIZES);
-
-	if (estate)
-	{
-		state->current_rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(state->current_rri, state->current, 0, NULL, 0);
-		state->key_index = source.key_index;
-		/* "speculative" prepares what the key check needs, as for ON CONFLICT */
-		ExecOpenIndices(state->current_rri, OidIsValid(state->key_index));
-		for (int i = 0; i < state->current_rri->ri_NumIndices; i++)
-		{
-			Relation	index = state->current_rri->ri_IndexRelationDescs[i];
-
-			if (RelationGetRelid(index) != state->key_index)
-				continue;
-			state->nkeys = index->rd_index->indnkeyatts;
-			state->key_attnums = index->rd_index->indkey.values;
-			state->key_indexes = list_make1_oid(state->key_index);
-		}
-	}
-
 	state->latest_slot = MakeSingleTupleTableSlot(RelationGetDescr(ftrel),
 												  &TTSOpsVirtual);
-	state->new_slot = table_slot_create(state->current, NULL);
-	state->old_slot = table_slot_create(state->current, NULL);
-	state->lock_slot = table_slot_create(state->current, NULL);
+	state->old_slot = table_slot_create(current, NULL);
+	state->lock_slot = table_slot_create(current, NULL);
 	state->ctid_attno = InvalidAttrNumber;
 	return state;
 }
-
-static void end_history(SwModifyState *state);
 
 static void
 end_modify(SwModifyState *state)
 {
 	if (state == NULL)
 		return;
-	if (state->bistate)
-		FreeBulkInsertState(state->bistate);
-	for (int i = 0; i < state->nbatch_slots; i++)
-		ExecDropSingleTupleTableSlot(state->batch_slots[i]);
-	end_history(state);
-	ExecDropSingleTupleTableSlot(state->new_slot);
+	sw_writer_close(state->writer);
 	ExecDropSingleTupleTableSlot(state->old_slot);
 	ExecDropSingleTupleTableSlot(state->lock_slot);
 	ExecDropSingleTupleTableSlot(state->latest_slot);
-	if (state->current_rri)
-		ExecCloseIndices(state->current_rri);
 	MemoryContextDelete(state->row_cxt);
-	if (state->batch_cxt)
-		MemoryContextDelete(state->batch_cxt);
-	table_close(state->history, NoLock);
-	table_close(state->current, NoLock);
-}
-
-/*
- * Our batch id, allocated at the first write (a statement that writes
- * nothing makes no batch), for the role we write as.
- */
-static inline int64
-our_batch(SwModifyState *state)
-{
-	Oid			role = GetUserId();
-
-	if (state->batch == 0 || state->batch_role != role)
-	{
-		state->batch = sw_controller_batch(RelationGetRelid(state->ftrel),
-										   SW_ORIGIN_USER);
-		state->batch_role = role;
-	}
-	return state->batch;
-}
-
-/*
- * Fill a current-heap slot from a row of the foreign table: its columns in
- * their places, and our batch.
- */
-static void
-form_current_row(SwModifyState *state, TupleTableSlot *row, TupleTableSlot *dst)
-{
-	AttrNumber	meta = state->current_layout.meta;
-
-	ExecClearTuple(dst);
-	slot_getallattrs(row);
-	sw_to_hidden(&state->current_layout, state->natts,
-				 row->tts_values, row->tts_isnull,
-				 dst->tts_values, dst->tts_isnull);
-	dst->tts_values[meta - 1] = Int64GetDatum(our_batch(state));
-	dst->tts_isnull[meta - 1] = false;
-	ExecStoreVirtualTuple(dst);
-}
-
-/*
- * Fill a foreign table slot from a current-heap row.
- */
-static void
-form_table_row(SwModifyState *state, TupleTableSlot *hidden, TupleTableSlot *dst)
-{
-	ExecClearTuple(dst);
-	slot_getallattrs(hidden);
-	sw_from_hidden(&state->current_layout, state->natts,
-				   hidden->tts_values, hidden->tts_isnull,
-				   dst->tts_values, dst->tts_isnull);
-	ExecStoreVirtualTuple(dst);
-	ExecMaterializeSlot(dst);
-}
-
-/*
- * Does a current-heap tuple end with "$batch", as every current row does
- * while no column has been added after the table was created?  Then its
- * batch is the last 8 bytes of its data, and its history row is the same
- * tuple with "$retracted" appended.
- */
-static inline bool
-ends_with_batch(SwModifyState *state, HeapTuple tuple)
-{
-	return HeapTupleHeaderGetNatts(tuple->t_data) == state->current_layout.meta;
-}
-
-/*
- * The batch that inserted a current-heap tuple.
- */
-static int64
-inserted_by(SwModifyState *state, HeapTuple tuple)
-{
-	bool		isnull;
-
-	if (ends_with_batch(state, tuple))
-	{
-		int64		batch;
-
-		memcpy(&batch, (char *) tuple->t_data + tuple->t_len - sizeof(int64),
-			   sizeof(int64));
-		return batch;
-	}
-	return DatumGetInt64(heap_getattr(tuple, state->current_layout.meta,
-									  RelationGetDescr(state->current), &isnull));
-}
-
-/*
- * The unique violation of an upsert source's key, said of the source.  A
- * role that may not read the table is not shown the key's values.
- */
-static void
-report_duplicate_key(SwModifyState *state, TupleTableSlot *row)
-{
-	TupleDesc	desc = RelationGetDescr(state->current);
-	bool		may_read = pg_class_aclcheck(RelationGetRelid(state->ftrel),
-											 GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-	StringInfoData names;
-	StringInfoData values;
-
-	initStringInfo(&names);
-	initStringInfo(&values);
-	slot_getallattrs(row);
-	for (int i = 0; i < state->nkeys && may_read; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, state->key_attnums[i] - 1);
-		Oid			out;
-		bool		varlena;
-
-		getTypeOutputInfo(att->atttypid, &out, &varlena);
-		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
-						 quote_identifier(NameStr(att->attname)));
-		appendStringInfo(&values, "%s%s", i > 0 ? ", " : "",
-						 OidOutputFunctionCall(out, row->tts_values[att->attnum - 1]));
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNIQUE_VIOLATION),
-			 errmsg("duplicate key value violates the key of upsert source \"%s\"",
-					RelationGetRelationName(state->ftrel)),
-			 may_read ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
-			 errhint("Use UPDATE to change the row of an existing key."),
-			 errtable(state->ftrel)));
-}
-
-/*
- * Upsert sources: every row has a complete key.
- */
-static void
-check_key_complete(SwModifyState *state, TupleTableSlot *row)
-{
-	slot_getallattrs(row);
-	for (int i = 0; i < state->nkeys; i++)
-		if (row->tts_isnull[state->key_attnums[i] - 1])
-			ereport(ERROR,
-					(errcode(ERRCODE_NOT_NULL_VIOLATION),
-					 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
-							NameStr(TupleDescAttr(RelationGetDescr(state->current),
-												  state->key_attnums[i] - 1)->attname),
-							RelationGetRelationName(state->ftrel)),
-					 errhint("Every row of an upsert source has a complete key.")));
-}
-
-/*
- * Upsert sources: the key of a new row must be complete and not be taken
- * by a current row.  Waits, like INSERT ... ON CONFLICT, for a transaction
- * that holds the key.  (An UPDATE needs no such check: the unique index
- * finds a genuine conflict when the new version is indexed, and the row's
- * own old version, which the update retracts, is none.)
- */
-static void
-check_key_free(SwModifyState *state, EState *estate, TupleTableSlot *row)
-{
-	ItemPointerData conflict;
-
-	check_key_complete(state, row);
-	if (!ExecCheckIndexConstraints(state->current_rri, row, estate, &conflict,
-								   state->key_indexes))
-		report_duplicate_key(state, row);
-}
-
-/*
- * Index the current rows just written.  On an upsert source, a key that a
- * concurrent transaction took since we checked it (or that an UPDATE moves
- * a row onto) fails in the unique index, whose error would name the hidden
- * index: the error is said of the source instead, and re-thrown.  Its
- * detail, with the key's values, is PostgreSQL's, shown only to roles that
- * may read the rows.
- */
-static void
-insert_index_entries(SwModifyState *state, EState *estate,
-					 TupleTableSlot **rows, int n, bool update)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (state->current_rri->ri_NumIndices == 0)
-		return;
-	PG_TRY();
-	{
-		for (int i = 0; i < n; i++)
-			ExecInsertIndexTuples(state->current_rri, rows[i], estate, update,
-								  false, NULL, NIL);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
-			!OidIsValid(state->key_index))
-			PG_RE_THROW();
-		FlushErrorState();
-		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
-								  RelationGetRelationName(state->ftrel));
-		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
-		edata->schema_name = state->schema_name;
-		edata->table_name = pstrdup(RelationGetRelationName(state->ftrel));
-		edata->constraint_name = NULL;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-}
-
-/*
- * Insert one row into the current heap.
- */
-static void
-insert_current(SwModifyState *state, EState *estate, TupleTableSlot *row)
-{
-	if (OidIsValid(state->key_index))
-		check_key_free(state, estate, row);
-	table_tuple_insert(state->current, row, estate->es_output_cid, 0, NULL);
-	insert_index_entries(state, estate, &row, 1, false);
-}
-
-/*
- * Write the collected retractions into the history heap, many rows per
- * page and WAL record, in their own memory context.  Without a bulk-insert
- * state: its small ring of buffers would make each retraction write pages
- * out and flush WAL as the history heap grows, while the history is what
- * later reads want cached.
- */
-static void
-flush_history(SwModifyState *state)
-{
-	MemoryContext old;
-
-	if (state->nhistory == 0)
-		return;
-	old = MemoryContextSwitchTo(state->history_cxt);
-	table_multi_insert(state->history, state->history_slots, state->nhistory,
-					   state->history_cid, 0, NULL);
-	MemoryContextSwitchTo(old);
-	for (int i = 0; i < state->nhistory; i++)
-		ExecClearTuple(state->history_slots[i]);
-	state->nhistory = 0;
-	MemoryContextReset(state->history_cxt);
-}
-
-/*
- * Write what is left and free the retraction buffers.
- */
-static void
-end_history(SwModifyState *state)
-{
-	if (state->history_slots == NULL)
-		return;
-	flush_history(state);
-	for (int i = 0; i < SW_HISTORY_BATCH_SIZE && state->history_slots[i]; i++)
-		ExecDropSingleTupleTableSlot(state->history_slots[i]);
-	MemoryContextDelete(state->history_cxt);
-	state->history_slots = NULL;
-}
-
-/*
- * The history tuple of a current tuple that ends with "$batch": a copy
- * with "$retracted" appended, made without deforming it.  The data keeps
- * its alignment because both headers are MAXALIGNed; only a null bitmap
- * that needs one more byte can move it.
- */
-static HeapTuple
-append_retracted(SwModifyState *state, HeapTuple current, int64 retracted)
-{
-	HeapTupleHeader from = current->t_data;
-	TupleDesc	desc = RelationGetDescr(state->history);
-	int			natts = HeapTupleHeaderGetNatts(from) + 1;
-	bool		hasnulls = HeapTupleHasNulls(current);
-	Size		hoff = MAXALIGN(SizeofHeapTupleHeader + (hasnulls ? BITMAPLEN(natts) : 0));
-	Size		datalen = current->t_len - from->t_hoff;
-	Size		len = hoff + datalen + sizeof(int64);
-	HeapTuple	tuple = (HeapTuple) palloc(HEAPTUPLESIZE + len);
-	HeapTupleHeader to = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
-
-	/* the header as heap_form_tuple() leaves it: zeroed, then filled */
-	memset(to, 0, hoff);
-
-	tuple->t_len = len;
-	tuple->t_data = to;
-	ItemPointerSetInvalid(&tuple->t_self);
-	tuple->t_tableOid = InvalidOid;
-
-	HeapTupleHeaderSetDatumLength(to, len);
-	HeapTupleHeaderSetTypeId(to, desc->tdtypeid);
-	HeapTupleHeaderSetTypMod(to, desc->tdtypmod);
-	HeapTupleHeaderSetNatts(to, natts);
-	to->t_hoff = hoff;
-	to->t_infomask = from->t_infomask & (HEAP_HASNULL | HEAP_HASVARWIDTH | HEAP_HASEXTERNAL);
-	if (hasnulls)
-	{
-		memcpy(to->t_bits, from->t_bits, BITMAPLEN(natts - 1));
-		to->t_bits[(natts - 1) >> 3] |= 1 << ((natts - 1) & 7);
-	}
-	memcpy((char *) to + hoff, (char *) from + from->t_hoff, datalen);
-	memcpy((char *) to + hoff + datalen, &retracted, sizeof(int64));
-	return tuple;
-}
-
-/*
- * Record the retraction of a current tuple in the history heap (nothing
- * when this transaction inserted it).  Retractions are collected and
- * written in groups; end_modify() writes the rest, before the statement
- * ends.
- */
-static void
-retract(SwModifyState *state, HeapTuple old, CommandId cid)
-{
-	TupleDesc	desc = RelationGetDescr(state->history);
-	int64		batch = inserted_by(state, old);
-	int64		ours;
-	MemoryContext oldcxt;
-	HeapTuple	tuple;
-
-	/* a row this transaction inserted leaves no history */
-	if (sw_controller_wrote(RelationGetRelid(state->ftrel), batch))
-		return;
-	ours = our_batch(state);
-
-	if (state->history_slots == NULL)
-	{
-		/* made on first use, for the rest of the statement */
-		oldcxt = MemoryContextSwitchTo(state->cxt);
-		state->history_slots = palloc0(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
-		state->history_values = palloc(sizeof(Datum) * desc->natts);
-		state->history_isnull = palloc(sizeof(bool) * desc->natts);
-		state->current_values = palloc(sizeof(Datum) * RelationGetDescr(state->current)->natts);
-		state->current_isnull = palloc(sizeof(bool) * RelationGetDescr(state->current)->natts);
-		state->row_values = palloc(sizeof(Datum) * Max(state->natts, 1));
-		state->row_isnull = palloc(sizeof(bool) * Max(state->natts, 1));
-		state->history_cxt = AllocSetContextCreate(state->cxt,
-												   "source_writes retractions",
-												   ALLOCSET_DEFAULT_SIZES);
-		MemoryContextSwitchTo(oldcxt);
-	}
-
-	oldcxt = MemoryContextSwitchTo(state->history_cxt);
-	if (ends_with_batch(state, old))
-		tuple = append_retracted(state, old, ours);
-	else
-	{
-		/* columns were added later: the table's columns move */
-		AttrNumber	meta = state->history_layout.meta;
-		Datum	   *values = state->history_values;
-		bool	   *isnull = state->history_isnull;
-
-		heap_deform_tuple(old, RelationGetDescr(state->current),
-						  state->current_values, state->current_isnull);
-		sw_from_hidden(&state->current_layout, state->natts,
-					   state->current_values, state->current_isnull,
-					   state->row_values, state->row_isnull);
-		sw_to_hidden(&state->history_layout, state->natts,
-					 state->row_values, state->row_isnull, values, isnull);
-		values[meta - 1] = Int64GetDatum(batch);
-		isnull[meta - 1] = false;
-		values[meta] = Int64GetDatum(ours);
-		isnull[meta] = false;
-		tuple = heap_form_tuple(desc, values, isnull);
-	}
-	MemoryContextSwitchTo(oldcxt);
-
-	/* the slot owns the tuple, so that the multi-insert need not copy it */
-	if (state->history_slots[state->nhistory] == NULL)
-	{
-		oldcxt = MemoryContextSwitchTo(state->cxt);
-		state->history_slots[state->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	ExecStoreHeapTuple(tuple, state->history_slots[state->nhistory++], true);
-	state->history_cid = cid;
-	if (state->nhistory == SW_HISTORY_BATCH_SIZE || !state->buffer_history)
-		flush_history(state);
 }
 
 /*
@@ -638,8 +166,8 @@ current_tuple(SwModifyState *state, ItemPointer tid)
 		state->old_tuple = *b->base.tuple;
 		ExecStoreBufferHeapTuple(&state->old_tuple, state->old_slot, b->buffer);
 	}
-	else if (!table_tuple_fetch_row_version(state->current, tid, SnapshotAny,
-											state->old_slot))
+	else if (!table_tuple_fetch_row_version(sw_writer_current(state->writer),
+											tid, SnapshotAny, state->old_slot))
 		elog(ERROR, "failed to fetch the row at (%u,%u) of source table \"%s\"",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(state->ftrel));
@@ -709,7 +237,8 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 		}
 
 		/* lock the latest version, waiting for whoever holds it */
-		result = table_tuple_lock(state->current, tid, estate->es_snapshot,
+		result = table_tuple_lock(sw_writer_current(state->writer), tid,
+								  estate->es_snapshot,
 								  state->lock_slot, cid, lockmode,
 								  LockWaitBlock,
 								  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, tmfd);
@@ -722,12 +251,7 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 	epqstate = &state->mtstate->mt_epqstate;
 	old = MemoryContextSwitchTo(estate->es_query_cxt);
 	testslot = EvalPlanQualSlot(epqstate, state->ftrel, rinfo->ri_RangeTableIndex);
-	ExecClearTuple(state->latest_slot);
-	slot_getallattrs(state->lock_slot);
-	sw_from_hidden(&state->current_layout, state->natts,
-				   state->lock_slot->tts_values, state->lock_slot->tts_isnull,
-				   state->latest_slot->tts_values, state->latest_slot->tts_isnull);
-	ExecStoreVirtualTuple(state->latest_slot);
+	sw_writer_to_row(state->writer, state->lock_slot, state->latest_slot);
 	tuple = ExecCopySlotHeapTuple(state->latest_slot);
 	tuple->t_self = *tid;
 	tuple->t_tableOid = RelationGetRelid(state->ftrel);
@@ -799,6 +323,7 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		TriggerDesc *roottrig = rinfo->ri_RootResultRelInfo
 		? rinfo->ri_RootResultRelInfo->ri_TrigDesc : NULL;
 		bool		update = mtstate->operation == CMD_UPDATE;
+		bool		buffer_history;
 
 		state->row_triggers = trig &&
 			(update ? (trig->trig_update_before_row || trig->trig_update_after_row)
@@ -811,12 +336,15 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		 * retractions are written at once, so that the log they read is
 		 * whole.
 		 */
-		state->buffer_history = !has_after_triggers(trig) &&
+		buffer_history = !has_after_triggers(trig) &&
 			!has_after_triggers(roottrig) &&
 			mtstate->canSetTag &&
 			mtstate->ps.state->es_auxmodifytables == NIL;
-		for (int i = 0; i < mtstate->mt_nrels && state->buffer_history; i++)
-			state->buffer_history = !has_after_triggers(mtstate->resultRelInfo[i].ri_TrigDesc);
+
+		for (int i = 0; i < mtstate->mt_nrels && buffer_history; i++)
+			buffer_history = !has_after_triggers(mtstate->resultRelInfo[i].ri_TrigDesc);
+		if (!buffer_history)
+			sw_writer_write_history_now(state->writer);
 
 		state->mtstate = mtstate;
 		state->ctid_attno = ExecFindJunkAttributeInTlist(subplan->targetlist, "ctid");
@@ -857,54 +385,11 @@ swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 		return;
 
 	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
-	state->buffer_rows = rinfo->ri_TrigDesc == NULL &&
+	state->append_rows = rinfo->ri_TrigDesc == NULL &&
 		(root == NULL || root->ri_TrigDesc == NULL) &&
 		rinfo->ri_projectReturning == NULL &&
-		!OidIsValid(state->key_index);
+		!sw_writer_has_key(state->writer);
 	rinfo->ri_FdwState = state;
-}
-
-/*
- * The i-th slot of a batch insert, made on first use.
- */
-static TupleTableSlot *
-batch_slot(SwModifyState *state, int i)
-{
-	if (state->batch_slots == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(state->cxt);
-
-		state->batch_slots = palloc0(sizeof(TupleTableSlot *) * SW_COPY_BUFFER_ROWS);
-		state->bistate = GetBulkInsertState();
-		state->batch_cxt = AllocSetContextCreate(state->cxt,
-												 "source_writes batch insert",
-												 ALLOCSET_DEFAULT_SIZES);
-		MemoryContextSwitchTo(old);
-	}
-	Assert(i < SW_COPY_BUFFER_ROWS);
-	while (state->nbatch_slots <= i)
-	{
-		MemoryContext old = MemoryContextSwitchTo(state->cxt);
-
-		state->batch_slots[state->nbatch_slots++] = table_slot_create(state->current, NULL);
-		MemoryContextSwitchTo(old);
-	}
-	return state->batch_slots[i];
-}
-
-/*
- * Write the first n batch slots with one multi-insert, and index them.
- */
-static void
-write_batch(SwModifyState *state, EState *estate, int n)
-{
-	MemoryContext old = MemoryContextSwitchTo(state->batch_cxt);
-
-	table_multi_insert(state->current, state->batch_slots, n,
-					   estate->es_output_cid, 0, state->bistate);
-	insert_index_entries(state, estate, state->batch_slots, n, false);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(state->batch_cxt);
 }
 
 /*
@@ -930,31 +415,18 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 	MemoryContext old;
 
 	check_row(state, rinfo, slot, estate);
-	if (state->buffer_rows)
+	if (state->append_rows)
 	{
-		TupleTableSlot *row = batch_slot(state, state->nbuffered++);
-
-		/* COPY reuses its slot for the next row: keep our own copy */
-		form_current_row(state, slot, row);
-		state->buffered_bytes += ExecFetchSlotHeapTuple(row, true, NULL)->t_len;
-		if (state->nbuffered == SW_COPY_BUFFER_ROWS ||
-			state->buffered_bytes >= SW_COPY_BUFFER_BYTES)
-		{
-			write_batch(state, estate, state->nbuffered);
-			for (int i = 0; i < state->nbuffered; i++)
-				ExecClearTuple(state->batch_slots[i]);
-			state->nbuffered = 0;
-			state->buffered_bytes = 0;
-		}
+		/* COPY reuses its slot for the next row: the writer copies it */
+		sw_writer_append(state->writer, slot);
 		return slot;
 	}
 
 	MemoryContextReset(state->row_cxt);
 	old = MemoryContextSwitchTo(state->row_cxt);
-	form_current_row(state, slot, state->new_slot);
-	insert_current(state, estate, state->new_slot);
+	sw_writer_insert(state->writer, slot);
 	MemoryContextSwitchTo(old);
-	slot->tts_tid = state->new_slot->tts_tid;
+	slot->tts_tid = *sw_writer_last_tid(state->writer);
 	return slot;
 }
 
@@ -971,14 +443,14 @@ swGetForeignModifyBatchSize(ResultRelInfo *rinfo)
 	if (rinfo->ri_projectReturning ||
 		(triggers && (triggers->trig_insert_before_row ||
 					  triggers->trig_insert_after_row)) ||
-		(state && OidIsValid(state->key_index)))
+		(state && sw_writer_has_key(state->writer)))
 		return 1;
 	return SW_INSERT_BATCH_SIZE;
 }
 
 /*
- * Many rows at once (multi-row INSERT, INSERT ... SELECT): one
- * table_multi_insert() with a bulk-insert state.
+ * Many rows at once (multi-row INSERT, INSERT ... SELECT): written
+ * together, with one multi-insert.
  */
 static TupleTableSlot **
 swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
@@ -986,23 +458,13 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 						 int *numSlots)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
-	int			n = *numSlots;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < *numSlots; i++)
 	{
-		TupleTableSlot *row = batch_slot(state, i);
-
 		check_row(state, rinfo, slots[i], estate);
-		form_current_row(state, slots[i], row);
-		if (OidIsValid(state->key_index))
-			check_key_free(state, estate, row);
+		sw_writer_append(state->writer, slots[i]);
 	}
-	write_batch(state, estate, n);
-	for (int i = 0; i < n; i++)
-	{
-		slots[i]->tts_tid = state->batch_slots[i]->tts_tid;
-		ExecClearTuple(state->batch_slots[i]);
-	}
+	sw_writer_flush(state->writer);
 	return slots;
 }
 
@@ -1015,12 +477,8 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	ItemPointerData tid = row_identity(state, planSlot);
-	CommandId	cid = estate->es_output_cid;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
-	bool		update_indexes;
-	TM_Result	result;
-	HeapTuple	old;
 	MemoryContext oldcxt;
 
 	MemoryContextReset(state->row_cxt);
@@ -1028,18 +486,11 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 	for (;;)
 	{
 		TupleTableSlot *epqslot;
+		HeapTuple	old = current_tuple(state, &tid);
+		TM_Result	result;
 
-		old = current_tuple(state, &tid);
 		check_row(state, rinfo, slot, estate);
-		form_current_row(state, slot, state->new_slot);
-
-		if (OidIsValid(state->key_index))
-			check_key_complete(state, state->new_slot);
-
-		result = table_tuple_update(state->current, &tid, state->new_slot, cid,
-									estate->es_snapshot,
-									estate->es_crosscheck_snapshot,
-									true, &tmfd, &lockmode, &update_indexes);
+		result = sw_writer_update(state->writer, &tid, old, slot, &tmfd, &lockmode);
 		if (result == TM_Ok)
 			break;
 
@@ -1059,13 +510,9 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 			ExecComputeStoredGenerated(rinfo, estate, slot, CMD_UPDATE);
 		MemoryContextSwitchTo(state->row_cxt);
 	}
-
-	if (update_indexes)
-		insert_index_entries(state, estate, &state->new_slot, 1, true);
-	retract(state, old, cid);
 	MemoryContextSwitchTo(oldcxt);
 
-	slot->tts_tid = state->new_slot->tts_tid;
+	slot->tts_tid = *sw_writer_last_tid(state->writer);
 	return slot;
 }
 
@@ -1078,20 +525,16 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	ItemPointerData tid = row_identity(state, planSlot);
-	CommandId	cid = estate->es_output_cid;
 	TM_FailureData tmfd;
-	TM_Result	result;
-	HeapTuple	old;
 	MemoryContext oldcxt;
 
 	MemoryContextReset(state->row_cxt);
 	oldcxt = MemoryContextSwitchTo(state->row_cxt);
 	for (;;)
 	{
-		old = current_tuple(state, &tid);
-		result = table_tuple_delete(state->current, &tid, cid, estate->es_snapshot,
-									estate->es_crosscheck_snapshot, true, &tmfd,
-									false);
+		HeapTuple	old = current_tuple(state, &tid);
+		TM_Result	result = sw_writer_delete(state->writer, &tid, old, &tmfd);
+
 		if (result == TM_Ok)
 			break;
 		if (recheck_row(state, estate, rinfo, result, &tmfd, &tid,
@@ -1101,12 +544,14 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 			return NULL;
 		}
 	}
-	retract(state, old, cid);
 	MemoryContextSwitchTo(oldcxt);
 
 	/* RETURNING sees the deleted row */
 	if (rinfo->ri_projectReturning)
-		form_table_row(state, state->old_slot, slot);
+	{
+		sw_writer_to_row(state->writer, state->old_slot, slot);
+		ExecMaterializeSlot(slot);
+	}
 	return slot;
 }
 
@@ -1124,14 +569,7 @@ swEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 static void
 swEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
 {
-	SwModifyState *state = rinfo->ri_FdwState;
-
-	if (state == NULL)
-		return;
-	if (state->nbuffered > 0)
-		write_batch(state, estate, state->nbuffered);
-	state->nbuffered = 0;
-	end_modify(state);
+	end_modify(rinfo->ri_FdwState);
 	rinfo->ri_FdwState = NULL;
 }
 
@@ -1156,28 +594,11 @@ swExecForeignTruncate(List *rels, DropBehavior behavior, bool restart_seqs)
 
 	foreach(lc, rels)
 	{
-		SwModifyState *state = begin_modify(lfirst(lc), NULL);
-		CommandId	cid = GetCurrentCommandId(true);
-		SwRowScan	rs;
-		TupleTableSlot *slot;
+		SwWriter   *writer = sw_writer_open(lfirst(lc), SW_ORIGIN_USER,
+											GetUserId(), NULL);
 
-		sw_rows_begin(&rs, state->current);
-		while ((slot = sw_rows_next(&rs)) != NULL)
-		{
-			TM_FailureData tmfd;
-			MemoryContext old;
-
-			MemoryContextReset(state->row_cxt);
-			old = MemoryContextSwitchTo(state->row_cxt);
-			if (table_tuple_delete(state->current, &slot->tts_tid, cid, rs.snapshot,
-								   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
-				elog(ERROR, "could not delete a row of source table \"%s\" while truncating it",
-					 RelationGetRelationName(state->ftrel));
-			retract(state, ExecFetchSlotHeapTuple(slot, false, NULL), cid);
-			MemoryContextSwitchTo(old);
-		}
-		sw_rows_end(&rs);
-		end_modify(state);
+		sw_writer_truncate(writer);
+		sw_writer_close(writer);
 	}
 }
 

@@ -1,0 +1,933 @@
+/*-------------------------------------------------------------------------
+ *
+ * writer.c
+ *		  The one path that writes a source table's rows
+ *
+ * Everything that changes a source goes through a writer: the FDW's
+ * INSERT, UPDATE, DELETE, COPY and TRUNCATE, and the ingestion workers.  A
+ * writer is opened on a source for an origin (user, kafka, webhook,
+ * system) and a role, and writes into the source's hidden heaps inside the
+ * caller's transaction, tagging rows with the batch of that origin and
+ * role (see controller.c, which stamps the batch at commit):
+ *
+ *	insert, append	a row goes into the current heap with "$batch" = our
+ *					batch; appended rows are buffered and written many at a
+ *					time (a multi-insert, in a memory context of its own that
+ *					is reset after each group);
+ *	update, delete	the current tuple is updated (a new version) or deleted,
+ *					and the old values go to the history heap with
+ *					"$retracted" = our batch;
+ *	upsert			on a source with a key (envelope 'upsert'): the current
+ *					row of the key, if any, is retracted and the new row
+ *					added; a transaction that holds the key is waited for, as
+ *					INSERT ... ON CONFLICT waits;
+ *	tombstone		retracts the current row of a key, if there is one;
+ *	truncate		retracts every current row.
+ *
+ * A row inserted and retracted by the same transaction leaves no history:
+ * a transaction is one instant, and within it the pair cancels out.
+ * Retractions are collected and written to the history heap in groups too.
+ *
+ * A writer opened for a role other than the current user (a background
+ * worker writes as the table's owner) runs as that role, in a
+ * security-restricted operation, from open to close: whatever user code
+ * it runs (CHECK constraints, the key type's equality, index expressions)
+ * cannot reach the worker's own rights.  A writer needs no executor state:
+ * it makes its own when the caller has none.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/writer.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "catalog.h"
+#include "controller.h"
+#include "storage.h"
+#include "writer.h"
+
+/* rows and bytes of appended rows collected before they are written */
+#define SW_APPEND_BUFFER_ROWS	1000
+#define SW_APPEND_BUFFER_BYTES	65536
+
+/* retractions collected before they go into the history heap at once */
+#define SW_HISTORY_BATCH_SIZE	1000
+
+struct SwWriter
+{
+	Relation	ftrel;			/* the source table */
+	Relation	current;		/* hidden heap of current rows */
+	Relation	history;		/* hidden heap of retracted rows */
+	SwLayout	current_layout;
+	SwLayout	history_layout;
+	int			natts;			/* attributes of the foreign table */
+	char	   *schema_name;	/* of the foreign table, for errors */
+	SwOrigin	origin;
+	MemoryContext cxt;			/* what lives as long as the writer */
+
+	/* the role we run as, when it is not the caller's */
+	bool		switched;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
+	EState	   *estate;			/* the caller's, or our own */
+	bool		own_estate;
+	ResultRelInfo *current_rri; /* the current heap and its indexes */
+	ResultRelInfo *table_rri;	/* the source table, for its constraints */
+	TupleTableSlot *new_slot;	/* a row for the current heap */
+	TupleTableSlot *lock_slot;	/* upsert: the current row of a key */
+
+	/* our batch, once we have written, and the role it is for */
+	int64		batch;
+	Oid			batch_role;
+
+	/* sources with a key (upsert) */
+	Oid			key_index;		/* the unique index on the key */
+	List	   *key_indexes;	/* ... as a list, for ExecCheckIndexConstraints */
+	int			nkeys;			/* its columns' hidden attnums */
+	AttrNumber *key_attnums;
+
+	/* appended rows not yet written */
+	TupleTableSlot **append_slots;
+	int			nappend_slots;
+	int			nappended;
+	Size		appended_bytes;
+	BulkInsertState bistate;
+	MemoryContext append_cxt;	/* what writing one group allocates */
+
+	/* retractions not yet written to the history heap */
+	bool		buffer_history;
+	TupleTableSlot **history_slots;
+	int			nhistory;
+	CommandId	history_cid;
+	Datum	   *history_values; /* to form a history row ... */
+	bool	   *history_isnull;
+	Datum	   *current_values; /* ... from a deformed current row ... */
+	bool	   *current_isnull;
+	Datum	   *row_values;		/* ... by way of the table's row */
+	bool	   *row_isnull;
+	MemoryContext history_cxt;	/* memory of the retractions not yet written */
+};
+
+/*
+ * Open a writer on a source table, which the caller has opened and locked
+ * for writing, for an origin and a role.  With an executor state, the
+ * writer writes with its command id and snapshot; without one, it makes
+ * its own from the current command and the active snapshot.
+ */
+SwWriter *
+sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
+{
+	SwWriter   *w = palloc0(sizeof(SwWriter));
+	SwSource	source;
+
+	if (sw_as_of >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot modify source table \"%s\" while source_writes.as_of is set",
+						RelationGetRelationName(ftrel)),
+				 errhint("RESET source_writes.as_of to edit the current contents.")));
+	sw_source_require(RelationGetRelid(ftrel), &source);
+
+	if (role != GetUserId())
+	{
+		GetUserIdAndSecContext(&w->save_userid, &w->save_sec_context);
+		SetUserIdAndSecContext(role, w->save_sec_context |
+							   SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		w->save_nestlevel = NewGUCNestLevel();
+		w->switched = true;
+	}
+
+	w->ftrel = ftrel;
+	w->origin = origin;
+	w->cxt = CurrentMemoryContext;
+	w->natts = RelationGetDescr(ftrel)->natts;
+	w->schema_name = get_namespace_name(RelationGetNamespace(ftrel));
+	w->current = table_open(source.current_rel, RowExclusiveLock);
+	w->history = table_open(source.history_rel, RowExclusiveLock);
+	sw_storage_layout(ftrel, w->current, &w->current_layout);
+	sw_storage_layout(ftrel, w->history, &w->history_layout);
+	w->buffer_history = true;
+
+	if (estate == NULL)
+	{
+		estate = CreateExecutorState();
+		estate->es_output_cid = GetCurrentCommandId(true);
+		estate->es_snapshot = GetActiveSnapshot();
+		w->own_estate = true;
+	}
+	w->estate = estate;
+
+	w->current_rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->current_rri, w->current, 0, NULL, 0);
+	w->key_index = source.key_index;
+	/* "speculative" prepares what the key checks need, as for ON CONFLICT */
+	ExecOpenIndices(w->current_rri, OidIsValid(w->key_index));
+	for (int i = 0; i < w->current_rri->ri_NumIndices; i++)
+	{
+		Relation	index = w->current_rri->ri_IndexRelationDescs[i];
+
+		if (RelationGetRelid(index) != w->key_index)
+			continue;
+		w->nkeys = index->rd_index->indnkeyatts;
+		w->key_attnums = index->rd_index->indkey.values;
+		w->key_indexes = list_make1_oid(w->key_index);
+	}
+
+	w->new_slot = table_slot_create(w->current, NULL);
+	w->lock_slot = table_slot_create(w->current, NULL);
+	return w;
+}
+
+static void end_history(SwWriter *w);
+
+/*
+ * Write what is buffered, and close the writer.
+ */
+void
+sw_writer_close(SwWriter *w)
+{
+	sw_writer_flush(w);
+	end_history(w);
+	if (w->bistate)
+		FreeBulkInsertState(w->bistate);
+	for (int i = 0; i < w->nappend_slots; i++)
+		ExecDropSingleTupleTableSlot(w->append_slots[i]);
+	if (w->append_cxt)
+		MemoryContextDelete(w->append_cxt);
+	ExecDropSingleTupleTableSlot(w->new_slot);
+	ExecDropSingleTupleTableSlot(w->lock_slot);
+	ExecCloseIndices(w->current_rri);
+	if (w->own_estate)
+		FreeExecutorState(w->estate);
+	table_close(w->history, NoLock);
+	table_close(w->current, NoLock);
+	if (w->switched)
+	{
+		AtEOXact_GUC(false, w->save_nestlevel);
+		SetUserIdAndSecContext(w->save_userid, w->save_sec_context);
+	}
+	pfree(w);
+}
+
+/*
+ * Our batch id, allocated at the first write (nothing written, no batch),
+ * for the role we write as.
+ */
+static inline int64
+our_batch(SwWriter *w)
+{
+	Oid			role = GetUserId();
+
+	if (w->batch == 0 || w->batch_role != role)
+	{
+		w->batch = sw_controller_batch(RelationGetRelid(w->ftrel), w->origin);
+		w->batch_role = role;
+	}
+	return w->batch;
+}
+
+/*
+ * Fill a current-heap slot from a row of the foreign table: its columns in
+ * their places, and our batch.
+ */
+static void
+form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst)
+{
+	AttrNumber	meta = w->current_layout.meta;
+
+	ExecClearTuple(dst);
+	slot_getallattrs(row);
+	sw_to_hidden(&w->current_layout, w->natts,
+				 row->tts_values, row->tts_isnull,
+				 dst->tts_values, dst->tts_isnull);
+	dst->tts_values[meta - 1] = Int64GetDatum(our_batch(w));
+	dst->tts_isnull[meta - 1] = false;
+	ExecStoreVirtualTuple(dst);
+}
+
+/*
+ * Fill a slot of the foreign table's shape from a current-heap row.
+ */
+void
+sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden, TupleTableSlot *row)
+{
+	ExecClearTuple(row);
+	slot_getallattrs(hidden);
+	sw_from_hidden(&w->current_layout, w->natts,
+				   hidden->tts_values, hidden->tts_isnull,
+				   row->tts_values, row->tts_isnull);
+	ExecStoreVirtualTuple(row);
+}
+
+/*
+ * A new row must meet the table's NOT NULL and CHECK constraints, which
+ * PostgreSQL leaves to the foreign data wrapper (the FDW's callbacks check
+ * them, and a partition's bounds, with the executor's result relation;
+ * other writers, here).
+ */
+void
+sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
+{
+	TupleConstr *constr = RelationGetDescr(w->ftrel)->constr;
+
+	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
+		return;
+	if (w->table_rri == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+		w->table_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->table_rri, w->ftrel, 0, NULL, 0);
+		MemoryContextSwitchTo(old);
+	}
+	ExecConstraints(w->table_rri, row, w->estate);
+}
+
+/*
+ * Does a current-heap tuple end with "$batch", as every current row does
+ * while no column has been added after the table was created?  Then its
+ * batch is the last 8 bytes of its data, and its history row is the same
+ * tuple with "$retracted" appended.
+ */
+static inline bool
+ends_with_batch(SwWriter *w, HeapTuple tuple)
+{
+	return HeapTupleHeaderGetNatts(tuple->t_data) == w->current_layout.meta;
+}
+
+/*
+ * The batch that inserted a current-heap tuple.
+ */
+static int64
+inserted_by(SwWriter *w, HeapTuple tuple)
+{
+	bool		isnull;
+
+	if (ends_with_batch(w, tuple))
+	{
+		int64		batch;
+
+		memcpy(&batch, (char *) tuple->t_data + tuple->t_len - sizeof(int64),
+			   sizeof(int64));
+		return batch;
+	}
+	return DatumGetInt64(heap_getattr(tuple, w->current_layout.meta,
+									  RelationGetDescr(w->current), &isnull));
+}
+
+/*
+ * The unique violation of an upsert source's key, said of the source.  A
+ * role that may not read the table is not shown the key's values.
+ */
+static void
+report_duplicate_key(SwWriter *w, TupleTableSlot *row)
+{
+	TupleDesc	desc = RelationGetDescr(w->current);
+	bool		may_read = pg_class_aclcheck(RelationGetRelid(w->ftrel),
+											 GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+	StringInfoData names;
+	StringInfoData values;
+
+	initStringInfo(&names);
+	initStringInfo(&values);
+	slot_getallattrs(row);
+	for (int i = 0; i < w->nkeys && may_read; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, w->key_attnums[i] - 1);
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(att->atttypid, &out, &varlena);
+		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(NameStr(att->attname)));
+		appendStringInfo(&values, "%s%s", i > 0 ? ", " : "",
+						 OidOutputFunctionCall(out, row->tts_values[att->attnum - 1]));
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("duplicate key value violates the key of upsert source \"%s\"",
+					RelationGetRelationName(w->ftrel)),
+			 may_read ? errdetail("Key (%s)=(%s) already exists.", names.data, values.data) : 0,
+			 errhint("Use UPDATE to change the row of an existing key."),
+			 errtable(w->ftrel)));
+}
+
+/*
+ * Sources with a key: every row has a complete key.
+ */
+static void
+check_key_complete(SwWriter *w, TupleTableSlot *row)
+{
+	slot_getallattrs(row);
+	for (int i = 0; i < w->nkeys; i++)
+		if (row->tts_isnull[w->key_attnums[i] - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("key column \"%s\" of upsert source \"%s\" cannot be null",
+							NameStr(TupleDescAttr(RelationGetDescr(w->current),
+												  w->key_attnums[i] - 1)->attname),
+							RelationGetRelationName(w->ftrel)),
+					 errhint("Every row of an upsert source has a complete key.")));
+}
+
+/*
+ * Sources with a key: the key of a new row must be complete and not be
+ * taken by a current row.  Waits, like INSERT ... ON CONFLICT, for a
+ * transaction that holds the key.  (An update needs no such check: the
+ * unique index finds a genuine conflict when the new version is indexed,
+ * and the row's own old version, which the update retracts, is none.)
+ */
+static void
+check_key_free(SwWriter *w, TupleTableSlot *row)
+{
+	ItemPointerData conflict;
+
+	check_key_complete(w, row);
+	if (!ExecCheckIndexConstraints(w->current_rri, row, w->estate, &conflict,
+								   w->key_indexes))
+		report_duplicate_key(w, row);
+}
+
+/*
+ * Index the current rows just written.  On a source with a key, a key that
+ * a concurrent transaction took since we checked it (or that an update
+ * moves a row onto) fails in the unique index, whose error would name the
+ * hidden index: the error is said of the source instead, and re-thrown.
+ * Its detail, with the key's values, is PostgreSQL's, shown only to roles
+ * that may read the rows.
+ */
+static void
+insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (w->current_rri->ri_NumIndices == 0)
+		return;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+			ExecInsertIndexTuples(w->current_rri, rows[i], w->estate, update,
+								  false, NULL, NIL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+			!OidIsValid(w->key_index))
+			PG_RE_THROW();
+		FlushErrorState();
+		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
+								  RelationGetRelationName(w->ftrel));
+		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
+		edata->schema_name = w->schema_name;
+		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
+		edata->constraint_name = NULL;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Insert one row of the table now: its tid is sw_writer_last_tid().  On a
+ * source with a key, a key that a current row has is a unique violation.
+ */
+void
+sw_writer_insert(SwWriter *w, TupleTableSlot *row)
+{
+	form_current_row(w, row, w->new_slot);
+	if (OidIsValid(w->key_index))
+		check_key_free(w, w->new_slot);
+	table_tuple_insert(w->current, w->new_slot, w->estate->es_output_cid, 0, NULL);
+	insert_index_entries(w, &w->new_slot, 1, false);
+}
+
+ItemPointer
+sw_writer_last_tid(SwWriter *w)
+{
+	return &w->new_slot->tts_tid;
+}
+
+/*
+ * The i-th slot of the append buffer, made on first use.
+ */
+static TupleTableSlot *
+append_slot(SwWriter *w, int i)
+{
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+	if (w->append_slots == NULL)
+	{
+		w->append_slots = palloc0(sizeof(TupleTableSlot *) * SW_APPEND_BUFFER_ROWS);
+		w->bistate = GetBulkInsertState();
+		w->append_cxt = AllocSetContextCreate(w->cxt, "source_writes appended rows",
+											  ALLOCSET_DEFAULT_SIZES);
+	}
+	while (w->nappend_slots <= i)
+		w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
+	MemoryContextSwitchTo(old);
+	return w->append_slots[i];
+}
+
+/*
+ * Add a row of the table to the rows written together: at most
+ * SW_APPEND_BUFFER_ROWS rows or SW_APPEND_BUFFER_BYTES bytes are buffered
+ * (the row is copied), then written with one multi-insert.  On a source
+ * with a key, a key that a current row has is a unique violation.
+ */
+void
+sw_writer_append(SwWriter *w, TupleTableSlot *row)
+{
+	TupleTableSlot *slot = append_slot(w, w->nappended++);
+
+	form_current_row(w, row, slot);
+	if (OidIsValid(w->key_index))
+		check_key_free(w, slot);
+	w->appended_bytes += ExecFetchSlotHeapTuple(slot, true, NULL)->t_len;
+	if (w->nappended == SW_APPEND_BUFFER_ROWS ||
+		w->appended_bytes >= SW_APPEND_BUFFER_BYTES)
+		sw_writer_flush(w);
+}
+
+/*
+ * Write the appended rows, with one multi-insert in a memory context of
+ * their own, and index them.
+ */
+void
+sw_writer_flush(SwWriter *w)
+{
+	MemoryContext old;
+
+	if (w->nappended == 0)
+		return;
+	old = MemoryContextSwitchTo(w->append_cxt);
+	table_multi_insert(w->current, w->append_slots, w->nappended,
+					   w->estate->es_output_cid, 0, w->bistate);
+	insert_index_entries(w, w->append_slots, w->nappended, false);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < w->nappended; i++)
+		ExecClearTuple(w->append_slots[i]);
+	w->nappended = 0;
+	w->appended_bytes = 0;
+	MemoryContextReset(w->append_cxt);
+	if (w->own_estate)
+		ResetPerTupleExprContext(w->estate);
+}
+
+/*
+ * Write the collected retractions into the history heap, many rows per
+ * page and WAL record, in their own memory context.  Without a bulk-insert
+ * state: its small ring of buffers would make each retraction write pages
+ * out and flush WAL as the history heap grows, while the history is what
+ * later reads want cached.
+ */
+static void
+flush_history(SwWriter *w)
+{
+	MemoryContext old;
+
+	if (w->nhistory == 0)
+		return;
+	old = MemoryContextSwitchTo(w->history_cxt);
+	table_multi_insert(w->history, w->history_slots, w->nhistory,
+					   w->history_cid, 0, NULL);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < w->nhistory; i++)
+		ExecClearTuple(w->history_slots[i]);
+	w->nhistory = 0;
+	MemoryContextReset(w->history_cxt);
+}
+
+/*
+ * Write what is left and free the retraction buffers.
+ */
+static void
+end_history(SwWriter *w)
+{
+	if (w->history_slots == NULL)
+		return;
+	flush_history(w);
+	for (int i = 0; i < SW_HISTORY_BATCH_SIZE && w->history_slots[i]; i++)
+		ExecDropSingleTupleTableSlot(w->history_slots[i]);
+	MemoryContextDelete(w->history_cxt);
+	w->history_slots = NULL;
+}
+
+/*
+ * Write every retraction into the history heap as it is made, from now
+ * on: AFTER triggers of the caller's statement read the log before the
+ * writer is closed.
+ */
+void
+sw_writer_write_history_now(SwWriter *w)
+{
+	w->buffer_history = false;
+	flush_history(w);
+}
+
+/*
+ * The history tuple of a current tuple that ends with "$batch": a copy
+ * with "$retracted" appended, made without deforming it.  The data keeps
+ * its alignment because both headers are MAXALIGNed; only a null bitmap
+ * that needs one more byte can move it.
+ */
+static HeapTuple
+append_retracted(SwWriter *w, HeapTuple current, int64 retracted)
+{
+	HeapTupleHeader from = current->t_data;
+	TupleDesc	desc = RelationGetDescr(w->history);
+	int			natts = HeapTupleHeaderGetNatts(from) + 1;
+	bool		hasnulls = HeapTupleHasNulls(current);
+	Size		hoff = MAXALIGN(SizeofHeapTupleHeader + (hasnulls ? BITMAPLEN(natts) : 0));
+	Size		datalen = current->t_len - from->t_hoff;
+	Size		len = hoff + datalen + sizeof(int64);
+	HeapTuple	tuple = (HeapTuple) palloc(HEAPTUPLESIZE + len);
+	HeapTupleHeader to = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
+
+	/* the header as heap_form_tuple() leaves it: zeroed, then filled */
+	memset(to, 0, hoff);
+
+	tuple->t_len = len;
+	tuple->t_data = to;
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = InvalidOid;
+
+	HeapTupleHeaderSetDatumLength(to, len);
+	HeapTupleHeaderSetTypeId(to, desc->tdtypeid);
+	HeapTupleHeaderSetTypMod(to, desc->tdtypmod);
+	HeapTupleHeaderSetNatts(to, natts);
+	to->t_hoff = hoff;
+	to->t_infomask = from->t_infomask & (HEAP_HASNULL | HEAP_HASVARWIDTH | HEAP_HASEXTERNAL);
+	if (hasnulls)
+	{
+		memcpy(to->t_bits, from->t_bits, BITMAPLEN(natts - 1));
+		to->t_bits[(natts - 1) >> 3] |= 1 << ((natts - 1) & 7);
+	}
+	memcpy((char *) to + hoff, (char *) from + from->t_hoff, datalen);
+	memcpy((char *) to + hoff + datalen, &retracted, sizeof(int64));
+	return tuple;
+}
+
+/*
+ * Record the retraction of a current tuple, which the caller deleted or
+ * updated, in the history heap (nothing when this transaction inserted
+ * it).  Retractions are collected and written in groups; closing the
+ * writer writes the rest.
+ */
+static void
+retract(SwWriter *w, HeapTuple old, CommandId cid)
+{
+	TupleDesc	desc = RelationGetDescr(w->history);
+	int64		batch = inserted_by(w, old);
+	int64		ours;
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+
+	/* a row this transaction inserted leaves no history */
+	if (sw_controller_wrote(RelationGetRelid(w->ftrel), batch))
+		return;
+	ours = our_batch(w);
+
+	if (w->history_slots == NULL)
+	{
+		/* made on first use, for the rest of the writer's life */
+		oldcxt = MemoryContextSwitchTo(w->cxt);
+		w->history_slots = palloc0(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
+		w->history_values = palloc(sizeof(Datum) * desc->natts);
+		w->history_isnull = palloc(sizeof(bool) * desc->natts);
+		w->current_values = palloc(sizeof(Datum) * RelationGetDescr(w->current)->natts);
+		w->current_isnull = palloc(sizeof(bool) * RelationGetDescr(w->current)->natts);
+		w->row_values = palloc(sizeof(Datum) * Max(w->natts, 1));
+		w->row_isnull = palloc(sizeof(bool) * Max(w->natts, 1));
+		w->history_cxt = AllocSetContextCreate(w->cxt, "source_writes retractions",
+											   ALLOCSET_DEFAULT_SIZES);
+		MemoryContextSwitchTo(oldcxt);
+	}
+
+	oldcxt = MemoryContextSwitchTo(w->history_cxt);
+	if (ends_with_batch(w, old))
+		tuple = append_retracted(w, old, ours);
+	else
+	{
+		/* columns were added later: the table's columns move */
+		AttrNumber	meta = w->history_layout.meta;
+		Datum	   *values = w->history_values;
+		bool	   *isnull = w->history_isnull;
+
+		heap_deform_tuple(old, RelationGetDescr(w->current),
+						  w->current_values, w->current_isnull);
+		sw_from_hidden(&w->current_layout, w->natts,
+					   w->current_values, w->current_isnull,
+					   w->row_values, w->row_isnull);
+		sw_to_hidden(&w->history_layout, w->natts,
+					 w->row_values, w->row_isnull, values, isnull);
+		values[meta - 1] = Int64GetDatum(batch);
+		isnull[meta - 1] = false;
+		values[meta] = Int64GetDatum(ours);
+		isnull[meta] = false;
+		tuple = heap_form_tuple(desc, values, isnull);
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	/* the slot owns the tuple, so that the multi-insert need not copy it */
+	if (w->history_slots[w->nhistory] == NULL)
+	{
+		oldcxt = MemoryContextSwitchTo(w->cxt);
+		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	ExecStoreHeapTuple(tuple, w->history_slots[w->nhistory++], true);
+	w->history_cid = cid;
+	if (w->nhistory == SW_HISTORY_BATCH_SIZE || !w->buffer_history)
+		flush_history(w);
+}
+
+/*
+ * Update the current row at tid, whose tuple is old, to a new row of the
+ * table, and retract the old one.  The result is table_tuple_update()'s:
+ * on anything but TM_Ok nothing was written, and the caller decides, with
+ * tmfd and lockmode, what to do about the concurrent change.  The new
+ * version's tid is sw_writer_last_tid().
+ */
+TM_Result
+sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
+				 TupleTableSlot *row, TM_FailureData *tmfd,
+				 LockTupleMode *lockmode)
+{
+	CommandId	cid = w->estate->es_output_cid;
+	bool		update_indexes;
+	TM_Result	result;
+
+	form_current_row(w, row, w->new_slot);
+	if (OidIsValid(w->key_index))
+		check_key_complete(w, w->new_slot);
+	result = table_tuple_update(w->current, tid, w->new_slot, cid,
+								w->estate->es_snapshot,
+								w->estate->es_crosscheck_snapshot,
+								true, tmfd, lockmode, &update_indexes);
+	if (result != TM_Ok)
+		return result;
+	if (update_indexes)
+		insert_index_entries(w, &w->new_slot, 1, true);
+	retract(w, old, cid);
+	return TM_Ok;
+}
+
+/*
+ * Delete the current row at tid, whose tuple is old, and retract it.  The
+ * result is table_tuple_delete()'s, as for sw_writer_update().
+ */
+TM_Result
+sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
+				 TM_FailureData *tmfd)
+{
+	CommandId	cid = w->estate->es_output_cid;
+	TM_Result	result;
+
+	result = table_tuple_delete(w->current, tid, cid, w->estate->es_snapshot,
+								w->estate->es_crosscheck_snapshot, true, tmfd,
+								false);
+	if (result == TM_Ok)
+		retract(w, old, cid);
+	return result;
+}
+
+/*
+ * Sources with a key: lock the current row of the key of a row, if there
+ * is one, waiting for a transaction that holds the key as INSERT ... ON
+ * CONFLICT does, and delete it (with a command id of its own, so that a
+ * row this writer wrote for the same key just before is seen).  Returns
+ * whether there was one; false if the key was free when looked at.
+ */
+static bool
+take_key(SwWriter *w, TupleTableSlot *row)
+{
+	for (;;)
+	{
+		ItemPointerData conflict;
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ExecCheckIndexConstraints(w->current_rri, row, w->estate, &conflict,
+									  w->key_indexes))
+			return false;
+
+		result = table_tuple_lock(w->current, &conflict, w->estate->es_snapshot,
+								  w->lock_slot, w->estate->es_output_cid,
+								  LockTupleExclusive, LockWaitBlock, 0, &tmfd);
+		switch (result)
+		{
+			case TM_Ok:
+				break;
+			case TM_Updated:
+			case TM_Deleted:
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent update")));
+				/* the key's row changed meanwhile: look again */
+				continue;
+			default:
+				elog(ERROR, "unexpected result %u when locking the row of a key of source table \"%s\"",
+					 result, RelationGetRelationName(w->ftrel));
+		}
+
+		result = table_tuple_delete(w->current, &conflict, w->estate->es_output_cid,
+									InvalidSnapshot, InvalidSnapshot, true, &tmfd,
+									false);
+		if (result != TM_Ok)
+			elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
+				 RelationGetRelationName(w->ftrel));
+		retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+				w->estate->es_output_cid);
+		return true;
+	}
+}
+
+/*
+ * Upserts and tombstones need a source with a key.
+ */
+static void
+require_key(SwWriter *w)
+{
+	if (!OidIsValid(w->key_index))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source table \"%s\" has no key",
+						RelationGetRelationName(w->ftrel)),
+				 errhint("Rows replace each other by key only in sources with envelope 'upsert'.")));
+}
+
+/*
+ * Start a command of our own: rows written by earlier ones are seen by the
+ * key checks and locks of the next.
+ */
+static void
+next_command(SwWriter *w)
+{
+	CommandCounterIncrement();
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	if (w->own_estate)
+		ResetPerTupleExprContext(w->estate);
+}
+
+/*
+ * Sources with a key: make a row of the table the current row of its key.
+ * The current row of the key, if there is one (whoever wrote it), is
+ * retracted; then the row is added, with a speculative insertion, as INSERT
+ * ... ON CONFLICT does, so that a concurrent transaction that adds the
+ * same key makes us look again rather than fail.
+ */
+void
+sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
+{
+	require_key(w);
+	sw_writer_flush(w);
+	form_current_row(w, row, w->new_slot);
+	check_key_complete(w, w->new_slot);
+	for (;;)
+	{
+		uint32		token;
+		bool		conflict = false;
+
+		next_command(w);
+		(void) take_key(w, w->new_slot);
+
+		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+		table_tuple_insert_speculative(w->current, w->new_slot,
+									   w->estate->es_output_cid, 0, NULL, token);
+		ExecInsertIndexTuples(w->current_rri, w->new_slot, w->estate, false,
+							  true, &conflict, w->key_indexes);
+		table_tuple_complete_speculative(w->current, w->new_slot, token, !conflict);
+		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+		if (!conflict)
+			return;
+		/* somebody added the key meanwhile: take it from them */
+	}
+}
+
+/*
+ * Sources with a key: retract the current row of the key of a row of the
+ * table, if there is one (a tombstone); returns whether there was.
+ */
+bool
+sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
+{
+	require_key(w);
+	sw_writer_flush(w);
+	form_current_row(w, key, w->new_slot);
+	check_key_complete(w, w->new_slot);
+	next_command(w);
+	return take_key(w, w->new_slot);
+}
+
+/*
+ * Retract every current row.  The caller locked the table against other
+ * writers (TRUNCATE takes ACCESS EXCLUSIVE); the rows are read with a fresh
+ * snapshot, so that none committed since the caller's snapshot was taken
+ * is lost without a trace.
+ */
+void
+sw_writer_truncate(SwWriter *w)
+{
+	CommandId	cid = w->estate->es_output_cid;
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												  "source_writes truncated row",
+												  ALLOCSET_SMALL_SIZES);
+	SwRowScan	rs;
+	TupleTableSlot *slot;
+
+	sw_rows_begin(&rs, w->current);
+	while ((slot = sw_rows_next(&rs)) != NULL)
+	{
+		TM_FailureData tmfd;
+		MemoryContext old;
+
+		MemoryContextReset(row_cxt);
+		old = MemoryContextSwitchTo(row_cxt);
+		if (table_tuple_delete(w->current, &slot->tts_tid, cid, rs.snapshot,
+							   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
+			elog(ERROR, "could not delete a row of source table \"%s\" while truncating it",
+				 RelationGetRelationName(w->ftrel));
+		retract(w, ExecFetchSlotHeapTuple(slot, false, NULL), cid);
+		MemoryContextSwitchTo(old);
+	}
+	sw_rows_end(&rs);
+	MemoryContextDelete(row_cxt);
+}
+
+Relation
+sw_writer_current(SwWriter *w)
+{
+	return w->current;
+}
+
+bool
+sw_writer_has_key(SwWriter *w)
+{
+	return OidIsValid(w->key_index);
+}

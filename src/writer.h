@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * writer.h
+ *		  The one path that writes a source table's rows
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/writer.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_WRITER_H
+#define SW_WRITER_H
+
+#include "access/tableam.h"
+#include "nodes/execnodes.h"
+
+#include "source_writes.h"
+
+typedef struct SwWriter SwWriter;
+
+extern SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
+								EState *estate);
+extern void sw_writer_close(SwWriter *w);
+
+extern void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_flush(SwWriter *w);
+extern void sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
+extern bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
+extern TM_Result sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
+								  TupleTableSlot *row, TM_FailureData *tmfd,
+								  LockTupleMode *lockmode);
+extern TM_Result sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
+								  TM_FailureData *tmfd);
+extern void sw_writer_truncate(SwWriter *w);
+extern void sw_writer_write_history_now(SwWriter *w);
+
+extern ItemPointer sw_writer_last_tid(SwWriter *w);
+extern Relation sw_writer_current(SwWriter *w);
+extern bool sw_writer_has_key(SwWriter *w);
+extern void sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden,
+							 TupleTableSlot *row);
+
+#endif							/* SW_WRITER_H */
