@@ -64,12 +64,26 @@ CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);
 COMMENT ON TABLE source_writes.batches IS
   'One row per committed batch of a source table: its timestamp, origin and role';
 
+-- How far each writer that consumes a stream (a Kafka partition) has got:
+-- the next offset it expects.  Moved by the batch that consumed the offsets
+-- before it, with a compare-and-set when the batch is stamped, so that a
+-- second writer of the same partition can never commit the same offsets.
+CREATE TABLE source_writes.progress (
+    source      regclass NOT NULL,  -- the source table
+    part        integer NOT NULL,   -- the partition
+    next_offset bigint NOT NULL,    -- the first offset not yet consumed
+    PRIMARY KEY (source, part)
+);
+COMMENT ON TABLE source_writes.progress IS
+  'The next offset each partition of a source expects, moved with each batch that consumed offsets';
+
 -- pg_dump keeps the catalog's contents; the hidden relations are dumped as
 -- tables of source_writes_internal, and a catalog row restored by pg_restore
 -- gives them back to their source table (see the trigger below).
 SELECT pg_catalog.pg_extension_config_dump('source_writes.source_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batches', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_ids', '');
+SELECT pg_catalog.pg_extension_config_dump('source_writes.progress', '');
 
 CREATE FUNCTION source_writes.restore_catalog_row()
 RETURNS trigger

@@ -6,7 +6,8 @@
 -- that retract the current row of a key if there is one.  The log stays
 -- a log of whole row instances: no multiplicity ever goes below zero.
 --
-CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray)
+CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray,
+                           part int DEFAULT NULL, first_offset bigint DEFAULT NULL)
 RETURNS bigint AS 'source_writes', 'source_writes_test_write' LANGUAGE C;
 
 CREATE ROLE regress_writer_owner;
@@ -124,6 +125,6 @@ SELECT current_user = (SELECT rolname FROM pg_roles WHERE oid = 10) AS still_sup
 RESET search_path;
 DROP SCHEMA w CASCADE;
 DROP SERVER kafka CASCADE;
-DROP FUNCTION test_write(regclass, text, text, anyarray);
+DROP FUNCTION test_write(regclass, text, text, anyarray, int, bigint);
 DROP ROLE regress_writer_owner;
 DROP ROLE regress_writer_editor;

@@ -84,6 +84,12 @@
 #define Anum_b_pending_xid	8
 #define Natts_b				8
 
+/* columns of source_writes.progress */
+#define Anum_p_source		1
+#define Anum_p_part			2
+#define Anum_p_next_offset	3
+#define Natts_p				3
+
 /* the lock tag's objsubid: writers' stamping, compaction */
 #define SW_LOCK_STAMP		0
 #define SW_LOCK_COMPACT		1
@@ -104,6 +110,8 @@ typedef struct SwCatalogOids
 	Oid			batches;
 	Oid			batches_pkey;
 	Oid			batches_ts;		/* index on (source, ts) */
+	Oid			progress;
+	Oid			progress_pkey;
 	Oid			batch_ids;		/* sequence of batch ids */
 	Oid			fdw_handler;
 } SwCatalogOids;
@@ -203,6 +211,8 @@ resolve_catalog(void)
 	oids.batches_pkey = member_index(oids.batches, nsp, "batches_pkey");
 	oids.batches_ts = member_index(oids.batches, nsp, "batches_source_ts");
 	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
+	oids.progress = member_relation(extension, nsp, "progress");
+	oids.progress_pkey = member_index(oids.progress, nsp, "progress_pkey");
 	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
 										makeString("fdw_handler")),
 							 0, NULL, true);
@@ -215,6 +225,7 @@ resolve_catalog(void)
 		OidIsValid(oids.source_tables_pkey) &&
 		OidIsValid(oids.batches) && OidIsValid(oids.batches_pkey) &&
 		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
+		OidIsValid(oids.progress) && OidIsValid(oids.progress_pkey) &&
 		OidIsValid(oids.fdw_handler);
 	return oids.valid;
 }
@@ -894,7 +905,7 @@ delete_rows(Oid table, Oid index, Oid key)
 void
 sw_catalog_delete(Oid relid)
 {
-	StaticAssertStmt(Anum_st_relid == 1 && Anum_b_source == 1,
+	StaticAssertStmt(Anum_st_relid == 1 && Anum_b_source == 1 && Anum_p_source == 1,
 					 "the catalog tables are keyed by their first column");
 
 	if (!resolve_catalog())
@@ -902,6 +913,7 @@ sw_catalog_delete(Oid relid)
 	sw_catalog_lock_source(relid);
 	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
 	delete_rows(oids.batches, oids.batches_pkey, relid);
+	delete_rows(oids.progress, oids.progress_pkey, relid);
 }
 
 /*
@@ -972,6 +984,70 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
 	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Move the progress of a partition of a source from the offset a batch
+ * started at to the one after its last: a compare-and-set, run by the
+ * controller under the source's stamp lock when it stamps the batch.  The
+ * row is read with a dirty snapshot, so that a batch of another writer
+ * stamped and still committing counts: its offsets are taken.  A partition
+ * without a row starts at any offset.  Any mismatch is an error that
+ * rolls the batch back: its offsets were consumed by another writer.
+ */
+void
+sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	SnapshotData dirty;
+	HeapTuple	tuple;
+	Datum		values[Natts_p];
+	bool		nulls[Natts_p] = {0};
+
+	require_catalog();
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.progress, RowExclusiveLock);
+	ScanKeyInit(&keys[0], Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_p_part, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(part));
+	scan = systable_beginscan(rel, oids.progress_pkey, true, &dirty, 2, keys);
+	tuple = systable_getnext(scan);
+
+	values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_p_part - 1] = Int32GetDatum(part);
+	values[Anum_p_next_offset - 1] = Int64GetDatum(to);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		committing = TransactionIdIsValid(dirty.xmin) ||
+			TransactionIdIsValid(dirty.xmax);
+		bool		isnull;
+		int64		next = DatumGetInt64(heap_getattr(tuple, Anum_p_next_offset,
+													  RelationGetDescr(rel), &isnull));
+		ItemPointerData tid = tuple->t_self;
+
+		if (committing || next != from)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("offsets of partition %d of source table \"%s\" were consumed by another writer",
+							part, get_rel_name(relid)),
+					 committing
+					 ? errdetail("Another batch that consumed the partition is committing.")
+					 : errdetail("The batch starts at offset " INT64_FORMAT ", but the partition's next offset is " INT64_FORMAT ".",
+								 from, next),
+					 errhint("Resume from the offsets stored in source_writes.progress.")));
+		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+		CatalogTupleUpdate(rel, &tid, tuple);
+	}
+	else
+	{
+		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+		CatalogTupleInsert(rel, tuple);
+	}
+	systable_endscan(scan);
 	table_close(rel, RowExclusiveLock);
 }
 

@@ -112,6 +112,8 @@ extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 									int npending, const SwPending *pending);
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 									 Snapshot snapshot);
+extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
+										int64 to);
 extern const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 

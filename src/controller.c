@@ -68,8 +68,18 @@ typedef struct SwWrite
 	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
 
-/* the batches of the current transaction, in TopTransactionContext */
+/* a check to run when the transaction's batches are stamped */
+typedef struct SwCheck
+{
+	Oid			relid;
+	SwCommitCheck check;
+	void	   *arg;
+	int			nest_level;		/* subtransaction level that registered it */
+} SwCheck;
+
+/* the batches and checks of the current transaction, in TopTransactionContext */
 static List *writes = NIL;
+static List *checks = NIL;
 static bool callbacks_registered = false;
 
 static void sw_xact_callback(XactEvent event, void *arg);
@@ -137,6 +147,27 @@ sw_controller_batch(Oid relid, SwOrigin origin)
 }
 
 /*
+ * Register a check to run under the stamp lock of a source that the
+ * current transaction writes, when its batch is stamped (see SwCommitCheck):
+ * e.g. a compare-and-set of the offsets a batch consumed.  arg must live
+ * until the end of the transaction.  A check registered in a subtransaction
+ * that rolls back is forgotten with it.
+ */
+void
+sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	SwCheck    *c = palloc(sizeof(SwCheck));
+
+	c->relid = relid;
+	c->check = check;
+	c->arg = arg;
+	c->nest_level = GetCurrentTransactionNestLevel();
+	checks = lappend(checks, c);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Is batch one of the current transaction's batches of the source?
  */
 bool
@@ -173,6 +204,7 @@ stamp_batches(void)
 	int			n;
 	SwStampState *states;
 	bool	   *exists;
+	ListCell   *lc;
 
 	/* the extension was dropped in this transaction, sources and all */
 	if (!sw_catalog_exists())
@@ -204,6 +236,19 @@ stamp_batches(void)
 			ts = Max(ts, states[i].top + 1);
 		else
 			ts = Max(ts, stored.upper);
+	}
+
+	/* the checks of sources still there, under their locks */
+	foreach(lc, checks)
+	{
+		SwCheck    *c = lfirst(lc);
+
+		for (int i = 0; i < n; i++)
+			if (((SwWrite *) list_nth(writes, i))->relid == c->relid && exists[i])
+			{
+				c->check(c->relid, c->arg);
+				break;
+			}
 	}
 
 	for (int i = 0; i < n; i++)
@@ -270,14 +315,16 @@ sw_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 			announce_batches();
-			/* the list lived in TopTransactionContext, which is going away */
+			/* the lists lived in TopTransactionContext, which is going away */
 			writes = NIL;
+			checks = NIL;
 			break;
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			/* the list lived in TopTransactionContext, which is going away */
+			/* the lists lived in TopTransactionContext, which is going away */
 			writes = NIL;
+			checks = NIL;
 			break;
 	}
 }
@@ -302,6 +349,13 @@ sw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (w->nest_level >= level)
 				writes = foreach_delete_current(writes, lc);
 		}
+		foreach(lc, checks)
+		{
+			SwCheck    *c = lfirst(lc);
+
+			if (c->nest_level >= level)
+				checks = foreach_delete_current(checks, lc);
+		}
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
@@ -311,6 +365,13 @@ sw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 			if (w->nest_level >= level)
 				w->nest_level = level - 1;
+		}
+		foreach(lc, checks)
+		{
+			SwCheck    *c = lfirst(lc);
+
+			if (c->nest_level >= level)
+				c->nest_level = level - 1;
 		}
 	}
 }

@@ -17,7 +17,15 @@
 
 extern int64 sw_now_ms(void);
 extern char *sw_channel_name(Oid relid);
+/*
+ * A check that the controller runs when it stamps the batches of the
+ * committing transaction, under the stamp lock of the source it was
+ * registered for; it raises an error to roll the transaction back.
+ */
+typedef void (*SwCommitCheck) (Oid relid, void *arg);
+
 extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
+extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
 extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts);
 

@@ -15,7 +15,10 @@
  *
  * op is 'insert' (one row at a time), 'append' (buffered), 'upsert' or
  * 'tombstone'; rows are rows of the table's type.  It returns how many rows
- * it wrote (for tombstones: how many keys had a row).
+ * it wrote (for tombstones: how many keys had a row).  With two more
+ * arguments, partition int and first_offset bigint, the rows are the
+ * messages at offsets first_offset, first_offset + 1, ... of a partition,
+ * which the batch consumes (sw_writer_consumed()).
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -120,6 +123,9 @@ source_writes_test_write(PG_FUNCTION_ARGS)
 		written++;
 	}
 	ExecDropSingleTupleTableSlot(slot);
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4) && !PG_ARGISNULL(5))
+		sw_writer_consumed(writer, PG_GETARG_INT32(4), PG_GETARG_INT64(5),
+						   PG_GETARG_INT64(5) + n);
 	sw_writer_close(writer);
 	table_close(ftrel, NoLock);
 	PG_RETURN_INT64(written);

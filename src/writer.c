@@ -920,6 +920,42 @@ sw_writer_truncate(SwWriter *w)
 	MemoryContextDelete(row_cxt);
 }
 
+/* the offsets of a partition that a batch consumed */
+typedef struct SwConsumed
+{
+	int32		part;
+	int64		from;
+	int64		to;
+} SwConsumed;
+
+static void
+advance_progress(Oid relid, void *arg)
+{
+	SwConsumed *c = arg;
+
+	sw_catalog_advance_progress(relid, c->part, c->from, c->to);
+}
+
+/*
+ * Record that our batch consumed the offsets [from, to) of a partition:
+ * when it is stamped, the partition's stored progress must be at from (or
+ * the partition new), and moves to to, in the same transaction; otherwise
+ * another writer consumed them, and the commit fails.  The batch is made
+ * if nothing was written yet: offsets count as consumed even when they
+ * brought no row.
+ */
+void
+sw_writer_consumed(SwWriter *w, int32 part, int64 from, int64 to)
+{
+	SwConsumed *c = MemoryContextAlloc(TopTransactionContext, sizeof(SwConsumed));
+
+	c->part = part;
+	c->from = from;
+	c->to = to;
+	(void) our_batch(w);
+	sw_controller_on_commit(RelationGetRelid(w->ftrel), advance_progress, c);
+}
+
 Relation
 sw_writer_current(SwWriter *w)
 {
