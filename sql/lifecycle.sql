@@ -227,8 +227,9 @@ SELECT * FROM storage WHERE hidden_relation LIKE '%prices';
 ALTER FOREIGN TABLE prices ALTER COLUMN "Article" TYPE varchar(40);
 SELECT indexrelid::regclass IS NOT NULL AS has_key_index,
        pg_get_indexdef(indexrelid) ~ 'USING btree \("Article"\)$' AS on_article
-FROM pg_index WHERE indrelid = (SELECT current_rel FROM source_writes.source_tables
-                                WHERE relid = 'prices'::regclass);
+FROM pg_index WHERE indisunique
+  AND indrelid = (SELECT current_rel FROM source_writes.source_tables
+                  WHERE relid = 'prices'::regclass);
 ALTER FOREIGN TABLE prices OPTIONS (SET envelope 'none', DROP key);
 SELECT * FROM storage WHERE hidden_relation LIKE '%prices';
 ALTER FOREIGN TABLE prices ADD COLUMN spot point;

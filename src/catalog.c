@@ -42,6 +42,7 @@
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
@@ -130,8 +131,8 @@ static HTAB *source_cache = NULL;
 static bool callback_registered = false;
 
 /*
- * A relcache invalidation of a source table, or of its current heap (an
- * index made or dropped there), drops its cache entry; one of the catalog
+ * A relcache invalidation of a source table, or of one of its hidden heaps
+ * (an index made or dropped there), drops its cache entry; one of the catalog
  * (the extension was dropped or recreated), or of everything, drops them
  * all.  There are few entries: looking at each is cheap.
  */
@@ -149,7 +150,8 @@ invalidate_callback(Datum arg, Oid relid)
 		return;
 	hash_seq_init(&status, source_cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
-		if (all || entry->relid == relid || entry->source.current_rel == relid)
+		if (all || entry->relid == relid || entry->source.current_rel == relid ||
+			entry->source.history_rel == relid)
 			entry->valid = false;
 }
 
@@ -345,6 +347,8 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
 		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
 		source->key_index = InvalidOid;
+		source->batch_index = InvalidOid;
+		source->retracted_index = InvalidOid;
 	}
 	if (frontiers)
 	{
@@ -390,6 +394,35 @@ void
 sw_key_index_name(const char *current_name, char *name)
 {
 	snprintf(name, NAMEDATALEN, "%s_key", current_name);
+}
+
+/*
+ * The name of the index on one of our own columns of a hidden relation.
+ */
+void
+sw_meta_index_name(const char *hidden_name, const char *suffix, char *name)
+{
+	snprintf(name, NAMEDATALEN, "%s_%s", hidden_name, suffix);
+}
+
+/*
+ * The OID of an index beside a hidden relation, by the name we gave it;
+ * InvalidOid if there is none (storage made before we made it).
+ */
+static Oid
+meta_index(Oid hidden, const char *suffix)
+{
+	char	   *hidden_name = get_rel_name(hidden);
+	char		name[NAMEDATALEN];
+	Oid			index;
+
+	if (hidden_name == NULL)
+		return InvalidOid;
+	sw_meta_index_name(hidden_name, suffix, name);
+	index = get_relname_relid(name, get_rel_namespace(hidden));
+	if (!OidIsValid(index) || IndexGetRelation(index, true) != hidden)
+		return InvalidOid;
+	return index;
 }
 
 /*
@@ -446,6 +479,8 @@ sw_source_lookup(Oid relid, SwSource *source)
 			sw_key_index_name(current_name, name);
 			source->key_index = get_relname_relid(name, get_rel_namespace(source->current_rel));
 		}
+		source->batch_index = meta_index(source->current_rel, SW_BATCH_INDEX_SUFFIX);
+		source->retracted_index = meta_index(source->history_rel, SW_RETRACTED_INDEX_SUFFIX);
 	}
 
 	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
@@ -1114,6 +1149,119 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return batches;
+}
+
+/*
+ * Begin a scan of the batches of a source with ts < before, newest first,
+ * with SnapshotAny: the caller tests visibility (next_visible_ordered()).
+ */
+static SysScanDesc
+begin_batches_before(Relation rel, Relation index, Oid relid, int64 before,
+					 ScanKey keys)
+{
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(before));
+	return systable_beginscan_ordered(rel, index, SnapshotAny, 2, keys);
+}
+
+static HeapTuple
+next_visible_ordered(SysScanDesc scan, Snapshot snapshot)
+{
+	HeapTuple	tuple;
+
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+		bool		visible;
+
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+		if (visible)
+			return tuple;
+	}
+	return NULL;
+}
+
+/*
+ * How many batches of a source before a time the snapshot sees, counting
+ * no further than limit.
+ */
+int
+sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
+								int limit)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	int			n = 0;
+
+	require_catalog();
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_before(rel, index, relid, before, keys);
+	while (n < limit && HeapTupleIsValid(next_visible_ordered(scan, snapshot)))
+		n++;
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return n;
+}
+
+/*
+ * Fold the batches of a source before since into the newest of them: the
+ * others are deleted, so that the batches kept are those of the retained
+ * history, and one more.  Rows that a deleted batch added are taken for
+ * added before since by every reader of the log (see log.c); those it
+ * retracted, compaction has deleted.  The caller holds the source's
+ * compaction lock and passes the snapshot it compacted with.  Returns how
+ * many batches it deleted.
+ */
+int64
+sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+	int64		n = 0;
+	bool		newest = true;
+
+	require_catalog();
+	rel = table_open(oids.batches, RowExclusiveLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_before(rel, index, relid, since, keys);
+	while (HeapTupleIsValid(tuple = next_visible_ordered(scan, snapshot)))
+	{
+		TM_FailureData tmfd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (newest)
+		{
+			newest = false;
+			continue;
+		}
+		/* an earlier compaction in this same command may have folded it */
+		switch (table_tuple_delete(rel, &tuple->t_self, GetCurrentCommandId(true),
+								   snapshot, InvalidSnapshot, true, &tmfd, false))
+		{
+			case TM_Ok:
+				n++;
+				break;
+			case TM_SelfModified:
+				break;
+			default:
+				elog(ERROR, "could not fold a batch of source table %u", relid);
+		}
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, RowExclusiveLock);
+	return n;
 }
 
 const char *

@@ -45,7 +45,13 @@ typedef struct SwSource
 	Oid			current_rel;	/* hidden heap of current rows */
 	Oid			history_rel;	/* hidden heap of retracted rows */
 	Oid			key_index;		/* upsert sources: unique index on the key */
+	Oid			batch_index;	/* index on the current heap's "$batch" */
+	Oid			retracted_index;	/* index on the history's "$retracted" */
 } SwSource;
+
+/* the suffixes of the names of the indexes of our own columns */
+#define SW_BATCH_INDEX_SUFFIX		"batch"
+#define SW_RETRACTED_INDEX_SUFFIX	"retracted"
 
 /*
  * The readable range of a source: since <= T < upper; and the retention
@@ -88,6 +94,8 @@ extern bool sw_is_source_server(Oid serverid);
 extern bool sw_is_source_table(Oid relid);
 
 extern void sw_key_index_name(const char *current_name, char *name);
+extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
+							   char *name);
 extern bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
 extern List *sw_catalog_sources(Oid serverid);
@@ -114,6 +122,9 @@ extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 									 Snapshot snapshot);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 										int64 to);
+extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
+											Snapshot snapshot, int limit);
+extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
 extern const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 

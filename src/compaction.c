@@ -108,7 +108,7 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	if (ActiveSnapshotSet() &&
 		sw_catalog_frontiers(relid, GetActiveSnapshot(), &mine))
 		frontiers.since = Min(frontiers.since, mine.since);
-	map = sw_log_batches(relid, PG_INT64_MIN, frontiers.since, snapshot);
+	map = sw_log_batches(relid, frontiers.since, PG_INT64_MAX, snapshot);
 
 	/*
 	 * Store the since we compact to: readers must not go below it, even if
@@ -119,7 +119,8 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 
 	history = table_open(source.history_rel, RowExclusiveLock);
 	total = RelationGetNumberOfBlocks(history);
-	if (hash_get_num_entries(map->batches) > 0 && start < total)
+	if (start < total &&
+		sw_catalog_count_batches_before(relid, frontiers.since, snapshot, 2) == 2)
 	{
 		BlockNumber count = nblocks == 0 ? total - start : Min(nblocks, total - start);
 
@@ -135,7 +136,7 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 
 			CHECK_FOR_INTERRUPTS();
 			sw_log_row(map, slot, &layout, true, &row);
-			if (row.retracted == NULL)
+			if (row.retracted != SW_LOG_BEFORE)
 				continue;
 			/*
 			 * Other compactions wait for our lock and writers never delete
@@ -160,6 +161,10 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 		if (start + count < total)
 			*next = start + count;
 	}
+
+	/* past the end of the history: fold the batches before since */
+	if (*next == InvalidBlockNumber)
+		sw_catalog_fold_batches(relid, frontiers.since, snapshot);
 	table_close(history, NoLock);
 	UnregisterSnapshot(snapshot);
 	relation_close(ftrel, NoLock);

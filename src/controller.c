@@ -185,6 +185,26 @@ sw_controller_wrote(Oid relid, int64 batch)
 	return false;
 }
 
+/*
+ * The smallest id of the current transaction's batches of the source;
+ * PG_INT64_MAX if it has none.
+ */
+int64
+sw_controller_min_batch(Oid relid)
+{
+	int64		min = PG_INT64_MAX;
+	ListCell   *lc;
+
+	foreach(lc, writes)
+	{
+		SwWrite    *w = lfirst(lc);
+
+		if (w->relid == relid)
+			min = Min(min, w->batch.batch);
+	}
+	return min;
+}
+
 static int
 compare_writes(const ListCell *a, const ListCell *b)
 {

@@ -27,6 +27,7 @@ typedef void (*SwCommitCheck) (Oid relid, void *arg);
 extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
 extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
+extern int64 sw_controller_min_batch(Oid relid);
 extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts);
 
 #endif							/* SW_CONTROLLER_H */

@@ -38,6 +38,7 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/parallel.h"
@@ -104,6 +105,9 @@ typedef struct SwScanState
 	Relation	history;		/* hidden heap of retracted rows (as_of) */
 	TableScanDesc scan;			/* the heap being scanned now */
 	bool		in_history;		/* as_of: scanning the history heap */
+	Oid			retracted_index;	/* as_of: on the history's "$retracted" */
+	Relation	index_rel;		/* ... open, while the history is read */
+	struct IndexScanDescData *iscan;	/* ... through it */
 	TupleTableSlot *current_slot;	/* tuples of the current heap */
 	TupleTableSlot *history_slot;	/* tuples of the history heap */
 	SwLayout	current_layout;
@@ -115,7 +119,7 @@ typedef struct SwScanState
 	Snapshot	snapshot;		/* what the scan sees */
 	bool		registered;		/* we registered the snapshot */
 	int64		as_of;			/* -1, or the time read */
-	SwBatchMap *batches;		/* as_of: batches at or before it */
+	SwBatchMap *batches;		/* as_of: batches after it */
 	SwParallelScan *pscan;		/* parallel scan, when there is one */
 } SwScanState;
 
@@ -344,6 +348,7 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		check_read_past(ftrel);
 		ss->history = table_open(source.history_rel, AccessShareLock);
+		ss->retracted_index = source.retracted_index;
 		sw_storage_layout(ftrel, ss->history, &ss->history_layout);
 		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);
 
@@ -450,8 +455,11 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 /*
  * The next row of the source as of ss->as_of: from the current heap, rows
  * whose batch is at or before it, then from the history heap, rows
- * inserted at or before it and retracted after it.  Returns the hidden
- * slot and, in *layout, where its columns are; or NULL at the end.
+ * inserted at or before it and retracted after it.  Only the batches after
+ * it are loaded (log.c), and only the history rows they retracted are
+ * read, through the index on "$retracted" (a parallel scan reads all of
+ * the history).  Returns the hidden slot and, in *layout, where its
+ * columns are; or NULL at the end.
  */
 static TupleTableSlot *
 next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
@@ -463,7 +471,7 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 		MemoryContext old = MemoryContextSwitchTo(query_cxt);
 
 		ss->batches = sw_log_batches(RelationGetRelid(node->ss.ss_currentRelation),
-									 PG_INT64_MIN, ss->as_of + 1,
+									 ss->as_of + 1, PG_INT64_MAX,
 									 ss->scan->rs_snapshot);
 		MemoryContextSwitchTo(old);
 	}
@@ -472,18 +480,30 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 	{
 		TupleTableSlot *hidden = ss->in_history ? ss->history_slot : ss->current_slot;
 		SwLogRow	row;
+		bool		found;
 
-		if (!table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden))
+		if (ss->in_history && ss->scan == NULL && ss->iscan == NULL)
+			return NULL;		/* nothing retracted after the time */
+		found = ss->iscan
+			? index_getnext_slot(ss->iscan, ForwardScanDirection, hidden)
+			: table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden);
+		if (!found)
 		{
 			MemoryContext old;
 
 			if (ss->in_history)
 				return NULL;
 			table_endscan(ss->scan);
-			old = MemoryContextSwitchTo(query_cxt);
-			ss->scan = begin_heap_scan(ss, ss->history, true);
-			MemoryContextSwitchTo(old);
+			ss->scan = NULL;
 			ss->in_history = true;
+			old = MemoryContextSwitchTo(query_cxt);
+			if (ss->pscan || !OidIsValid(ss->retracted_index))
+				ss->scan = begin_heap_scan(ss, ss->history, true);
+			else
+				(void) sw_index_scan_begin(&ss->iscan, &ss->index_rel, ss->history,
+										   ss->retracted_index, ss->snapshot,
+										   ss->batches->min_id);
+			MemoryContextSwitchTo(old);
 			continue;
 		}
 
@@ -494,6 +514,17 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 		if (sw_log_row_present(&row))
 			return hidden;
 	}
+}
+
+/* end the index scan of the history, if there is one */
+static void
+end_index_scan(SwScanState *ss)
+{
+	if (ss->iscan == NULL)
+		return;
+	index_endscan(ss->iscan);
+	index_close(ss->index_rel, AccessShareLock);
+	ss->iscan = NULL;
 }
 
 /*
@@ -510,7 +541,7 @@ iterate_scan(ForeignScanState *node)
 	TupleTableSlot *hidden;
 	SwLayout   *layout = &ss->current_layout;
 
-	if (ss->scan == NULL)
+	if (ss->scan == NULL && !ss->in_history)
 	{
 		/* we run in per-tuple memory; the scan lives as long as the query */
 		MemoryContext old = MemoryContextSwitchTo(node->ss.ps.state->es_query_cxt);
@@ -580,16 +611,16 @@ swReScanForeignScan(ForeignScanState *node)
 
 	/* the executor clears the slot next, but leaves the rest to us */
 	clear_slot(ss, node->ss.ss_ScanTupleSlot);
-	if (ss->scan == NULL)
-		return;
 	if (ss->in_history)
 	{
 		/* back to the start: the current heap */
-		table_endscan(ss->scan);
+		if (ss->scan)
+			table_endscan(ss->scan);
 		ss->scan = NULL;
+		end_index_scan(ss);
 		ss->in_history = false;
 	}
-	else
+	else if (ss->scan)
 		table_rescan(ss->scan, NULL);
 }
 
@@ -602,6 +633,7 @@ swEndForeignScan(ForeignScanState *node)
 		return;
 	if (ss->scan)
 		table_endscan(ss->scan);
+	end_index_scan(ss);
 	if (ss->registered)
 		UnregisterSnapshot(ss->snapshot);
 	if (ss->history)

@@ -132,8 +132,10 @@ PG_FUNCTION_INFO_V1(source_writes_updates);
  *
  * The log of a source table in timestamp order (additions before
  * retractions at one timestamp): the updates with since <= ts < until.
- * Without since, all retained history; an explicit since must be readable
- * (not before the source's since).  The updates are sorted with work_mem,
+ * Without since, all retained history: the rows of batches that
+ * compaction folded appear as added by the oldest batch kept, with origin
+ * system and no role.  An explicit since must be readable (not before the
+ * source's since), and costs what the batches since then wrote.  The updates are sorted with work_mem,
  * spilling to disk as a sort does; each is built in a memory context that
  * is reset for the next.
  */
@@ -166,6 +168,7 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	TupleTableSlot *hidden;
 	const SwLayout *layout;
 	SwLogRow	row;
+	SwBatch		folded = {0};
 	MemoryContext row_cxt;
 
 	if (!OidIsValid(relid))
@@ -212,6 +215,22 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	current = table_open(source.current_rel, AccessShareLock);
 	history = table_open(source.history_rel, AccessShareLock);
 	sw_log_begin_scan(&ls, ftrel, current, history, snapshot, map);
+
+	/*
+	 * From a time on, only the rows of the batches since then: those of the
+	 * current heap with such a "$batch", and those of the history with such
+	 * a "$retracted" (a row added since then was retracted since then too,
+	 * if at all).  From the beginning, everything.
+	 */
+	if (since != PG_INT64_MIN)
+	{
+		if (OidIsValid(source.batch_index))
+			sw_log_scan_by_index(&ls, false, source.batch_index);
+		if (OidIsValid(source.retracted_index))
+			sw_log_scan_by_index(&ls, true, source.retracted_index);
+	}
+	folded.ts = map->oldest_ts;
+	folded.origin = SW_ORIGIN_SYSTEM;
 	while ((hidden = sw_log_next(&ls, &layout, &row)) != NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(row_cxt);
@@ -223,17 +242,25 @@ source_writes_updates(PG_FUNCTION_ARGS)
 		data = HeapTupleGetDatum(heap_form_tuple(rowdesc, row_values, row_isnull));
 		for (int i = 0; i < 2; i++)
 		{
-			const SwBatch *batch = i == 0 ? row.added : row.retracted;
+			const SwBatch *batch = NULL;
 
+			if (i == 0 && row.added == SW_LOG_IN)
+				batch = row.added_batch;
+			else if (i == 0 && row.added == SW_LOG_BEFORE &&
+					 since == PG_INT64_MIN && folded.ts < until)
+				batch = &folded;	/* from the beginning: a folded batch */
+			else if (i == 1 && row.retracted == SW_LOG_IN)
+				batch = row.retracted_batch;
 			if (batch == NULL)
 				continue;
 			ExecClearTuple(slot);
+			memset(slot->tts_isnull, false, UPDATES_NATTS * sizeof(bool));
 			slot->tts_values[0] = Int64GetDatum(batch->ts);
 			slot->tts_values[1] = Int32GetDatum(i == 0 ? 1 : -1);
 			slot->tts_values[2] = origins[batch->origin];
 			slot->tts_values[3] = NameGetDatum(&batch->role);
+			slot->tts_isnull[3] = batch == &folded;
 			slot->tts_values[4] = data;
-			memset(slot->tts_isnull, false, UPDATES_NATTS * sizeof(bool));
 			ExecStoreVirtualTuple(slot);
 			tuplesort_puttupleslot(sort, slot);
 		}

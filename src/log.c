@@ -9,17 +9,30 @@
  * snapshot, each row instance is seen exactly once, either current or in
  * the history, and only batches that committed count.
  *
- * Every reader of the past asks the same question of a hidden row: which
- * batches, of those in a range of time, added and retracted it?  A batch
- * map (the batches of a range) and sw_log_row() answer it, and each reader
- * picks its range:
+ * Every reader of the past asks the same question of a hidden row: where,
+ * seen from a time, are the batches that added and retracted it?  A batch
+ * map (the batches from a time on) and sw_log_row() answer it: a batch in
+ * the map is in the range asked about or after it; a batch that is not
+ * is before it, or folded by compaction (see compaction.c), which is
+ * before since and so before any time a reader may ask about; except the
+ * reader's own batches, not committed yet, which are after every time.
+ * Each reader picks its range:
  *
- *	as of T		batches at or before T: the row is in the contents if one
- *				of them added it and none retracted it;
- *	updates		batches in [since, until): +1 for the row's addition, -1
- *				for its retraction, where the batch is in range;
- *	compaction	batches before since: a history row retracted by one of
- *				them is needed by no readable time.
+ *	as of T		from T + 1: the row is in the contents if a batch before
+ *				added it and none before retracted it;
+ *	updates		[since, until): +1 for the row's addition, -1 for its
+ *				retraction, where the batch is in range (and, reading from
+ *				the beginning, +1 for rows added by folded batches);
+ *	compaction	from since: a history row retracted before is needed by
+ *				no readable time.
+ *
+ * A map holds the batches from a time on, not those before it: its size,
+ * and the cost of loading it, follow the part of the log that is read.
+ * Batch ids come from a sequence at a transaction's first write, so they
+ * grow with time, give or take the transactions that were writing at once:
+ * the rows of the batches in a map are those whose batch column is at
+ * least the smallest id in it, which the indexes on the hidden heaps' batch
+ * columns find without reading older rows.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -30,45 +43,75 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
 #include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "utils/rel.h"
 
+#include "controller.h"
 #include "log.h"
 
 /*
- * The committed batches of a source with from <= ts < until that the MVCC
- * snapshot sees, in the caller's memory context.
+ * The committed batches of a source with ts >= from that the MVCC
+ * snapshot sees, in the caller's memory context, for a reader of the range
+ * [from, until).
  */
 SwBatchMap *
 sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 {
 	SwBatchMap *map = palloc(sizeof(SwBatchMap));
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
 
+	map->relid = relid;
 	map->from = from;
 	map->until = until;
-	map->batches = sw_catalog_load_batches(relid, from, until, snapshot);
+	map->batches = sw_catalog_load_batches(relid, from, PG_INT64_MAX, snapshot);
+	map->min_id = sw_controller_min_batch(relid);
+	map->oldest_ts = PG_INT64_MAX;
+	hash_seq_init(&status, map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+	{
+		map->min_id = Min(map->min_id, batch->batch);
+		map->oldest_ts = Min(map->oldest_ts, batch->ts);
+	}
 	return map;
 }
 
-static inline const SwBatch *
-find_batch(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum)
+/*
+ * Where the batch in a hidden row's column is, seen from the map.
+ */
+static inline SwLogWhen
+batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
+		   const SwBatch **batch)
 {
 	bool		isnull;
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
 
 	Assert(!isnull);
-	return hash_search(map->batches, &id, HASH_FIND, NULL);
+	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
+	if (*batch != NULL)
+		return (*batch)->ts < map->until ? SW_LOG_IN : SW_LOG_LATER;
+	if (sw_controller_wrote(map->relid, id))
+		return SW_LOG_LATER;
+	return SW_LOG_BEFORE;
 }
 
 /*
- * Which batches of the map added and retracted a hidden row.
+ * Where the batches that added and retracted a hidden row are.
  */
 void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = find_batch(map, hidden, layout->meta);
-	row->retracted = history ? find_batch(map, hidden, layout->meta + 1) : NULL;
+	row->added = batch_when(map, hidden, layout->meta, &row->added_batch);
+	row->retracted = SW_LOG_LATER;
+	row->retracted_batch = NULL;
+	if (history)
+		row->retracted = batch_when(map, hidden, layout->meta + 1,
+									&row->retracted_batch);
 }
 
 /*
@@ -95,49 +138,109 @@ sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 }
 
 /*
- * The next hidden row that a batch of the map added or retracted, with
- * where its columns are and what the map says of it; NULL at the end.
+ * Read the current heap (or the history) through an index on its batch
+ * column ("$batch", or "$retracted"), from the map's smallest id on: only
+ * the rows of the map's batches, and of a few older ones.
+ */
+void
+sw_log_scan_by_index(SwLogScan *ls, bool history, Oid index)
+{
+	ls->index[history ? 1 : 0] = index;
+}
+
+/*
+ * Begin an index scan of the rows of a hidden heap whose batch column (the
+ * index's) is at least min_id; false if there can be none.
+ */
+bool
+sw_index_scan_begin(IndexScanDesc *iscan, Relation *index_rel, Relation heap,
+					Oid index, Snapshot snapshot, int64 min_id)
+{
+	ScanKeyData key;
+
+	if (min_id == PG_INT64_MAX)
+		return false;
+	*index_rel = index_open(index, AccessShareLock);
+	*iscan = index_beginscan(heap, *index_rel, snapshot, 1, 0);
+	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE,
+				Int64GetDatum(min_id));
+	index_rescan(*iscan, &key, 1, NULL, 0);
+	return true;
+}
+
+/* end the scan of the relation being read */
+static void
+end_relation(SwLogScan *ls)
+{
+	if (ls->scan)
+		table_endscan(ls->scan);
+	if (ls->iscan)
+	{
+		index_endscan(ls->iscan);
+		index_close(ls->index_rel, AccessShareLock);
+	}
+	ls->scan = NULL;
+	ls->iscan = NULL;
+}
+
+/*
+ * The next hidden row with something in the map's range (see SwLogScan),
+ * with where its columns are and what the map says of it; NULL at the end.
  * The slot holds the row until the next call.
  */
 TupleTableSlot *
 sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 {
+	bool		from_start = ls->map->from == PG_INT64_MIN;
+
 	for (;;)
 	{
 		TupleTableSlot *slot;
+		bool		found;
 
-		if (ls->scan == NULL)
+		if (ls->scan == NULL && ls->iscan == NULL)
 		{
+			int			which = ls->which;
+
 			do
-				ls->which++;
-			while (ls->which < 2 && ls->rel[ls->which] == NULL);
-			if (ls->which >= 2)
+				which++;
+			while (which < 2 && ls->rel[which] == NULL);
+			ls->which = which;
+			if (which >= 2)
 				return NULL;
-			ls->scan = table_beginscan(ls->rel[ls->which], ls->snapshot, 0, NULL);
+			if (!OidIsValid(ls->index[which]))
+				ls->scan = table_beginscan(ls->rel[which], ls->snapshot, 0, NULL);
+			else if (!sw_index_scan_begin(&ls->iscan, &ls->index_rel, ls->rel[which],
+										  ls->index[which], ls->snapshot,
+										  ls->map->min_id))
+				continue;
 		}
 
 		slot = ls->slot[ls->which];
-		if (!table_scan_getnextslot(ls->scan, ForwardScanDirection, slot))
+		found = ls->scan
+			? table_scan_getnextslot(ls->scan, ForwardScanDirection, slot)
+			: index_getnext_slot(ls->iscan, ForwardScanDirection, slot);
+		if (!found)
 		{
-			table_endscan(ls->scan);
-			ls->scan = NULL;
+			end_relation(ls);
 			continue;
 		}
 
 		CHECK_FOR_INTERRUPTS();
 		sw_log_row(ls->map, slot, &ls->layout[ls->which], ls->which == 1, row);
-		if (row->added == NULL && row->retracted == NULL)
-			continue;
-		*layout = &ls->layout[ls->which];
-		return slot;
+		if (row->added == SW_LOG_IN || row->retracted == SW_LOG_IN ||
+			(from_start && sw_log_row_present(row)))
+		{
+			*layout = &ls->layout[ls->which];
+			return slot;
+		}
 	}
 }
 
 void
 sw_log_end_scan(SwLogScan *ls)
 {
-	if (ls->scan)
-		table_endscan(ls->scan);
+	end_relation(ls);
 	for (int i = 0; i < 2; i++)
 		if (ls->slot[i])
 			ExecDropSingleTupleTableSlot(ls->slot[i]);

@@ -92,6 +92,7 @@ struct SwWriter
 	EState	   *estate;			/* the caller's, or our own */
 	bool		own_estate;
 	ResultRelInfo *current_rri; /* the current heap and its indexes */
+	ResultRelInfo *history_rri; /* the history heap and its indexes */
 	ResultRelInfo *table_rri;	/* the source table, for its constraints */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *lock_slot;	/* upsert: the current row of a key */
@@ -194,6 +195,10 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 		w->key_indexes = list_make1_oid(w->key_index);
 	}
 
+	w->history_rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->history_rri, w->history, 0, NULL, 0);
+	ExecOpenIndices(w->history_rri, false);
+
 	w->new_slot = table_slot_create(w->current, NULL);
 	w->lock_slot = table_slot_create(w->current, NULL);
 	return w;
@@ -218,6 +223,7 @@ sw_writer_close(SwWriter *w)
 	ExecDropSingleTupleTableSlot(w->new_slot);
 	ExecDropSingleTupleTableSlot(w->lock_slot);
 	ExecCloseIndices(w->current_rri);
+	ExecCloseIndices(w->history_rri);
 	if (w->own_estate)
 		FreeExecutorState(w->estate);
 	table_close(w->history, NoLock);
@@ -554,6 +560,9 @@ flush_history(SwWriter *w)
 	old = MemoryContextSwitchTo(w->history_cxt);
 	table_multi_insert(w->history, w->history_slots, w->nhistory,
 					   w->history_cid, 0, NULL);
+	for (int i = 0; i < w->nhistory && w->history_rri->ri_NumIndices > 0; i++)
+		ExecInsertIndexTuples(w->history_rri, w->history_slots[i], w->estate,
+							  false, false, NULL, NIL);
 	MemoryContextSwitchTo(old);
 	for (int i = 0; i < w->nhistory; i++)
 		ExecClearTuple(w->history_slots[i]);
