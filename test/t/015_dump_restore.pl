@@ -78,12 +78,6 @@ $src->safe_psql('postgres', $_) for (
 	q{DELETE FROM ev WHERE id > 18},
 	q{SET ROLE alice; UPDATE u SET v = 'by alice' WHERE k <= 2},
 	q{SET ROLE alice; DELETE FROM "Hooks".payments WHERE id = 'p2'},
-	# one transaction, two roles: two batches at one timestamp
-	q{BEGIN;
-	  INSERT INTO ev (id, kind, qty) VALUES (50, 'mine', 5);
-	  SET ROLE alice;
-	  DELETE FROM ev WHERE id = 3;
-	  COMMIT},
 	q{ALTER FOREIGN TABLE ev ADD COLUMN note text},
 	qq{UPDATE ev SET note = $toasted WHERE id = 5},
 	q{INSERT INTO ev (id, kind, qty, note) VALUES (60, 'late', 6, 'added later')},
@@ -94,6 +88,13 @@ $src->safe_psql('postgres', $_) for (
 	q{ALTER FOREIGN TABLE ev OPTIONS (ADD retain_history '0')},
 	q{UPDATE ev SET kind = 'before since' WHERE id = 7},
 	q{ALTER FOREIGN TABLE ev OPTIONS (SET retain_history '100 years')},
+	# one transaction, two roles: two batches at one timestamp (kept
+	# by compaction: after since)
+	q{BEGIN;
+	  INSERT INTO ev (id, kind, qty) VALUES (50, 'mine', 5);
+	  SET ROLE alice;
+	  DELETE FROM ev WHERE id = 3;
+	  COMMIT},
 	q{UPDATE ev SET kind = 'kept' WHERE id IN (8, 9)},
 	qq{UPDATE ev SET note = 'again ' || $toasted WHERE id = 5},
 	q{DELETE FROM ev WHERE id = 10},
@@ -272,14 +273,14 @@ sub check_restored
 		'"Hooks".payments,ev,u', "$label: and there are no other foreign tables");
 
 	# every relation of the internal schema is a hidden relation of a
-	# source, or the key index of one; each source has its two
+	# source, or an index of one; each source has its two
 	is(result($node, $db, q{
 			SELECT string_agg(relname, ',') FROM pg_class c
 			WHERE relnamespace = 'source_writes_internal'::regnamespace
 			  AND NOT EXISTS (SELECT FROM source_writes.source_tables s
 			                  WHERE c.oid IN (s.current_rel, s.history_rel))
 			  AND NOT EXISTS (SELECT FROM pg_index i JOIN source_writes.source_tables s
-			                    ON i.indrelid = s.current_rel
+			                    ON i.indrelid IN (s.current_rel, s.history_rel)
 			                  WHERE i.indexrelid = c.oid)}),
 		'', "$label: no relation in source_writes_internal is an orphan");
 	is(result($node, $db, q{
@@ -297,11 +298,18 @@ sub check_restored
 	is(result($node, $db, q{
 			SELECT count(*) FROM pg_class
 			WHERE relnamespace = 'source_writes_internal'::regnamespace}),
-		'7', "$label: six hidden heaps and one key index, no more");
+		'13', "$label: six hidden heaps, the indexes of their batch columns and one key index, no more");
+	is(result($node, $db, q{
+			SELECT string_agg(split_part(c.relname, '_', 4), ',' ORDER BY c.relname)
+			FROM pg_index i JOIN source_writes.source_tables s
+			  ON i.indrelid IN (s.current_rel, s.history_rel)
+			JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE s.relid = 'ev'::regclass}),
+		'batch,retracted', "$label: ev's hidden heaps have their indexes");
 	is(result($node, $db, q{
 			SELECT pg_get_indexdef(i.indexrelid) LIKE '%UNIQUE%(region, k)'
 			FROM pg_index i JOIN source_writes.source_tables s ON i.indrelid = s.current_rel
-			WHERE s.relid = 'u'::regclass}),
+			WHERE s.relid = 'u'::regclass AND i.indisunique}),
 		't', "$label: u has its unique key index on (region, k)");
 	my ($ret, $stdout, $stderr) = $node->psql($db, q{INSERT INTO u VALUES ('us', 1, 'again')});
 	like($stderr, qr/duplicate key value violates the key of upsert source "u"/,
