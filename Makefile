@@ -22,6 +22,7 @@ OBJS = \
 	src/notifier.o \
 	src/restore.o \
 	src/source_writes.o \
+	src/stamps.o \
 	src/storage.o \
 	src/test_write.o \
 	src/writer.o

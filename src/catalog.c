@@ -287,24 +287,43 @@ sw_is_source_table(Oid relid)
 }
 
 /*
- * The next tuple of a systable scan begun with SnapshotAny that the MVCC
- * snapshot sees.  Testing visibility here, instead of handing the snapshot
+ * Does the MVCC snapshot see the tuple a systable scan begun with
+ * SnapshotAny returned?  The next tuple that it sees.  Testing visibility here, instead of handing the snapshot
  * to the scan, keeps the scan from taking SSI predicate locks.
  */
+static bool
+tuple_visible(SysScanDesc scan, HeapTuple tuple, Snapshot snapshot)
+{
+	Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+	bool		visible;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return visible;
+}
+
 static HeapTuple
 next_visible(SysScanDesc scan, Snapshot snapshot)
 {
 	HeapTuple	tuple;
 
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
-		bool		visible;
+		if (tuple_visible(scan, tuple, snapshot))
+			return tuple;
+	return NULL;
+}
 
-		LockBuffer(buffer, BUFFER_LOCK_SHARE);
-		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
-		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
-		if (visible)
+/* the same, for a scan begun with systable_beginscan_ordered(), backwards */
+static HeapTuple
+next_visible_backward(SysScanDesc scan, Snapshot snapshot)
+{
+	HeapTuple	tuple;
+
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (tuple_visible(scan, tuple, snapshot))
 			return tuple;
 	}
 	return NULL;
@@ -731,27 +750,19 @@ snapshot_upper(Oid relid, Snapshot snapshot, int64 *upper)
 	rel = table_open(oids.batches, AccessShareLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
 	scan = begin_batches_backward(rel, index, relid, SnapshotAny, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	tuple = next_visible_backward(scan, snapshot);
+	if (HeapTupleIsValid(tuple))
 	{
-		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
-		bool		visible;
+		bool		isnull;
 		SwPending  *pending;
 		int			n;
 
-		CHECK_FOR_INTERRUPTS();
-		LockBuffer(buffer, BUFFER_LOCK_SHARE);
-		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
-		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
-		if (!visible)
-			continue;
-
 		*upper = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
-											RelationGetDescr(rel), &visible)) + 1;
+											RelationGetDescr(rel), &isnull)) + 1;
 		n = row_pending(RelationGetDescr(rel), tuple, &pending);
 		for (int i = 0; i < n; i++)
 			if (pending[i].ts < *upper && snapshot_misses(snapshot, pending[i].xid))
 				*upper = pending[i].ts;
-		break;
 	}
 	systable_endscan_ordered(scan);
 	index_close(index, AccessShareLock);
@@ -1153,7 +1164,7 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 
 /*
  * Begin a scan of the batches of a source with ts < before, newest first,
- * with SnapshotAny: the caller tests visibility (next_visible_ordered()).
+ * with SnapshotAny: the caller tests visibility (next_visible_backward()).
  */
 static SysScanDesc
 begin_batches_before(Relation rel, Relation index, Oid relid, int64 before,
@@ -1164,25 +1175,6 @@ begin_batches_before(Relation rel, Relation index, Oid relid, int64 before,
 	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
 				Int64GetDatum(before));
 	return systable_beginscan_ordered(rel, index, SnapshotAny, 2, keys);
-}
-
-static HeapTuple
-next_visible_ordered(SysScanDesc scan, Snapshot snapshot)
-{
-	HeapTuple	tuple;
-
-	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
-	{
-		Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
-		bool		visible;
-
-		LockBuffer(buffer, BUFFER_LOCK_SHARE);
-		visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
-		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
-		if (visible)
-			return tuple;
-	}
-	return NULL;
 }
 
 /*
@@ -1203,7 +1195,7 @@ sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
 	rel = table_open(oids.batches, AccessShareLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
 	scan = begin_batches_before(rel, index, relid, before, keys);
-	while (n < limit && HeapTupleIsValid(next_visible_ordered(scan, snapshot)))
+	while (n < limit && HeapTupleIsValid(next_visible_backward(scan, snapshot)))
 		n++;
 	systable_endscan_ordered(scan);
 	index_close(index, AccessShareLock);
@@ -1235,7 +1227,7 @@ sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
 	rel = table_open(oids.batches, RowExclusiveLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
 	scan = begin_batches_before(rel, index, relid, since, keys);
-	while (HeapTupleIsValid(tuple = next_visible_ordered(scan, snapshot)))
+	while (HeapTupleIsValid(tuple = next_visible_backward(scan, snapshot)))
 	{
 		TM_FailureData tmfd;
 

@@ -48,6 +48,7 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -56,6 +57,7 @@
 #include "controller.h"
 #include "fdw_options.h"
 #include "notifier.h"
+#include "stamps.h"
 
 /* a batch of the current transaction */
 typedef struct SwWrite
@@ -65,6 +67,7 @@ typedef struct SwWrite
 	SwOrigin	origin;
 	int			nest_level;		/* subtransaction level of its first write */
 	bool		stamped;		/* recorded in the catalog at pre-commit */
+	int			source;			/* its source's index in stamping */
 	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
 
@@ -80,6 +83,10 @@ typedef struct SwCheck
 /* the batches and checks of the current transaction, in TopTransactionContext */
 static List *writes = NIL;
 static List *checks = NIL;
+
+/* the sources the committing transaction stamps, in TopTransactionContext */
+static SwStamping *stamping = NULL;
+static int	nstamping = 0;
 static bool callbacks_registered = false;
 
 static void sw_xact_callback(XactEvent event, void *arg);
@@ -215,15 +222,37 @@ compare_writes(const ListCell *a, const ListCell *b)
 }
 
 /*
- * Stamp the batches of the committing transaction (see the file header).
+ * Read a source's newest batches from the catalog, under its stamp lock,
+ * for a slot in shared memory (once the batches still committing have
+ * finished: a slot starts with none) or to stamp by the catalog.
+ */
+static void
+read_stamp_state(SwStamping *src, const SwFrontiers *stored, bool for_slot)
+{
+	if (for_slot)
+	{
+		(void) sw_catalog_stamp_state(src->relid, &src->state);
+		for (int j = 0; j < src->state.npending; j++)
+			XactLockTableWait(XidFromFullTransactionId(src->state.pending[j].xid),
+							  NULL, NULL, XLTW_None);
+	}
+	if (!sw_catalog_stamp_state(src->relid, &src->state))
+		src->state.top = stored->upper - 1;
+}
+
+/*
+ * Stamp the batches of the committing transaction (see the file header
+ * and stamps.c).
  */
 static void
 stamp_batches(void)
 {
 	int64		ts = sw_now_ms();
 	int			n;
-	SwStampState *states;
-	bool	   *exists;
+	int			nsources = 0;
+	SwStamping *sources;
+	SwFrontiers *stored;
+	bool	   *locked;
 	ListCell   *lc;
 
 	/* the extension was dropped in this transaction, sources and all */
@@ -233,64 +262,128 @@ stamp_batches(void)
 	/* a fixed lock order keeps writers of several sources from deadlocking */
 	list_sort(writes, compare_writes);
 	n = list_length(writes);
-	states = palloc(sizeof(SwStampState) * n);
-	exists = palloc(sizeof(bool) * n);
+	sources = MemoryContextAllocZero(TopTransactionContext, sizeof(SwStamping) * n);
+	stored = palloc(sizeof(SwFrontiers) * n);
+	locked = palloc0(sizeof(bool) * n);
 
-	for (int i = 0; i < n; i++)
+	/* the sources written, once each, that still exist */
+	foreach(lc, writes)
 	{
-		SwWrite    *w = list_nth(writes, i);
-		SwFrontiers stored;
+		SwWrite    *w = lfirst(lc);
+		SwStamping *src = &sources[nsources];
 
-		if (i > 0 && ((SwWrite *) list_nth(writes, i - 1))->relid == w->relid)
+		if (nsources > 0 && sources[nsources - 1].relid == w->relid)
 		{
-			exists[i] = exists[i - 1];
-			states[i] = states[i - 1];
+			w->source = nsources - 1;
 			continue;
 		}
-		sw_catalog_lock_source(w->relid);
+		w->source = -1;
 		/* a source dropped after it was written needs no batch */
-		exists[i] = sw_catalog_stored_frontiers(w->relid, &stored);
-		if (!exists[i])
+		if (!sw_catalog_stored_frontiers(w->relid, &stored[nsources]))
 			continue;
-		if (sw_catalog_stamp_state(w->relid, &states[i]))
-			ts = Max(ts, states[i].top + 1);
-		else
-			ts = Max(ts, stored.upper);
+		src->relid = w->relid;
+		src->in_memory = sw_stamps_available();
+		src->state.maxpending = MaxBackends + 1;
+		src->state.pending = palloc(sizeof(SwPending) * src->state.maxpending);
+		w->source = nsources++;
 	}
+	stamping = sources;
+	nstamping = nsources;
 
-	/* the checks of sources still there, under their locks */
+	/* the checks, under the stamp locks of their sources */
+	for (int i = 0; i < nsources; i++)
+		foreach(lc, checks)
+			if (((SwCheck *) lfirst(lc))->relid == sources[i].relid && !locked[i])
+			{
+				sw_catalog_lock_source(sources[i].relid);
+				locked[i] = true;
+			}
 	foreach(lc, checks)
 	{
 		SwCheck    *c = lfirst(lc);
 
-		for (int i = 0; i < n; i++)
-			if (((SwWrite *) list_nth(writes, i))->relid == c->relid && exists[i])
+		for (int i = 0; i < nsources; i++)
+			if (sources[i].relid == c->relid)
 			{
 				c->check(c->relid, c->arg);
 				break;
 			}
 	}
 
-	for (int i = 0; i < n; i++)
+	/*
+	 * The timestamp: in shared memory where the sources have slots (a
+	 * source without one gets it from its newest batches, under its stamp
+	 * lock); by the catalog, under that lock held until the batch is
+	 * recorded, where none can be had.
+	 */
+	for (int i = 0; i < nsources; i++)
+		if (!sources[i].in_memory)
+		{
+			sw_catalog_lock_source(sources[i].relid);
+			locked[i] = true;
+			read_stamp_state(&sources[i], &stored[i], false);
+			ts = Max(ts, sources[i].state.top + 1);
+		}
+	while (!sw_stamps_available() || !sw_stamps_take(sources, nsources, &ts))
 	{
-		SwWrite    *w = list_nth(writes, i);
+		for (int i = 0; i < nsources; i++)
+		{
+			SwStamping *src = &sources[i];
 
-		if (!exists[i])
+			if (!src->in_memory || src->pinned)
+				continue;
+			if (!locked[i])
+				sw_catalog_lock_source(src->relid);
+			read_stamp_state(src, &stored[i], true);
+			if (sw_stamps_install(src->relid, src->state.top))
+				src->pinned = true;
+			else
+			{
+				/* no slot: by the catalog, keeping the lock */
+				src->in_memory = false;
+				read_stamp_state(src, &stored[i], false);
+				ts = Max(ts, src->state.top + 1);
+				locked[i] = true;
+				continue;
+			}
+			if (!locked[i])
+				sw_catalog_unlock_source(src->relid);
+		}
+		if (!sw_stamps_available())
+			break;
+	}
+
+	foreach(lc, writes)
+	{
+		SwWrite    *w = lfirst(lc);
+
+		if (w->source < 0)
 			continue;
 		w->batch.ts = ts;
 		sw_catalog_insert_batch(w->relid, &w->batch,
-								states[i].npending, states[i].pending);
+								sources[w->source].state.npending,
+								sources[w->source].state.pending);
 		w->stamped = true;
 	}
 
 	/* the batches are in the catalog: the next writer will see them */
-	for (int i = 0; i < n; i++)
-	{
-		SwWrite    *w = list_nth(writes, i);
+	for (int i = 0; i < nsources; i++)
+		if (locked[i])
+			sw_catalog_unlock_source(sources[i].relid);
+}
 
-		if (i == n - 1 || ((SwWrite *) list_nth(writes, i + 1))->relid != w->relid)
-			sw_catalog_unlock_source(w->relid);
-	}
+/*
+ * The batches stamped in shared memory have committed or aborted: they
+ * leave their slots' lists of committing batches, and what an error
+ * between two attempts left pinned is unpinned.  Cannot fail.
+ */
+static void
+finish_stamping(void)
+{
+	if (nstamping == 0)
+		return;
+	sw_stamps_unpin(stamping, nstamping);
+	sw_stamps_done(stamping, nstamping);
 }
 
 /*
@@ -334,10 +427,13 @@ sw_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
+			finish_stamping();
 			announce_batches();
 			/* the lists lived in TopTransactionContext, which is going away */
 			writes = NIL;
 			checks = NIL;
+			stamping = NULL;
+			nstamping = 0;
 			break;
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:

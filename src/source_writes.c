@@ -28,6 +28,7 @@
 
 #include "launcher.h"
 #include "notifier.h"
+#include "stamps.h"
 #include "source_writes.h"
 
 PG_MODULE_MAGIC;
@@ -131,6 +132,7 @@ sw_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	sw_notifier_shmem_request();
+	sw_stamps_shmem_request();
 }
 
 static void
@@ -139,6 +141,7 @@ sw_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	sw_notifier_shmem_startup();
+	sw_stamps_shmem_startup();
 }
 
 PG_FUNCTION_INFO_V1(source_writes_warn_unless_preloaded);
@@ -201,7 +204,7 @@ _PG_init(void)
 	if (!sw_preloaded)
 		return;
 
-	/* the notifier's shared memory */
+	/* the shared memory of the notifier and of timestamps */
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sw_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
