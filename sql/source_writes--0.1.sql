@@ -47,7 +47,9 @@ COMMENT ON TABLE source_writes.source_tables IS
 -- wrote what.  Batch ids come from a sequence and are never reused.  A
 -- batch also names the earlier batches of its source that were still
 -- committing when it got its timestamp: with them, a snapshot that sees a
--- batch knows whether it sees every batch before it (its upper).
+-- batch knows whether it sees every batch before it (its upper).  And it
+-- names where in the current heap it wrote rows, so that reading the log
+-- from a time on reads those blocks only.
 CREATE SEQUENCE source_writes.batch_ids;
 CREATE TABLE source_writes.batches (
     source  regclass NOT NULL,  -- the source table
@@ -58,7 +60,8 @@ CREATE TABLE source_writes.batches (
     xid     xid8 NOT NULL,      -- the transaction that wrote it
     pending_ts  bigint[],       -- earlier batches still committing at its stamp:
     pending_xid xid8[],         -- their timestamps and transactions
-    PRIMARY KEY (source, batch)
+    current_file   oid,         -- the current heap's file it wrote rows into,
+    current_blocks bigint[]     -- and the ranges of blocks, [from, to) pairs
 );
 CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);
 COMMENT ON TABLE source_writes.batches IS

@@ -123,6 +123,36 @@ FROM (SELECT sum(n) OVER (PARTITION BY data ORDER BY ts) AS running
 SELECT count(*) = count(DISTINCT ts) AS distinct_timestamps
 FROM source_writes.batches WHERE source = 'w'::regclass;
 
+-- reading the log from a time on, which reads only what the batches since
+-- then wrote (the blocks they wrote current rows into, the history rows
+-- they retracted), gives what reading all of it and keeping the updates
+-- since that time gives, from every batch's time; and so does reading as
+-- of a time, which reads only the history retracted after it
+SELECT count(*) > 100 AS times_checked,
+       count(*) FILTER (WHERE NOT same_log) AS log_mismatches
+FROM (SELECT (SELECT array_agg(u::text ORDER BY u::text)
+              FROM source_writes.updates(NULL::w, since => b.ts) u)
+             IS NOT DISTINCT FROM
+             (SELECT array_agg(u::text ORDER BY u::text)
+              FROM source_writes.updates(NULL::w) u WHERE u.ts >= b.ts) AS same_log
+      FROM source_writes.batches b WHERE b.source = 'w'::regclass) c;
+CREATE FUNCTION w_as_of(t bigint) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('source_writes.as_of', t::text, true);
+  RETURN QUERY SELECT w::text FROM w;
+  PERFORM set_config('source_writes.as_of', '', true);
+END $$;
+SELECT count(*) > 100 AS times_checked,
+       count(*) FILTER (WHERE NOT same_contents) AS as_of_mismatches
+FROM (SELECT (SELECT array_agg(r ORDER BY r) FROM w_as_of(b.ts) r)
+             IS NOT DISTINCT FROM
+             (SELECT array_agg(d ORDER BY d) FROM
+                (SELECT (data)::text AS d, sum(diff) AS n
+                 FROM source_writes.updates(NULL::w) WHERE ts <= b.ts GROUP BY 1) u,
+                generate_series(1, u.n)) AS same_contents
+      FROM source_writes.batches b WHERE b.source = 'w'::regclass) c;
+
+DROP FUNCTION w_as_of(bigint);
 DROP TABLE w_plain, workload_stats;
 DROP PROCEDURE run_workload(int);
 DROP FUNCTION random_statement();

@@ -83,7 +83,9 @@
 #define Anum_b_xid			6
 #define Anum_b_pending_ts	7
 #define Anum_b_pending_xid	8
-#define Natts_b				8
+#define Anum_b_current_file 9
+#define Anum_b_current_blocks 10
+#define Natts_b				10
 
 /* columns of source_writes.progress */
 #define Anum_p_source		1
@@ -109,7 +111,6 @@ typedef struct SwCatalogOids
 	Oid			source_tables;
 	Oid			source_tables_pkey;
 	Oid			batches;
-	Oid			batches_pkey;
 	Oid			batches_ts;		/* index on (source, ts) */
 	Oid			progress;
 	Oid			progress_pkey;
@@ -210,7 +211,6 @@ resolve_catalog(void)
 	oids.source_tables = member_relation(extension, nsp, "source_tables");
 	oids.source_tables_pkey = member_index(oids.source_tables, nsp, "source_tables_pkey");
 	oids.batches = member_relation(extension, nsp, "batches");
-	oids.batches_pkey = member_index(oids.batches, nsp, "batches_pkey");
 	oids.batches_ts = member_index(oids.batches, nsp, "batches_source_ts");
 	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
 	oids.progress = member_relation(extension, nsp, "progress");
@@ -225,7 +225,7 @@ resolve_catalog(void)
 
 	oids.valid = OidIsValid(oids.source_tables) &&
 		OidIsValid(oids.source_tables_pkey) &&
-		OidIsValid(oids.batches) && OidIsValid(oids.batches_pkey) &&
+		OidIsValid(oids.batches) &&
 		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
 		OidIsValid(oids.progress) && OidIsValid(oids.progress_pkey) &&
 		OidIsValid(oids.fdw_handler);
@@ -366,7 +366,6 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
 		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
 		source->key_index = InvalidOid;
-		source->batch_index = InvalidOid;
 		source->retracted_index = InvalidOid;
 	}
 	if (frontiers)
@@ -498,7 +497,6 @@ sw_source_lookup(Oid relid, SwSource *source)
 			sw_key_index_name(current_name, name);
 			source->key_index = get_relname_relid(name, get_rel_namespace(source->current_rel));
 		}
-		source->batch_index = meta_index(source->current_rel, SW_BATCH_INDEX_SUFFIX);
 		source->retracted_index = meta_index(source->history_rel, SW_RETRACTED_INDEX_SUFFIX);
 	}
 
@@ -958,7 +956,7 @@ sw_catalog_delete(Oid relid)
 		return;
 	sw_catalog_lock_source(relid);
 	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
-	delete_rows(oids.batches, oids.batches_pkey, relid);
+	delete_rows(oids.batches, oids.batches_ts, relid);
 	delete_rows(oids.progress, oids.progress_pkey, relid);
 }
 
@@ -987,12 +985,64 @@ sw_catalog_new_batch_id(void)
 }
 
 /*
+ * Add a block that a batch wrote a current row into to its ranges: it
+ * extends or falls in a range, starts a new one, or, when there are as
+ * many as can be kept, widens the range nearest to it.
+ */
+void
+sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block)
+{
+	int			nearest = 0;
+	BlockNumber gap = InvalidBlockNumber;
+
+	if (ranges->n < 0)
+		return;
+	if (ranges->n == 0)
+		ranges->file = file;
+	else if (ranges->file != file)
+	{
+		ranges->n = -1;			/* the heap was rewritten */
+		return;
+	}
+	for (int i = ranges->n - 1; i >= 0; i--)
+	{
+		BlockNumber d;
+
+		if (block >= ranges->from[i] && block < ranges->to[i])
+			return;
+		if (block == ranges->to[i])
+		{
+			ranges->to[i]++;
+			return;
+		}
+		d = block < ranges->from[i] ? ranges->from[i] - block : block - ranges->to[i];
+		if (d < gap)
+		{
+			gap = d;
+			nearest = i;
+		}
+	}
+	if (ranges->n < SW_MAX_BLOCK_RANGES)
+	{
+		ranges->from[ranges->n] = block;
+		ranges->to[ranges->n] = block + 1;
+		ranges->n++;
+	}
+	else if (block < ranges->from[nearest])
+		ranges->from[nearest] = block;
+	else
+		ranges->to[nearest] = block + 1;
+}
+
+/*
  * Record a batch of a source, stamped by the current (top) transaction,
- * with the batches that were still committing when it was stamped.
+ * with the batches that were still committing when it was stamped and
+ * where it wrote current rows (NULL: nowhere).
  */
 void
 sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
-						int npending, const SwPending *pending)
+						int npending, const SwPending *pending,
+						const SwBlockRanges *blocks)
 {
 	Relation	rel;
 	Datum		values[Natts_b];
@@ -1024,6 +1074,27 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		values[Anum_b_pending_xid - 1] = PointerGetDatum(
 			construct_array(xids, npending, XID8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
+	if (blocks == NULL || blocks->n <= 0)
+	{
+		/* nowhere (no current row written), or not known */
+		nulls[Anum_b_current_blocks - 1] = blocks != NULL && blocks->n < 0;
+		values[Anum_b_current_blocks - 1] = PointerGetDatum(construct_empty_array(INT8OID));
+		nulls[Anum_b_current_file - 1] = true;
+	}
+	else
+	{
+		Datum		r[2 * SW_MAX_BLOCK_RANGES];
+
+		for (int i = 0; i < blocks->n; i++)
+		{
+			r[2 * i] = Int64GetDatum(blocks->from[i]);
+			r[2 * i + 1] = Int64GetDatum(blocks->to[i]);
+		}
+		values[Anum_b_current_file - 1] = ObjectIdGetDatum(blocks->file);
+		values[Anum_b_current_blocks - 1] = PointerGetDatum(
+			construct_array(r, 2 * blocks->n, INT8OID, sizeof(int64),
 							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	}
 
@@ -1108,6 +1179,36 @@ parse_origin(const char *name)
 }
 
 /*
+ * Where a batch row says the batch wrote current rows; NULL if it does not
+ * say.
+ */
+static SwBlockRanges *
+row_blocks(Datum *values, bool *nulls)
+{
+	SwBlockRanges *blocks;
+	Datum	   *r;
+	int			n;
+
+	if (nulls[Anum_b_current_blocks - 1])
+		return NULL;
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_current_blocks - 1]),
+					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &r, NULL, &n);
+	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES ||
+		(n > 0 && nulls[Anum_b_current_file - 1]))
+		return NULL;
+	blocks = palloc(sizeof(SwBlockRanges));
+	blocks->file = n > 0 ? DatumGetObjectId(values[Anum_b_current_file - 1]) : InvalidOid;
+	blocks->n = n / 2;
+	for (int i = 0; i < blocks->n; i++)
+	{
+		blocks->from[i] = (BlockNumber) DatumGetInt64(r[2 * i]);
+		blocks->to[i] = (BlockNumber) DatumGetInt64(r[2 * i + 1]);
+	}
+	return blocks;
+}
+
+/*
  * The committed batches of a source with from_ts <= ts < until_ts that
  * the MVCC snapshot sees, as a hash table from batch id to SwBatch in the
  * caller's memory context.
@@ -1156,6 +1257,7 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
 		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
 		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
+		batch->blocks = row_blocks(values, nulls);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

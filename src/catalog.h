@@ -16,6 +16,7 @@
 
 #include "access/transam.h"
 #include "nodes/pg_list.h"
+#include "storage/block.h"
 #include "utils/hsearch.h"
 #include "utils/snapshot.h"
 
@@ -45,12 +46,10 @@ typedef struct SwSource
 	Oid			current_rel;	/* hidden heap of current rows */
 	Oid			history_rel;	/* hidden heap of retracted rows */
 	Oid			key_index;		/* upsert sources: unique index on the key */
-	Oid			batch_index;	/* index on the current heap's "$batch" */
 	Oid			retracted_index;	/* index on the history's "$retracted" */
 } SwSource;
 
-/* the suffixes of the names of the indexes of our own columns */
-#define SW_BATCH_INDEX_SUFFIX		"batch"
+/* the suffix of the name of the index on the history's "$retracted" */
 #define SW_RETRACTED_INDEX_SUFFIX	"retracted"
 
 /*
@@ -64,6 +63,25 @@ typedef struct SwFrontiers
 	int64		retain;
 } SwFrontiers;
 
+/*
+ * Where in the current heap a batch wrote rows: the heap's file, and up to
+ * SW_MAX_BLOCK_RANGES ranges of blocks [from, to).  A batch whose rows are
+ * too scattered gets wider ranges, never fewer blocks.  n is -1 where it
+ * is not known (the heap was rewritten while the batch wrote): readers
+ * then read the whole heap.
+ */
+#define SW_MAX_BLOCK_RANGES	16
+
+typedef struct SwBlockRanges
+{
+	Oid			file;
+	int			n;
+	BlockNumber from[SW_MAX_BLOCK_RANGES];
+	BlockNumber to[SW_MAX_BLOCK_RANGES];
+} SwBlockRanges;
+
+extern void sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block);
+
 /* a committed batch, as source_writes.batches keeps it */
 typedef struct SwBatch
 {
@@ -71,6 +89,7 @@ typedef struct SwBatch
 	int64		ts;
 	SwOrigin	origin;
 	NameData	role;			/* who wrote it, as the role was named then */
+	SwBlockRanges *blocks;		/* where it wrote current rows, if known */
 } SwBatch;
 
 /* a batch that was still committing when a later one was stamped */
@@ -117,7 +136,8 @@ extern void sw_catalog_delete_row(Oid relid);
 
 extern int64 sw_catalog_new_batch_id(void);
 extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
-									int npending, const SwPending *pending);
+									int npending, const SwPending *pending,
+									const SwBlockRanges *blocks);
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 									 Snapshot snapshot);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,

@@ -67,6 +67,7 @@ typedef struct SwWrite
 	SwOrigin	origin;
 	int			nest_level;		/* subtransaction level of its first write */
 	bool		stamped;		/* recorded in the catalog at pre-commit */
+	SwBlockRanges blocks;		/* where it wrote current rows */
 	int			source;			/* its source's index in stamping */
 	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
@@ -114,10 +115,12 @@ sw_channel_name(Oid relid)
 
 /*
  * Note that the current transaction writes a source as the current user,
- * and return the id of the batch with which the written rows are tagged.
+ * and return the id of the batch with which the written rows are tagged,
+ * and in *blocks where to note the blocks of the current heap it writes
+ * rows into.
  */
 int64
-sw_controller_batch(Oid relid, SwOrigin origin)
+sw_controller_batch(Oid relid, SwOrigin origin, SwBlockRanges **blocks)
 {
 	Oid			role = GetUserId();
 	ListCell   *lc;
@@ -135,7 +138,10 @@ sw_controller_batch(Oid relid, SwOrigin origin)
 	{
 		w = lfirst(lc);
 		if (w->relid == relid && w->role == role && w->origin == origin)
+		{
+			*blocks = &w->blocks;
 			return w->batch.batch;
+		}
 	}
 
 	old = MemoryContextSwitchTo(TopTransactionContext);
@@ -150,6 +156,7 @@ sw_controller_batch(Oid relid, SwOrigin origin)
 	writes = lappend(writes, w);
 	MemoryContextSwitchTo(old);
 
+	*blocks = &w->blocks;
 	return w->batch.batch;
 }
 
@@ -362,7 +369,8 @@ stamp_batches(void)
 		w->batch.ts = ts;
 		sw_catalog_insert_batch(w->relid, &w->batch,
 								sources[w->source].state.npending,
-								sources[w->source].state.pending);
+								sources[w->source].state.pending,
+								&w->blocks);
 		w->stamped = true;
 	}
 

@@ -24,7 +24,8 @@ extern char *sw_channel_name(Oid relid);
  */
 typedef void (*SwCommitCheck) (Oid relid, void *arg);
 
-extern int64 sw_controller_batch(Oid relid, SwOrigin origin);
+extern int64 sw_controller_batch(Oid relid, SwOrigin origin,
+								 SwBlockRanges **blocks);
 extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
 extern int64 sw_controller_min_batch(Oid relid);

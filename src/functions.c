@@ -218,14 +218,13 @@ source_writes_updates(PG_FUNCTION_ARGS)
 
 	/*
 	 * From a time on, only the rows of the batches since then: those of the
-	 * current heap with such a "$batch", and those of the history with such
-	 * a "$retracted" (a row added since then was retracted since then too,
-	 * if at all).  From the beginning, everything.
+	 * current heap in the blocks they wrote, and those of the history with
+	 * such a "$retracted" (a row added since then was retracted since then
+	 * too, if at all).  From the beginning, everything.
 	 */
 	if (since != PG_INT64_MIN)
 	{
-		if (OidIsValid(source.batch_index))
-			sw_log_scan_by_index(&ls, false, source.batch_index);
+		sw_log_scan_written_blocks(&ls);
 		if (OidIsValid(source.retracted_index))
 			sw_log_scan_by_index(&ls, true, source.retracted_index);
 	}

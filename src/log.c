@@ -44,9 +44,11 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
@@ -123,6 +125,7 @@ sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 				  Relation history, Snapshot snapshot, const SwBatchMap *map)
 {
 	memset(ls, 0, sizeof(SwLogScan));
+	ls->nranges = -1;
 	ls->rel[0] = current;
 	ls->rel[1] = history;
 	ls->snapshot = snapshot;
@@ -146,6 +149,102 @@ void
 sw_log_scan_by_index(SwLogScan *ls, bool history, Oid index)
 {
 	ls->index[history ? 1 : 0] = index;
+}
+
+static int
+compare_blocks(const void *a, const void *b)
+{
+	BlockNumber x = *(const BlockNumber *) a;
+	BlockNumber y = *(const BlockNumber *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Read of the current heap only the blocks into which the map's batches in
+ * range wrote rows, as they say (a row written there is still there, or in
+ * the history).  Where one of them does not say, or says it of a heap that
+ * has been rewritten since, the whole heap is read.
+ */
+void
+sw_log_scan_written_blocks(SwLogScan *ls)
+{
+	const SwBatchMap *map = ls->map;
+	Relation	current = ls->rel[0];
+	BlockNumber nblocks = RelationGetNumberOfBlocks(current);
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
+	BlockNumber *pairs;
+	int			n = 0;
+	int			max = 64;
+
+	pairs = palloc(sizeof(BlockNumber) * 2 * max);
+	hash_seq_init(&status, map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+	{
+		SwBlockRanges *b = batch->blocks;
+
+		if (batch->ts >= map->until)
+			continue;
+		if (b == NULL || (b->n > 0 && b->file != current->rd_rel->relfilenode))
+		{
+			hash_seq_term(&status);
+			pfree(pairs);
+			return;				/* read it all */
+		}
+		for (int i = 0; i < b->n; i++)
+		{
+			if (b->from[i] >= nblocks)
+				continue;		/* truncated away since */
+			if (n == max)
+			{
+				max *= 2;
+				pairs = repalloc(pairs, sizeof(BlockNumber) * 2 * max);
+			}
+			pairs[2 * n] = b->from[i];
+			pairs[2 * n + 1] = Min(b->to[i], nblocks);
+			n++;
+		}
+	}
+
+	/* sorted by start, overlapping and touching ranges merged */
+	qsort(pairs, n, 2 * sizeof(BlockNumber), compare_blocks);
+	ls->range_from = palloc(sizeof(BlockNumber) * Max(n, 1));
+	ls->range_to = palloc(sizeof(BlockNumber) * Max(n, 1));
+	ls->nranges = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (ls->nranges > 0 && pairs[2 * i] <= ls->range_to[ls->nranges - 1])
+		{
+			ls->range_to[ls->nranges - 1] = Max(ls->range_to[ls->nranges - 1],
+												pairs[2 * i + 1]);
+			continue;
+		}
+		ls->range_from[ls->nranges] = pairs[2 * i];
+		ls->range_to[ls->nranges] = pairs[2 * i + 1];
+		ls->nranges++;
+	}
+	pfree(pairs);
+}
+
+/*
+ * Start reading the next range of blocks of the current heap; false when
+ * there is none left.
+ */
+static bool
+next_range(SwLogScan *ls)
+{
+	if (ls->range >= ls->nranges)
+		return false;
+	if (ls->scan == NULL)
+		ls->scan = table_beginscan_strat(ls->rel[0], ls->snapshot, 0, NULL,
+										 true, false);
+	else
+		table_rescan(ls->scan, NULL);
+	heap_setscanlimits(ls->scan, ls->range_from[ls->range],
+					   ls->range_to[ls->range] - ls->range_from[ls->range]);
+	ls->range++;
+	return true;
 }
 
 /*
@@ -208,7 +307,12 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 			ls->which = which;
 			if (which >= 2)
 				return NULL;
-			if (!OidIsValid(ls->index[which]))
+			if (which == 0 && ls->nranges >= 0)
+			{
+				if (!next_range(ls))
+					continue;
+			}
+			else if (!OidIsValid(ls->index[which]))
 				ls->scan = table_beginscan(ls->rel[which], ls->snapshot, 0, NULL);
 			else if (!sw_index_scan_begin(&ls->iscan, &ls->index_rel, ls->rel[which],
 										  ls->index[which], ls->snapshot,
@@ -222,6 +326,8 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 			: index_getnext_slot(ls->iscan, ForwardScanDirection, slot);
 		if (!found)
 		{
+			if (ls->which == 0 && ls->nranges >= 0 && next_range(ls))
+				continue;
 			end_relation(ls);
 			continue;
 		}

@@ -83,6 +83,10 @@ typedef struct SwLogScan
 	SwLayout	layout[2];
 	TupleTableSlot *slot[2];
 	Oid			index[2];		/* read through this index, if valid */
+	int			nranges;		/* the current heap: read only these blocks, */
+	BlockNumber *range_from;	/* if nranges >= 0 */
+	BlockNumber *range_to;
+	int			range;			/* the range being read */
 	int			which;			/* the relation being scanned */
 	TableScanDesc scan;
 	Relation	index_rel;
@@ -95,6 +99,7 @@ extern void sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 							  Relation history, Snapshot snapshot,
 							  const SwBatchMap *map);
 extern void sw_log_scan_by_index(SwLogScan *ls, bool history, Oid index);
+extern void sw_log_scan_written_blocks(SwLogScan *ls);
 extern TupleTableSlot *sw_log_next(SwLogScan *ls, const SwLayout **layout,
 								   SwLogRow *row);
 extern void sw_log_end_scan(SwLogScan *ls);

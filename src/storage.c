@@ -183,7 +183,6 @@ sw_storage_sync(Oid relid, List *retyped)
 		source.kind = st->kind;
 		source.current_rel = create_hidden_relation(ftrel, "current", tag, SW_CURRENT_META);
 		source.history_rel = create_hidden_relation(ftrel, "history", tag, SW_HISTORY_META);
-		create_meta_index(source.current_rel, SW_META_BATCH, SW_BATCH_INDEX_SUFFIX);
 		create_meta_index(source.history_rel, SW_META_RETRACTED, SW_RETRACTED_INDEX_SUFFIX);
 		/* nothing is written before creation: both start now */
 		frontiers.upper = frontiers.since = sw_now_ms();
@@ -658,10 +657,12 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 }
 
 /*
- * Index one of our own columns of a hidden relation: "$batch" of the
- * current heap, "$retracted" of the history.  Reading the log from a time
- * on then finds the rows of the batches since that time without reading
- * every row (batch ids grow with time, see log.c).
+ * Index one of our own columns of a hidden relation ("$retracted" of the
+ * history): reading the log from a time on then finds the rows retracted
+ * since that time without reading every row (batch ids grow with time,
+ * see log.c).  The current heap has no such index: its rows are updated,
+ * and an index on "$batch", which every update changes, would keep them
+ * from HOT updates; the batches say where they wrote instead.
  */
 static void
 create_meta_index(Oid hiddenid, const char *column, const char *suffix)

@@ -100,6 +100,7 @@ struct SwWriter
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
 	Oid			batch_role;
+	SwBlockRanges *blocks;		/* where the batch wrote current rows */
 
 	/* sources with a key (upsert) */
 	Oid			key_index;		/* the unique index on the key */
@@ -247,10 +248,22 @@ our_batch(SwWriter *w)
 
 	if (w->batch == 0 || w->batch_role != role)
 	{
-		w->batch = sw_controller_batch(RelationGetRelid(w->ftrel), w->origin);
+		w->batch = sw_controller_batch(RelationGetRelid(w->ftrel), w->origin,
+									   &w->blocks);
 		w->batch_role = role;
 	}
 	return w->batch;
+}
+
+/*
+ * Note the block of a current row just written, for the readers of the log
+ * from a time on (log.c).
+ */
+static inline void
+note_block(SwWriter *w, TupleTableSlot *slot)
+{
+	sw_block_ranges_add(w->blocks, w->current->rd_rel->relfilenode,
+						ItemPointerGetBlockNumber(&slot->tts_tid));
 }
 
 /*
@@ -468,6 +481,7 @@ sw_writer_insert(SwWriter *w, TupleTableSlot *row)
 	if (OidIsValid(w->key_index))
 		check_key_free(w, w->new_slot);
 	table_tuple_insert(w->current, w->new_slot, w->estate->es_output_cid, 0, NULL);
+	note_block(w, w->new_slot);
 	insert_index_entries(w, &w->new_slot, 1, false);
 }
 
@@ -532,6 +546,8 @@ sw_writer_flush(SwWriter *w)
 	old = MemoryContextSwitchTo(w->append_cxt);
 	table_multi_insert(w->current, w->append_slots, w->nappended,
 					   w->estate->es_output_cid, 0, w->bistate);
+	for (int i = 0; i < w->nappended; i++)
+		note_block(w, w->append_slots[i]);
 	insert_index_entries(w, w->append_slots, w->nappended, false);
 	MemoryContextSwitchTo(old);
 	for (int i = 0; i < w->nappended; i++)
@@ -739,6 +755,7 @@ sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
 								true, tmfd, lockmode, &update_indexes);
 	if (result != TM_Ok)
 		return result;
+	note_block(w, w->new_slot);
 	if (update_indexes)
 		insert_index_entries(w, &w->new_slot, 1, true);
 	retract(w, old, cid);
@@ -869,6 +886,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(w->current, w->new_slot,
 									   w->estate->es_output_cid, 0, NULL, token);
+		note_block(w, w->new_slot);
 		ExecInsertIndexTuples(w->current_rri, w->new_slot, w->estate, false,
 							  true, &conflict, w->key_indexes);
 		table_tuple_complete_speculative(w->current, w->new_slot, token, !conflict);
