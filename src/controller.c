@@ -52,6 +52,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "controller.h"
@@ -234,8 +235,10 @@ compare_writes(const ListCell *a, const ListCell *b)
  * finished: a slot starts with none) or to stamp by the catalog.
  */
 static void
-read_stamp_state(SwStamping *src, const SwFrontiers *stored, bool for_slot)
+read_stamp_state(SwStamping *src, bool for_slot)
 {
+	SwFrontiers stored;
+
 	if (for_slot)
 	{
 		(void) sw_catalog_stamp_state(src->relid, &src->state);
@@ -244,7 +247,12 @@ read_stamp_state(SwStamping *src, const SwFrontiers *stored, bool for_slot)
 							  NULL, NULL, XLTW_None);
 	}
 	if (!sw_catalog_stamp_state(src->relid, &src->state))
-		src->state.top = stored->upper - 1;
+	{
+		/* no batch yet: after the upper it was created with */
+		if (!sw_catalog_stored_frontiers(src->relid, &stored))
+			elog(ERROR, "source table %u has no catalog row", src->relid);
+		src->state.top = stored.upper - 1;
+	}
 }
 
 /*
@@ -258,7 +266,6 @@ stamp_batches(void)
 	int			n;
 	int			nsources = 0;
 	SwStamping *sources;
-	SwFrontiers *stored;
 	bool	   *locked;
 	ListCell   *lc;
 
@@ -270,7 +277,6 @@ stamp_batches(void)
 	list_sort(writes, compare_writes);
 	n = list_length(writes);
 	sources = MemoryContextAllocZero(TopTransactionContext, sizeof(SwStamping) * n);
-	stored = palloc(sizeof(SwFrontiers) * n);
 	locked = palloc0(sizeof(bool) * n);
 
 	/* the sources written, once each, that still exist */
@@ -286,7 +292,7 @@ stamp_batches(void)
 		}
 		w->source = -1;
 		/* a source dropped after it was written needs no batch */
-		if (!sw_catalog_stored_frontiers(w->relid, &stored[nsources]))
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(w->relid)))
 			continue;
 		src->relid = w->relid;
 		src->in_memory = sw_stamps_available();
@@ -328,7 +334,7 @@ stamp_batches(void)
 		{
 			sw_catalog_lock_source(sources[i].relid);
 			locked[i] = true;
-			read_stamp_state(&sources[i], &stored[i], false);
+			read_stamp_state(&sources[i], false);
 			ts = Max(ts, sources[i].state.top + 1);
 		}
 	while (!sw_stamps_available() || !sw_stamps_take(sources, nsources, &ts))
@@ -341,14 +347,14 @@ stamp_batches(void)
 				continue;
 			if (!locked[i])
 				sw_catalog_lock_source(src->relid);
-			read_stamp_state(src, &stored[i], true);
+			read_stamp_state(src, true);
 			if (sw_stamps_install(src->relid, src->state.top))
 				src->pinned = true;
 			else
 			{
 				/* no slot: by the catalog, keeping the lock */
 				src->in_memory = false;
-				read_stamp_state(src, &stored[i], false);
+				read_stamp_state(src, false);
 				ts = Max(ts, src->state.top + 1);
 				locked[i] = true;
 				continue;

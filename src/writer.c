@@ -79,7 +79,6 @@ struct SwWriter
 	SwLayout	current_layout;
 	SwLayout	history_layout;
 	int			natts;			/* attributes of the foreign table */
-	char	   *schema_name;	/* of the foreign table, for errors */
 	SwOrigin	origin;
 	MemoryContext cxt;			/* what lives as long as the writer */
 
@@ -92,7 +91,8 @@ struct SwWriter
 	EState	   *estate;			/* the caller's, or our own */
 	bool		own_estate;
 	ResultRelInfo *current_rri; /* the current heap and its indexes */
-	ResultRelInfo *history_rri; /* the history heap and its indexes */
+	ResultRelInfo *history_rri; /* the history heap and its indexes, once
+								 * a row is retracted */
 	ResultRelInfo *table_rri;	/* the source table, for its constraints */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *lock_slot;	/* upsert: the current row of a key */
@@ -164,7 +164,6 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 	w->origin = origin;
 	w->cxt = CurrentMemoryContext;
 	w->natts = RelationGetDescr(ftrel)->natts;
-	w->schema_name = get_namespace_name(RelationGetNamespace(ftrel));
 	w->current = table_open(source.current_rel, RowExclusiveLock);
 	w->history = table_open(source.history_rel, RowExclusiveLock);
 	sw_storage_layout(ftrel, w->current, &w->current_layout);
@@ -196,10 +195,6 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 		w->key_indexes = list_make1_oid(w->key_index);
 	}
 
-	w->history_rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(w->history_rri, w->history, 0, NULL, 0);
-	ExecOpenIndices(w->history_rri, false);
-
 	w->new_slot = table_slot_create(w->current, NULL);
 	w->lock_slot = table_slot_create(w->current, NULL);
 	return w;
@@ -224,7 +219,8 @@ sw_writer_close(SwWriter *w)
 	ExecDropSingleTupleTableSlot(w->new_slot);
 	ExecDropSingleTupleTableSlot(w->lock_slot);
 	ExecCloseIndices(w->current_rri);
-	ExecCloseIndices(w->history_rri);
+	if (w->history_rri)
+		ExecCloseIndices(w->history_rri);
 	if (w->own_estate)
 		FreeExecutorState(w->estate);
 	table_close(w->history, NoLock);
@@ -462,7 +458,7 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
 								  RelationGetRelationName(w->ftrel));
 		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
-		edata->schema_name = w->schema_name;
+		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
 		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
 		edata->constraint_name = NULL;
 		ReThrowError(edata);
@@ -689,6 +685,9 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		w->row_isnull = palloc(sizeof(bool) * Max(w->natts, 1));
 		w->history_cxt = AllocSetContextCreate(w->cxt, "source_writes retractions",
 											   ALLOCSET_DEFAULT_SIZES);
+		w->history_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->history_rri, w->history, 0, NULL, 0);
+		ExecOpenIndices(w->history_rri, false);
 		MemoryContextSwitchTo(oldcxt);
 	}
 
