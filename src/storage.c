@@ -743,17 +743,64 @@ check_layout(Relation ftrel, Relation hidden, SwLayout *layout, bool names,
 	return true;
 }
 
+/* a checked layout, cached per backend until either relation changes */
+typedef struct SwLayoutEntry
+{
+	Oid			key[2];			/* the foreign table, the hidden relation */
+	SwLayout	layout;
+} SwLayoutEntry;
+
+static HTAB *layout_cache = NULL;
+
+/*
+ * A relcache invalidation of a foreign table or a hidden relation (any
+ * DDL on it) drops the layouts checked with it; one of everything drops
+ * them all.
+ */
+static void
+layout_cache_callback(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	SwLayoutEntry *entry;
+
+	hash_seq_init(&status, layout_cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (!OidIsValid(relid) || entry->key[0] == relid || entry->key[1] == relid)
+			hash_search(layout_cache, entry->key, HASH_REMOVE, NULL);
+}
+
 /*
  * Where a hidden relation's own columns are, after checking that the
  * relation holds the foreign table's columns where and as it should.  A
  * relation out of step (DDL ran while the event triggers could not) is an
  * error: reading its tuples with the table's descriptor would be wrong or
- * unsafe.
+ * unsafe.  The check is made once per backend until either relation
+ * changes: each statement that reads or writes a source asks.
  */
 void
 sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
 {
 	const char *column;
+	Oid			key[2] = {RelationGetRelid(ftrel), RelationGetRelid(hidden)};
+	SwLayoutEntry *entry;
+
+	if (layout_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(SwLayoutEntry);
+		ctl.hcxt = CacheMemoryContext;
+		layout_cache = hash_create("source_writes layouts", 64, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(layout_cache_callback, (Datum) 0);
+	}
+	entry = hash_search(layout_cache, key, HASH_FIND, NULL);
+	if (entry)
+	{
+		*layout = entry->layout;
+		return;
+	}
 
 	if (!check_layout(ftrel, hidden, layout, false, &column))
 		ereport(ERROR,
@@ -765,6 +812,8 @@ sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
 				 : errdetail("The table was altered while the extension's event triggers could not run."),
 				 errhint("Run any ALTER FOREIGN TABLE on \"%s\" with event triggers enabled (not under session_replication_role = replica), e.g. the same command again; it brings the storage in step.",
 						 RelationGetRelationName(ftrel))));
+	entry = hash_search(layout_cache, key, HASH_ENTER, NULL);
+	entry->layout = *layout;
 }
 
 /*

@@ -110,6 +110,7 @@ struct SwWriter
 
 	/* appended rows not yet written */
 	TupleTableSlot **append_slots;
+	int			max_append_slots;
 	int			nappend_slots;
 	int			nappended;
 	Size		appended_bytes;
@@ -488,7 +489,8 @@ sw_writer_last_tid(SwWriter *w)
 }
 
 /*
- * The i-th slot of the append buffer, made on first use.
+ * The i-th slot of the append buffer, made on first use (a statement that
+ * appends one row makes one).
  */
 static TupleTableSlot *
 append_slot(SwWriter *w, int i)
@@ -497,10 +499,16 @@ append_slot(SwWriter *w, int i)
 
 	if (w->append_slots == NULL)
 	{
-		w->append_slots = palloc0(sizeof(TupleTableSlot *) * SW_APPEND_BUFFER_ROWS);
-		w->bistate = GetBulkInsertState();
+		w->max_append_slots = 8;
+		w->append_slots = palloc(sizeof(TupleTableSlot *) * w->max_append_slots);
 		w->append_cxt = AllocSetContextCreate(w->cxt, "source_writes appended rows",
 											  ALLOCSET_DEFAULT_SIZES);
+	}
+	if (i >= w->max_append_slots)
+	{
+		w->max_append_slots = Min(w->max_append_slots * 2, SW_APPEND_BUFFER_ROWS);
+		w->append_slots = repalloc(w->append_slots,
+								   sizeof(TupleTableSlot *) * w->max_append_slots);
 	}
 	while (w->nappend_slots <= i)
 		w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
@@ -539,6 +547,18 @@ sw_writer_flush(SwWriter *w)
 
 	if (w->nappended == 0)
 		return;
+
+	/*
+	 * A bulk-insert state for big writes (a COPY, a large INSERT ... SELECT),
+	 * whose ring of buffers keeps them from flooding shared buffers; a few
+	 * rows are not worth setting one up.
+	 */
+	if (w->bistate == NULL && w->nappended >= SW_APPEND_BUFFER_ROWS / 10)
+	{
+		old = MemoryContextSwitchTo(w->cxt);
+		w->bistate = GetBulkInsertState();
+		MemoryContextSwitchTo(old);
+	}
 	old = MemoryContextSwitchTo(w->append_cxt);
 	table_multi_insert(w->current, w->append_slots, w->nappended,
 					   w->estate->es_output_cid, 0, w->bistate);
