@@ -41,6 +41,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 
@@ -197,6 +198,21 @@ sw_stamps_install(Oid relid, int64 last_ts)
 }
 
 /*
+ * A backend has at most one batch committing per source, so a slot's list
+ * never fills up; should a batch have been left in it (its backend gone
+ * without saying it finished), drop those whose transaction has ended.
+ */
+static void
+forget_finished(SwStampSlot *slot)
+{
+	for (int j = slot->ncommitting - 1; j >= 0; j--)
+		if (!TransactionIdIsInProgress(XidFromFullTransactionId(slot->committing[j].xid)))
+			slot->committing[j] = slot->committing[--slot->ncommitting];
+	if (slot->ncommitting >= MaxBackends)
+		elog(ERROR, "source_writes: more batches committing than backends");
+}
+
+/*
  * Stamp the sources of the committing transaction that have a slot
  * (in_memory): *ts, which the caller set to at least now and one past the
  * newest timestamp of each source it stamps by the catalog, becomes one
@@ -236,8 +252,13 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 	}
 
 	for (int i = 0; i < n; i++)
-		if (found[i])
-			*ts = Max(*ts, found[i]->last_ts + 1);
+	{
+		if (found[i] == NULL)
+			continue;
+		*ts = Max(*ts, found[i]->last_ts + 1);
+		if (found[i]->ncommitting >= MaxBackends)
+			forget_finished(found[i]);
+	}
 	for (int i = 0; i < n; i++)
 	{
 		SwStampSlot *slot = found[i];
