@@ -197,6 +197,7 @@ source_writes_launcher_main(Datum main_arg)
 	for (;;)
 	{
 		long		timeout = -1;
+		bool		notifiers_started;
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -213,8 +214,8 @@ source_writes_launcher_main(Datum main_arg)
 			}
 		}
 
-		/* databases whose commits wait for a notifier */
-		sw_notifier_start_requested();
+		/* databases whose commits wait for a notifier (again soon if none could start) */
+		notifiers_started = sw_notifier_start_requested();
 
 		if (sw_compaction_interval > 0)
 		{
@@ -236,6 +237,8 @@ source_writes_launcher_main(Datum main_arg)
 			timeout = Max(timeout, 1);
 		}
 
+		if (!notifiers_started)
+			timeout = timeout < 0 ? 1000 : Min(timeout, 1000);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
 						 (timeout >= 0 ? WL_TIMEOUT : 0),

@@ -161,7 +161,9 @@ sw_notifier_wake(Oid dboid, Oid relid)
 			db->sources[db->nsources++] = relid;
 		else if (!known)
 			db->all = true;
-		latch = db->pid != 0 ? db->latch : shared->launcher_latch;
+		/* a source already recorded: whoever takes it has been woken */
+		if (!known)
+			latch = db->pid != 0 ? db->latch : shared->launcher_latch;
 	}
 	LWLockRelease(shared->lock);
 
@@ -193,18 +195,19 @@ sw_notifier_attach_launcher(void)
 
 /*
  * Start a notifier for every database that has work and none.  Called by
- * the launcher whenever its latch is set.  A database for which no
- * background worker slot is free is tried again on the next wake-up.
+ * the launcher whenever its latch is set.  Returns false when a database
+ * could not get a background worker slot: the launcher tries again soon.
  */
-void
+bool
 sw_notifier_start_requested(void)
 {
 	Oid			dbs[SW_NOTIFY_DATABASES];
 	int			n = 0;
 	bool		full;
+	bool		started = true;
 
 	if (shared == NULL)
-		return;
+		return true;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < SW_NOTIFY_DATABASES; i++)
@@ -252,7 +255,9 @@ sw_notifier_start_requested(void)
 			if (shared->dbs[j].dboid == dbs[i])
 				shared->dbs[j].requested = false;
 		LWLockRelease(shared->lock);
+		started = false;
 	}
+	return started;
 }
 
 /* the slot of the notifier's database */

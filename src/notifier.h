@@ -17,6 +17,6 @@ extern void sw_notifier_shmem_request(void);
 extern void sw_notifier_shmem_startup(void);
 extern void sw_notifier_wake(Oid dboid, Oid relid);
 extern void sw_notifier_attach_launcher(void);
-extern void sw_notifier_start_requested(void);
+extern bool sw_notifier_start_requested(void);
 
 #endif							/* SW_NOTIFIER_H */
