@@ -600,11 +600,30 @@ snapshot_misses(Snapshot snapshot, FullTransactionId fxid)
 }
 
 /*
+ * Did the transaction a batch row names write the row?  Not if the row was
+ * restored from a dump: then the transaction ids it holds, and where it
+ * says it wrote rows, mean nothing in this cluster.  The tuple's xmin is
+ * made full against the next transaction id, as a transaction still
+ * recent is; an older row compares unequal, and is taken for restored,
+ * which costs a reader some precision, never correctness.
+ */
+static bool
+row_is_own(HeapTuple tuple, Datum xid)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId xmin = HeapTupleHeaderGetRawXmin(tuple->t_data);
+	uint32		epoch = EpochFromFullTransactionId(next);
+
+	if (xmin > XidFromFullTransactionId(next) && epoch > 0)
+		epoch--;
+	return FullTransactionIdEquals(FullTransactionIdFromEpochAndXid(epoch, xmin),
+								   DatumGetFullTransactionId(xid));
+}
+
+/*
  * The batches that a batch row names as pending, in the caller's memory
- * context; returns how many.  A row that its own transaction did not write
- * was restored from a dump: every batch it names committed before the
- * dump was taken, or never did, and their transaction ids mean nothing in
- * this cluster.
+ * context; returns how many.  A restored row names none that matter: every
+ * batch it names committed before the dump was taken, or never did.
  */
 static int
 row_pending(TupleDesc desc, HeapTuple tuple, SwPending **pending)
@@ -619,8 +638,7 @@ row_pending(TupleDesc desc, HeapTuple tuple, SwPending **pending)
 	heap_deform_tuple(tuple, desc, values, nulls);
 	*pending = NULL;
 	if (nulls[Anum_b_pending_ts - 1] || nulls[Anum_b_pending_xid - 1] ||
-		HeapTupleHeaderGetRawXmin(tuple->t_data) !=
-		XidFromFullTransactionId(DatumGetFullTransactionId(values[Anum_b_xid - 1])))
+		!row_is_own(tuple, values[Anum_b_xid - 1]))
 		return 0;
 	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_pending_ts - 1]),
 					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
@@ -673,7 +691,8 @@ begin_batches_backward(Relation rel, Relation index, Oid relid,
  * read newest first with a dirty snapshot, which sees the batches of
  * transactions still running: those above the newest committed batch are
  * committing, and below it, only the batches that it names as pending can
- * still be.  Returns false if the source has no batch.
+ * still be.  The state's array of pending batches, if it has one, is kept
+ * (and grown as needed).  Returns false if the source has no batch.
  */
 bool
 sw_catalog_stamp_state(Oid relid, SwStampState *state)
@@ -688,8 +707,11 @@ sw_catalog_stamp_state(Oid relid, SwStampState *state)
 	require_catalog();
 	state->top = 0;
 	state->npending = 0;
-	state->maxpending = 8;
-	state->pending = palloc(sizeof(SwPending) * state->maxpending);
+	if (state->pending == NULL)
+	{
+		state->maxpending = 8;
+		state->pending = palloc(sizeof(SwPending) * state->maxpending);
+	}
 
 	InitDirtySnapshot(dirty);
 	rel = table_open(oids.batches, AccessShareLock);
@@ -1180,16 +1202,16 @@ parse_origin(const char *name)
 
 /*
  * Where a batch row says the batch wrote current rows; NULL if it does not
- * say.
+ * say, or was restored from a dump (the blocks were another heap's).
  */
 static SwBlockRanges *
-row_blocks(Datum *values, bool *nulls)
+row_blocks(HeapTuple tuple, Datum *values, bool *nulls)
 {
 	SwBlockRanges *blocks;
 	Datum	   *r;
 	int			n;
 
-	if (nulls[Anum_b_current_blocks - 1])
+	if (nulls[Anum_b_current_blocks - 1] || !row_is_own(tuple, values[Anum_b_xid - 1]))
 		return NULL;
 	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_current_blocks - 1]),
 					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
@@ -1257,7 +1279,7 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
 		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
 		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
-		batch->blocks = row_blocks(values, nulls);
+		batch->blocks = row_blocks(tuple, values, nulls);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

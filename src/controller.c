@@ -303,14 +303,47 @@ stamp_batches(void)
 	stamping = sources;
 	nstamping = nsources;
 
-	/* the checks, under the stamp locks of their sources */
+	/* the slots the sources have, pinned so that they stay */
+	if (sw_stamps_available())
+		sw_stamps_pin(sources, nsources);
+
+	/*
+	 * The stamp locks, all in one pass in OID order: of the sources with a
+	 * check to run under it, of those without a slot yet, which get one
+	 * from their newest batches under it, and of those that get none (or
+	 * without shared memory), which are stamped by the catalog while it is
+	 * held, until their batch is recorded.
+	 */
 	for (int i = 0; i < nsources; i++)
+	{
+		SwStamping *src = &sources[i];
+		bool		checked = false;
+
 		foreach(lc, checks)
-			if (((SwCheck *) lfirst(lc))->relid == sources[i].relid && !locked[i])
-			{
-				sw_catalog_lock_source(sources[i].relid);
-				locked[i] = true;
-			}
+			checked |= ((SwCheck *) lfirst(lc))->relid == src->relid;
+		if (!checked && src->in_memory && src->pinned)
+			continue;
+		sw_catalog_lock_source(src->relid);
+		locked[i] = true;
+		if (src->in_memory && !src->pinned)
+		{
+			read_stamp_state(src, true);
+			src->pinned = sw_stamps_install(src->relid, src->state.top);
+			src->in_memory = src->pinned;
+		}
+		if (!src->in_memory)
+		{
+			read_stamp_state(src, false);
+			ts = Max(ts, src->state.top + 1);
+		}
+		else if (!checked)
+		{
+			sw_catalog_unlock_source(src->relid);
+			locked[i] = false;
+		}
+	}
+
+	/* the checks, under the stamp locks of their sources */
 	foreach(lc, checks)
 	{
 		SwCheck    *c = lfirst(lc);
@@ -323,48 +356,9 @@ stamp_batches(void)
 			}
 	}
 
-	/*
-	 * The timestamp: in shared memory where the sources have slots (a
-	 * source without one gets it from its newest batches, under its stamp
-	 * lock); by the catalog, under that lock held until the batch is
-	 * recorded, where none can be had.
-	 */
-	for (int i = 0; i < nsources; i++)
-		if (!sources[i].in_memory)
-		{
-			sw_catalog_lock_source(sources[i].relid);
-			locked[i] = true;
-			read_stamp_state(&sources[i], false);
-			ts = Max(ts, sources[i].state.top + 1);
-		}
-	while (!sw_stamps_available() || !sw_stamps_take(sources, nsources, &ts))
-	{
-		for (int i = 0; i < nsources; i++)
-		{
-			SwStamping *src = &sources[i];
-
-			if (!src->in_memory || src->pinned)
-				continue;
-			if (!locked[i])
-				sw_catalog_lock_source(src->relid);
-			read_stamp_state(src, true);
-			if (sw_stamps_install(src->relid, src->state.top))
-				src->pinned = true;
-			else
-			{
-				/* no slot: by the catalog, keeping the lock */
-				src->in_memory = false;
-				read_stamp_state(src, false);
-				ts = Max(ts, src->state.top + 1);
-				locked[i] = true;
-				continue;
-			}
-			if (!locked[i])
-				sw_catalog_unlock_source(src->relid);
-		}
-		if (!sw_stamps_available())
-			break;
-	}
+	/* the timestamp, in shared memory where the sources have slots */
+	if (sw_stamps_available() && !sw_stamps_take(sources, nsources, &ts))
+		elog(ERROR, "source_writes: a pinned timestamp slot is gone");
 
 	foreach(lc, writes)
 	{

@@ -213,6 +213,29 @@ forget_finished(SwStampSlot *slot)
 }
 
 /*
+ * Pin the slots of the sources that have one, so that they stay until
+ * sw_stamps_take() (or sw_stamps_unpin()).
+ */
+void
+sw_stamps_pin(SwStamping *sources, int n)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		SwStampSlot *slot;
+
+		if (!sources[i].in_memory || sources[i].pinned)
+			continue;
+		slot = find_slot(sources[i].relid);
+		if (slot == NULL)
+			continue;
+		slot->pins++;
+		sources[i].pinned = true;
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
  * Stamp the sources of the committing transaction that have a slot
  * (in_memory): *ts, which the caller set to at least now and one past the
  * newest timestamp of each source it stamps by the catalog, becomes one
@@ -266,7 +289,9 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 
 		if (slot == NULL)
 			continue;
-		Assert(state->maxpending >= slot->ncommitting);
+		if (state->maxpending < slot->ncommitting)
+			elog(ERROR, "source_writes: no room for %d committing batches",
+				 slot->ncommitting);
 		memcpy(state->pending, slot->committing, sizeof(SwPending) * slot->ncommitting);
 		state->npending = slot->ncommitting;
 		state->top = slot->last_ts;

@@ -28,6 +28,7 @@ extern void sw_stamps_shmem_request(void);
 extern void sw_stamps_shmem_startup(void);
 extern bool sw_stamps_available(void);
 extern bool sw_stamps_install(Oid relid, int64 last_ts);
+extern void sw_stamps_pin(SwStamping *sources, int n);
 extern bool sw_stamps_take(SwStamping *sources, int n, int64 *ts);
 extern void sw_stamps_done(const SwStamping *sources, int n);
 extern void sw_stamps_unpin(SwStamping *sources, int n);

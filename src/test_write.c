@@ -7,7 +7,8 @@
  * their own, as the table's owner.  source_writes_test_write() lets a test
  * do the same from SQL, so that the writer can be tested before, and apart
  * from, the workers that use it.  It is not part of the extension's SQL
- * API: a test creates it, which takes a superuser, as
+ * API: a test creates it, which takes a superuser, and only superusers
+ * may call it, whoever it is granted to:
  *
  *		CREATE FUNCTION test_write(source regclass, origin text, op text,
  *								   rows anyarray) RETURNS bigint
@@ -73,6 +74,11 @@ source_writes_test_write(PG_FUNCTION_ARGS)
 	int			n;
 	int64		written = 0;
 
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may write to source tables through source_writes_test_write()"),
+				 errdetail("It writes as the table's owner, with any origin, as the workers do.")));
 	if (!sw_is_source_table(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

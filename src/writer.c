@@ -33,7 +33,10 @@
  * security-restricted operation, from open to close: whatever user code
  * it runs (CHECK constraints, the key type's equality, index expressions)
  * cannot reach the worker's own rights.  A writer needs no executor state:
- * it makes its own when the caller has none.
+ * it makes its own when the caller has none.  A writer writes in the
+ * subtransaction it was opened in (what it buffers would not follow a
+ * rollback to a savepoint): a worker that writes each message in a
+ * savepoint of its own opens a writer in each.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -83,6 +86,7 @@ struct SwWriter
 	MemoryContext cxt;			/* what lives as long as the writer */
 
 	/* the role we run as, when it is not the caller's */
+	int			nest_level;		/* the subtransaction it writes in */
 	bool		switched;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -163,6 +167,7 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 
 	w->ftrel = ftrel;
 	w->origin = origin;
+	w->nest_level = GetCurrentTransactionNestLevel();
 	w->cxt = CurrentMemoryContext;
 	w->natts = RelationGetDescr(ftrel)->natts;
 	w->current = table_open(source.current_rel, RowExclusiveLock);
@@ -253,6 +258,20 @@ our_batch(SwWriter *w)
 }
 
 /*
+ * A writer with an executor state of its own resets its per-tuple memory
+ * (index keys, CHECK constraints) before each row, as the executor would.
+ */
+static inline void
+next_row(SwWriter *w)
+{
+	if (w->nest_level != GetCurrentTransactionNestLevel())
+		elog(ERROR, "a writer of source table \"%s\" was used in another subtransaction than the one it was opened in",
+			 RelationGetRelationName(w->ftrel));
+	if (w->own_estate)
+		ResetPerTupleExprContext(w->estate);
+}
+
+/*
  * Note the block of a current row just written, for the readers of the log
  * from a time on (log.c).
  */
@@ -309,6 +328,7 @@ sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
 
 	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
 		return;
+	next_row(w);
 	if (w->table_rri == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(w->cxt);
@@ -474,6 +494,7 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 void
 sw_writer_insert(SwWriter *w, TupleTableSlot *row)
 {
+	next_row(w);
 	form_current_row(w, row, w->new_slot);
 	if (OidIsValid(w->key_index))
 		check_key_free(w, w->new_slot);
@@ -525,7 +546,11 @@ append_slot(SwWriter *w, int i)
 void
 sw_writer_append(SwWriter *w, TupleTableSlot *row)
 {
-	TupleTableSlot *slot = append_slot(w, w->nappended++);
+	TupleTableSlot *slot;
+
+	if (w->nest_level != GetCurrentTransactionNestLevel())
+		next_row(w);			/* which complains */
+	slot = append_slot(w, w->nappended++);
 
 	form_current_row(w, row, slot);
 	if (OidIsValid(w->key_index))
@@ -765,6 +790,7 @@ sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
 	bool		update_indexes;
 	TM_Result	result;
 
+	next_row(w);
 	form_current_row(w, row, w->new_slot);
 	if (OidIsValid(w->key_index))
 		check_key_complete(w, w->new_slot);
@@ -792,6 +818,7 @@ sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
 	CommandId	cid = w->estate->es_output_cid;
 	TM_Result	result;
 
+	next_row(w);
 	result = table_tuple_delete(w->current, tid, cid, w->estate->es_snapshot,
 								w->estate->es_crosscheck_snapshot, true, tmfd,
 								false);
@@ -874,6 +901,7 @@ require_key(SwWriter *w)
 static void
 next_command(SwWriter *w)
 {
+	next_row(w);
 	CommandCounterIncrement();
 	w->estate->es_output_cid = GetCurrentCommandId(true);
 	if (w->own_estate)
