@@ -168,6 +168,8 @@ compaction_pass(void)
 		do
 		{
 			CHECK_FOR_INTERRUPTS();
+			/* commits that wait for a notifier do not wait for the pass */
+			(void) sw_notifier_start_requested();
 			next = compact_chunk(lfirst_oid(lc), next);
 		} while (next != InvalidBlockNumber);
 	}

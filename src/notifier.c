@@ -458,7 +458,18 @@ source_writes_notifier_main(Datum main_arg)
 		{
 			MemoryContext old = MemoryContextSwitchTo(round_cxt);
 
-			announce(sources, n, all, announced);
+			PG_TRY();
+			{
+				announce(sources, n, all, announced);
+			}
+			PG_CATCH();
+			{
+				/* what was not announced waits for the next notifier */
+				for (int i = 0; i < n; i++)
+					sw_notifier_wake(dboid, sources[i]);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(round_cxt);
 			last_work = GetCurrentTimestamp();
