@@ -12,19 +12,22 @@
  * roles (SET ROLE, SECURITY DEFINER functions) writes one batch per role,
  * so that the log names who made each edit.
  *
- * A transaction's batches get their timestamp at pre-commit.  For every
- * source the transaction wrote, in OID order, the controller takes the
- * source's stamp lock and finds the newest timestamp given to a batch of
- * the source, and the batches still committing (sw_catalog_stamp_state()).
- * It computes one timestamp for all the sources,
+ * A transaction's batches get their timestamp at pre-commit, one for all
+ * the sources it wrote,
  *
  *		ts = GREATEST(now in ms, newest timestamp of every source + 1),
  *
- * records each batch with that timestamp and the batches still committing,
- * and releases the locks at once: concurrent writers of a source wait for
- * each other only while they stamp, never for each other's commit record
- * to be flushed.  Timestamps are thus unique and increasing per source in
- * stamping order.
+ * handed out in shared memory under a lock held for a few instructions
+ * (stamps.c), together with the list of each source's batches still
+ * committing; the controller records each batch with both.  Nothing it
+ * takes is held through the commit's flush: concurrent writers of a
+ * source wait for each other only while they stamp.  Timestamps are thus
+ * unique and increasing per source in stamping order.  The heavyweight
+ * stamp lock of a source (taken in OID order, in one pass) serves the
+ * rest: the checks writers register (sw_controller_on_commit()), filling a
+ * source's slot from its newest batches, and stamping by the catalog alone
+ * when there is no shared memory or no slot, holding the lock until the
+ * batch row is written.
  *
  * A source's upper is not stored: it follows from the batches a snapshot
  * sees (see snapshot_upper() in catalog.c).  It passes a batch's timestamp
