@@ -291,9 +291,9 @@ sw_is_source_table(Oid relid)
 }
 
 /*
- * Does the MVCC snapshot see the tuple a systable scan begun with
- * SnapshotAny returned?  The next tuple that it sees.  Testing visibility here, instead of handing the snapshot
- * to the scan, keeps the scan from taking SSI predicate locks.
+ * Does the MVCC snapshot see a tuple that a systable scan begun with
+ * SnapshotAny returned?  Testing visibility here, instead of handing the
+ * snapshot to the scan, keeps the scan from taking SSI predicate locks.
  */
 static bool
 tuple_visible(SysScanDesc scan, HeapTuple tuple, Snapshot snapshot)
@@ -307,6 +307,7 @@ tuple_visible(SysScanDesc scan, HeapTuple tuple, Snapshot snapshot)
 	return visible;
 }
 
+/* the next tuple of such a scan that the MVCC snapshot sees */
 static HeapTuple
 next_visible(SysScanDesc scan, Snapshot snapshot)
 {
@@ -415,11 +416,11 @@ read_row(Oid relid, Snapshot snapshot, SwSource *source, SwFrontiers *frontiers)
 void
 sw_key_index_name(const char *current_name, char *name)
 {
-	snprintf(name, NAMEDATALEN, "%s_key", current_name);
+	sw_meta_index_name(current_name, SW_KEY_INDEX_SUFFIX, name);
 }
 
 /*
- * The name of the index on one of our own columns of a hidden relation.
+ * The name of an index we make beside a hidden relation.
  */
 void
 sw_meta_index_name(const char *hidden_name, const char *suffix, char *name)
@@ -429,7 +430,8 @@ sw_meta_index_name(const char *hidden_name, const char *suffix, char *name)
 
 /*
  * The OID of an index beside a hidden relation, by the name we gave it;
- * InvalidOid if there is none (storage made before we made it).
+ * InvalidOid if there is none (no key, or storage made before we made such
+ * indexes).
  */
 static Oid
 meta_index(Oid hidden, const char *suffix)
@@ -491,18 +493,8 @@ sw_source_lookup(Oid relid, SwSource *source)
 	UnregisterSnapshot(snapshot);
 	if (!found)
 		return false;
-	{
-		char	   *current_name = get_rel_name(source->current_rel);
-		char		name[NAMEDATALEN];
-
-		source->key_index = InvalidOid;
-		if (current_name)
-		{
-			sw_key_index_name(current_name, name);
-			source->key_index = get_relname_relid(name, get_rel_namespace(source->current_rel));
-		}
-		source->retracted_index = meta_index(source->history_rel, SW_RETRACTED_INDEX_SUFFIX);
-	}
+	source->key_index = meta_index(source->current_rel, SW_KEY_INDEX_SUFFIX);
+	source->retracted_index = meta_index(source->history_rel, SW_RETRACTED_INDEX_SUFFIX);
 
 	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
 	entry->source = *source;
@@ -677,15 +669,19 @@ add_pending(SwStampState *state, int64 ts, FullTransactionId xid)
 }
 
 /*
- * Begin a backward scan of the batches of a source, newest first.
+ * Begin a scan of the batches of a source with ts < before, newest first
+ * (read it with systable_getnext_ordered(), backwards).  With SnapshotAny,
+ * the caller tests visibility (next_visible_backward()).
  */
 static SysScanDesc
-begin_batches_backward(Relation rel, Relation index, Oid relid,
-					   Snapshot snapshot, ScanKey key)
+begin_batches_backward(Relation rel, Relation index, Oid relid, int64 before,
+					   Snapshot snapshot, ScanKey keys)
 {
-	ScanKeyInit(key, Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
-	return systable_beginscan_ordered(rel, index, snapshot, 1, key);
+	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(before));
+	return systable_beginscan_ordered(rel, index, snapshot, 2, keys);
 }
 
 /*
@@ -704,7 +700,7 @@ sw_catalog_stamp_state(Oid relid, SwStampState *state)
 	Relation	rel;
 	Relation	index;
 	SysScanDesc scan;
-	ScanKeyData key;
+	ScanKeyData keys[2];
 	SnapshotData dirty;
 	HeapTuple	tuple;
 
@@ -720,7 +716,7 @@ sw_catalog_stamp_state(Oid relid, SwStampState *state)
 	InitDirtySnapshot(dirty);
 	rel = table_open(oids.batches, AccessShareLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
-	scan = begin_batches_backward(rel, index, relid, &dirty, &key);
+	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, &dirty, keys);
 	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
@@ -768,12 +764,12 @@ snapshot_upper(Oid relid, Snapshot snapshot, int64 *upper)
 	Relation	rel;
 	Relation	index;
 	SysScanDesc scan;
-	ScanKeyData key;
+	ScanKeyData keys[2];
 	HeapTuple	tuple;
 
 	rel = table_open(oids.batches, AccessShareLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
-	scan = begin_batches_backward(rel, index, relid, SnapshotAny, &key);
+	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, SnapshotAny, keys);
 	tuple = next_visible_backward(scan, snapshot);
 	if (HeapTupleIsValid(tuple))
 	{
@@ -882,10 +878,10 @@ sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers)
 /*
  * Store a source's since, and the retention it follows from now on.  Only
  * compaction and changes of the table (which conflict with compaction
- * through the table's lock) do, so the row found
- * with SnapshotSelf is its latest version and nobody else is updating it;
- * it is updated in place of that version, the way PostgreSQL updates its
- * own catalogs, whatever the caller's isolation level.
+ * through the table's lock) do, so the row found with SnapshotSelf is its
+ * latest version and nobody else is updating it; it is updated in place of
+ * that version, the way PostgreSQL updates its own catalogs, whatever the
+ * caller's isolation level.
  */
 void
 sw_catalog_set_since(Oid relid, int64 since, int64 retain)
@@ -1291,21 +1287,6 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 }
 
 /*
- * Begin a scan of the batches of a source with ts < before, newest first,
- * with SnapshotAny: the caller tests visibility (next_visible_backward()).
- */
-static SysScanDesc
-begin_batches_before(Relation rel, Relation index, Oid relid, int64 before,
-					 ScanKey keys)
-{
-	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
-				Int64GetDatum(before));
-	return systable_beginscan_ordered(rel, index, SnapshotAny, 2, keys);
-}
-
-/*
  * How many batches of a source before a time the snapshot sees, counting
  * no further than limit.
  */
@@ -1322,7 +1303,7 @@ sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
 	require_catalog();
 	rel = table_open(oids.batches, AccessShareLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
-	scan = begin_batches_before(rel, index, relid, before, keys);
+	scan = begin_batches_backward(rel, index, relid, before, SnapshotAny, keys);
 	while (n < limit && HeapTupleIsValid(next_visible_backward(scan, snapshot)))
 		n++;
 	systable_endscan_ordered(scan);
@@ -1354,7 +1335,7 @@ sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
 	require_catalog();
 	rel = table_open(oids.batches, RowExclusiveLock);
 	index = index_open(oids.batches_ts, AccessShareLock);
-	scan = begin_batches_before(rel, index, relid, since, keys);
+	scan = begin_batches_backward(rel, index, relid, since, SnapshotAny, keys);
 	while (HeapTupleIsValid(tuple = next_visible_backward(scan, snapshot)))
 	{
 		TM_FailureData tmfd;

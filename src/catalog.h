@@ -49,8 +49,9 @@ typedef struct SwSource
 	Oid			retracted_index;	/* index on the history's "$retracted" */
 } SwSource;
 
-/* the suffix of the name of the index on the history's "$retracted" */
-#define SW_RETRACTED_INDEX_SUFFIX	"retracted"
+/* the suffixes of the names of the indexes beside the hidden heaps */
+#define SW_KEY_INDEX_SUFFIX			"key"	/* the current heap's key */
+#define SW_RETRACTED_INDEX_SUFFIX	"retracted" /* the history's "$retracted" */
 
 /*
  * The readable range of a source: since <= T < upper; and the retention

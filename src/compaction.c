@@ -67,6 +67,7 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	SwSource	source;
 	SwFrontiers frontiers;
 	SwFrontiers mine;
+	SwFrontiers stored;
 	SwBatchMap *map;
 	Snapshot	snapshot;
 	TableScanDesc scan;
@@ -114,8 +115,8 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	 * Store the since we compact to: readers must not go below it, even if
 	 * retain_history grows.
 	 */
-	if (sw_catalog_stored_frontiers(relid, &mine) && mine.since < frontiers.since)
-		sw_catalog_set_since(relid, frontiers.since, mine.retain);
+	if (sw_catalog_stored_frontiers(relid, &stored) && stored.since < frontiers.since)
+		sw_catalog_set_since(relid, frontiers.since, stored.retain);
 
 	history = table_open(source.history_rel, RowExclusiveLock);
 	total = RelationGetNumberOfBlocks(history);

@@ -135,7 +135,8 @@ PG_FUNCTION_INFO_V1(source_writes_updates);
  * Without since, all retained history: the rows of batches that
  * compaction folded appear as added by the oldest batch kept, with origin
  * system and no role.  An explicit since must be readable (not before the
- * source's since), and costs what the batches since then wrote.  The updates are sorted with work_mem,
+ * source's since), and costs what the batches since then wrote.  The
+ * updates are sorted with work_mem,
  * spilling to disk as a sort does; each is built in a memory context that
  * is reset for the next.
  */

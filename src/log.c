@@ -30,9 +30,10 @@
  * and the cost of loading it, follow the part of the log that is read.
  * Batch ids come from a sequence at a transaction's first write, so they
  * grow with time, give or take the transactions that were writing at once:
- * the rows of the batches in a map are those whose batch column is at
- * least the smallest id in it, which the indexes on the hidden heaps' batch
- * columns find without reading older rows.
+ * the history rows that the batches of a map retracted are among those
+ * whose "$retracted" is at least the smallest id in it, which the index on
+ * that column finds without reading older rows; the current rows they
+ * added are in the blocks they say they wrote (sw_log_scan_written_blocks()).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -74,8 +74,9 @@ sw_log_row_present(const SwLogRow *row)
  * A scan of a source's hidden relations, current rows then history, that
  * returns the rows with something in a batch map's range: added or
  * retracted in it, or (a map from the beginning) added by a folded batch
- * and not retracted by one.  Each relation is read whole, or through the
- * index on its batch column from the map's smallest id on.
+ * and not retracted by one.  Each relation is read whole, or only in part:
+ * the current heap in the blocks the map's batches wrote, the history
+ * through the index on its "$retracted" from the map's smallest id on.
  */
 typedef struct SwLogScan
 {

@@ -881,10 +881,12 @@ take_key(SwWriter *w, TupleTableSlot *row)
 }
 
 /*
- * Upserts and tombstones need a source with a key.
+ * Upserts and tombstones: a source with a key, the appended rows written
+ * (the key checks must see them), and the row as a current row, in
+ * new_slot, with a complete key.
  */
 static void
-require_key(SwWriter *w)
+key_row(SwWriter *w, TupleTableSlot *row)
 {
 	if (!OidIsValid(w->key_index))
 		ereport(ERROR,
@@ -892,6 +894,9 @@ require_key(SwWriter *w)
 				 errmsg("source table \"%s\" has no key",
 						RelationGetRelationName(w->ftrel)),
 				 errhint("Rows replace each other by key only in sources with envelope 'upsert'.")));
+	sw_writer_flush(w);
+	form_current_row(w, row, w->new_slot);
+	check_key_complete(w, w->new_slot);
 }
 
 /*
@@ -918,10 +923,7 @@ next_command(SwWriter *w)
 void
 sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 {
-	require_key(w);
-	sw_writer_flush(w);
-	form_current_row(w, row, w->new_slot);
-	check_key_complete(w, w->new_slot);
+	key_row(w, row);
 	for (;;)
 	{
 		uint32		token;
@@ -951,10 +953,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 bool
 sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 {
-	require_key(w);
-	sw_writer_flush(w);
-	form_current_row(w, key, w->new_slot);
-	check_key_complete(w, w->new_slot);
+	key_row(w, key);
 	next_command(w);
 	return take_key(w, w->new_slot);
 }
