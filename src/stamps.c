@@ -340,8 +340,12 @@ sw_stamps_done(const SwStamping *sources, int n)
 void
 sw_stamps_unpin(SwStamping *sources, int n)
 {
-	if (shared == NULL)
-		return;
+	bool		any = false;
+
+	for (int i = 0; i < n; i++)
+		any |= sources[i].pinned;
+	if (shared == NULL || !any)
+		return;					/* the common case: every commit passes here */
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
 	{
