@@ -48,7 +48,7 @@ COMMENT ON TABLE source_writes.source_tables IS
 -- batch also names the earlier batches of its source that were still
 -- committing when it got its timestamp: with them, a snapshot that sees a
 -- batch knows whether it sees every batch before it (its upper).  And it
--- names where in the current heap it wrote rows, so that reading the log
+-- names where in its hidden heaps it wrote rows, so that reading the log
 -- from a time on reads those blocks only.
 CREATE SEQUENCE source_writes.batch_ids;
 CREATE TABLE source_writes.batches (
@@ -61,7 +61,9 @@ CREATE TABLE source_writes.batches (
     pending_ts  bigint[],       -- earlier batches still committing at its stamp:
     pending_xid xid8[],         -- their timestamps and transactions
     current_file   oid,         -- the current heap's file it wrote rows into,
-    current_blocks bigint[]     -- and the ranges of blocks, [from, to) pairs
+    current_blocks bigint[],    -- and the ranges of blocks, [from, to) pairs;
+    history_file   oid,         -- the same of the history heap
+    history_blocks bigint[]
 );
 CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);
 COMMENT ON TABLE source_writes.batches IS

@@ -152,7 +152,75 @@ FROM (SELECT (SELECT array_agg(r ORDER BY r) FROM w_as_of(b.ts) r)
                 generate_series(1, u.n)) AS same_contents
       FROM source_writes.batches b WHERE b.source = 'w'::regclass) c;
 
+
+-- every row of the hidden heaps lies in a block where the batch that wrote
+-- it says it wrote: the batch that added a current row, the batch that
+-- retracted a history row
+CREATE FUNCTION outside_written_blocks(source regclass, history boolean,
+                                       OUT rows bigint, OUT outside bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  heap regclass;
+  which text := CASE WHEN history THEN 'history' ELSE 'current' END;
+BEGIN
+  EXECUTE format('SELECT %I FROM source_writes.source_tables WHERE relid = $1',
+                 which || '_rel') INTO heap USING source;
+  EXECUTE format($q$
+    SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (
+             SELECT FROM generate_subscripts(b.%2$I, 1) i
+             WHERE i %% 2 = 1 AND b.%3$I = pg_relation_filenode(%1$L)
+               AND (h.ctid::text::point)[0] >= b.%2$I[i]
+               AND (h.ctid::text::point)[0] < b.%2$I[i + 1]))
+    FROM %1$s h JOIN source_writes.batches b ON b.batch = h.%4$I$q$,
+    heap, which || '_blocks', which || '_file',
+    CASE WHEN history THEN '$retracted' ELSE '$batch' END)
+  INTO rows, outside;
+END $$;
+SELECT history, rows > 20 AS many_rows, outside
+FROM (VALUES (false), (true)) v(history),
+     LATERAL outside_written_blocks('w', history);
+
+-- reading in a transaction that retracted rows itself: its own batch,
+-- not committed, is after every time, and the history rows it wrote are
+-- read from the blocks it wrote them into, which no committed batch names
+CREATE FOREIGN TABLE big (k int, v text) SERVER kafka OPTIONS (topic 'big');
+INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 2000) g;
+SELECT ts AS big_ts FROM source_writes.batches WHERE source = 'big'::regclass \gset
+BEGIN;
+DELETE FROM big WHERE k % 2 = 0;
+UPDATE big SET v = 'updated' WHERE k % 4 = 1;
+SELECT count(*) AS now, count(*) FILTER (WHERE v = 'updated') AS updated FROM big;
+SELECT diff, count(*) FROM source_writes.updates(NULL::big, since => :big_ts)
+GROUP BY diff;
+SET LOCAL source_writes.as_of = :big_ts;
+SELECT count(*) AS as_of_before, count(*) FILTER (WHERE v = 'updated') AS updated
+FROM big;
+ROLLBACK;
+
+-- a history heap rewritten since the batches wrote it is read whole
+SELECT format('VACUUM FULL %s', history_rel) AS vacuum_history
+FROM source_writes.source_tables WHERE relid = 'w'::regclass \gset
+:vacuum_history;
+SELECT history, outside > 0 AS moved
+FROM (VALUES (true)) v(history), LATERAL outside_written_blocks('w', history);
+SELECT count(*) FILTER (WHERE NOT same_log) AS log_mismatches
+FROM (SELECT (SELECT array_agg(u::text ORDER BY u::text)
+              FROM source_writes.updates(NULL::w, since => b.ts) u)
+             IS NOT DISTINCT FROM
+             (SELECT array_agg(u::text ORDER BY u::text)
+              FROM source_writes.updates(NULL::w) u WHERE u.ts >= b.ts) AS same_log
+      FROM source_writes.batches b WHERE b.source = 'w'::regclass) c;
+SELECT count(*) FILTER (WHERE NOT same_contents) AS as_of_mismatches
+FROM (SELECT (SELECT array_agg(r ORDER BY r) FROM w_as_of(b.ts) r)
+             IS NOT DISTINCT FROM
+             (SELECT array_agg(d ORDER BY d) FROM
+                (SELECT (data)::text AS d, sum(diff) AS n
+                 FROM source_writes.updates(NULL::w) WHERE ts <= b.ts GROUP BY 1) u,
+                generate_series(1, u.n)) AS same_contents
+      FROM source_writes.batches b WHERE b.source = 'w'::regclass) c;
+
 DROP FUNCTION w_as_of(bigint);
+DROP FUNCTION outside_written_blocks(regclass, boolean);
 DROP TABLE w_plain, workload_stats;
 DROP PROCEDURE run_workload(int);
 DROP FUNCTION random_statement();

@@ -89,7 +89,13 @@
 #define Anum_b_pending_xid	8
 #define Anum_b_current_file 9
 #define Anum_b_current_blocks 10
-#define Natts_b				10
+#define Anum_b_history_file 11
+#define Anum_b_history_blocks 12
+#define Natts_b				12
+
+/* where a batch row keeps its blocks of the current heap and the history */
+static const AttrNumber Anum_b_file[2] = {Anum_b_current_file, Anum_b_history_file};
+static const AttrNumber Anum_b_blocks[2] = {Anum_b_current_blocks, Anum_b_history_blocks};
 
 /* columns of source_writes.progress */
 #define Anum_p_source		1
@@ -371,7 +377,6 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
 		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
 		source->key_index = InvalidOid;
-		source->retracted_index = InvalidOid;
 	}
 	if (frontiers)
 	{
@@ -494,7 +499,6 @@ sw_source_lookup(Oid relid, SwSource *source)
 	if (!found)
 		return false;
 	source->key_index = meta_index(source->current_rel, SW_KEY_INDEX_SUFFIX);
-	source->retracted_index = meta_index(source->history_rel, SW_RETRACTED_INDEX_SUFFIX);
 
 	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
 	entry->source = *source;
@@ -1007,8 +1011,7 @@ sw_catalog_new_batch_id(void)
 }
 
 /*
- * Add a block that a batch wrote a current row into to its ranges: it
- * extends or falls in a range, starts a new one, or, when there are as
+ * Add a block that a batch wrote a row into to its ranges: it extends or falls in a range, starts a new one, or, when there are as
  * many as can be kept, widens the range nearest to it.
  */
 void
@@ -1057,14 +1060,43 @@ sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block)
 }
 
 /*
+ * Put where a batch wrote rows of a hidden heap into its catalog row:
+ * both columns null if it is not known; an empty array (and no file) if
+ * the batch wrote none.
+ */
+static void
+set_blocks(Datum *values, bool *nulls, int which, const SwBlockRanges *blocks)
+{
+	int			file = Anum_b_file[which] - 1;
+	int			ranges = Anum_b_blocks[which] - 1;
+	Datum		r[2 * SW_MAX_BLOCK_RANGES];
+
+	if (blocks->n < 0)
+	{
+		nulls[file] = nulls[ranges] = true;
+		return;
+	}
+	for (int i = 0; i < blocks->n; i++)
+	{
+		r[2 * i] = Int64GetDatum(blocks->from[i]);
+		r[2 * i + 1] = Int64GetDatum(blocks->to[i]);
+	}
+	nulls[file] = blocks->n == 0;
+	values[file] = ObjectIdGetDatum(blocks->file);
+	values[ranges] = PointerGetDatum(
+		construct_array(r, 2 * blocks->n, INT8OID, sizeof(int64),
+						FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
  * Record a batch of a source, stamped by the current (top) transaction,
  * with the batches that were still committing when it was stamped and
- * where it wrote current rows (NULL: nowhere).
+ * where it wrote current rows and history rows.
  */
 void
 sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 						int npending, const SwPending *pending,
-						const SwBlockRanges *blocks)
+						const SwBlockRanges blocks[2])
 {
 	Relation	rel;
 	Datum		values[Natts_b];
@@ -1098,27 +1130,8 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 			construct_array(xids, npending, XID8OID, sizeof(int64),
 							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	}
-	if (blocks == NULL || blocks->n <= 0)
-	{
-		/* nowhere (no current row written), or not known */
-		nulls[Anum_b_current_blocks - 1] = blocks != NULL && blocks->n < 0;
-		values[Anum_b_current_blocks - 1] = PointerGetDatum(construct_empty_array(INT8OID));
-		nulls[Anum_b_current_file - 1] = true;
-	}
-	else
-	{
-		Datum		r[2 * SW_MAX_BLOCK_RANGES];
-
-		for (int i = 0; i < blocks->n; i++)
-		{
-			r[2 * i] = Int64GetDatum(blocks->from[i]);
-			r[2 * i + 1] = Int64GetDatum(blocks->to[i]);
-		}
-		values[Anum_b_current_file - 1] = ObjectIdGetDatum(blocks->file);
-		values[Anum_b_current_blocks - 1] = PointerGetDatum(
-			construct_array(r, 2 * blocks->n, INT8OID, sizeof(int64),
-							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	}
+	for (int which = 0; which < 2; which++)
+		set_blocks(values, nulls, which, &blocks[which]);
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
@@ -1201,26 +1214,28 @@ parse_origin(const char *name)
 }
 
 /*
- * Where a batch row says the batch wrote current rows; NULL if it does not
- * say, or was restored from a dump (the blocks were another heap's).
+ * Where a batch row says the batch wrote rows of a hidden heap (0: the
+ * current heap, 1: the history); NULL if it does not say, or was restored
+ * from a dump (the blocks were another heap's).
  */
 static SwBlockRanges *
-row_blocks(HeapTuple tuple, Datum *values, bool *nulls)
+row_blocks(HeapTuple tuple, Datum *values, bool *nulls, int which)
 {
+	int			file = Anum_b_file[which] - 1;
+	int			ranges = Anum_b_blocks[which] - 1;
 	SwBlockRanges *blocks;
 	Datum	   *r;
 	int			n;
 
-	if (nulls[Anum_b_current_blocks - 1] || !row_is_own(tuple, values[Anum_b_xid - 1]))
+	if (nulls[ranges] || !row_is_own(tuple, values[Anum_b_xid - 1]))
 		return NULL;
-	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_current_blocks - 1]),
+	deconstruct_array(DatumGetArrayTypeP(values[ranges]),
 					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &r, NULL, &n);
-	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES ||
-		(n > 0 && nulls[Anum_b_current_file - 1]))
+	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES || (n > 0 && nulls[file]))
 		return NULL;
 	blocks = palloc(sizeof(SwBlockRanges));
-	blocks->file = n > 0 ? DatumGetObjectId(values[Anum_b_current_file - 1]) : InvalidOid;
+	blocks->file = n > 0 ? DatumGetObjectId(values[file]) : InvalidOid;
 	blocks->n = n / 2;
 	for (int i = 0; i < blocks->n; i++)
 	{
@@ -1279,7 +1294,8 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
 		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
 		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
-		batch->blocks = row_blocks(tuple, values, nulls);
+		batch->blocks[0] = row_blocks(tuple, values, nulls, 0);
+		batch->blocks[1] = row_blocks(tuple, values, nulls, 1);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

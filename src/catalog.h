@@ -46,12 +46,10 @@ typedef struct SwSource
 	Oid			current_rel;	/* hidden heap of current rows */
 	Oid			history_rel;	/* hidden heap of retracted rows */
 	Oid			key_index;		/* upsert sources: unique index on the key */
-	Oid			retracted_index;	/* index on the history's "$retracted" */
 } SwSource;
 
-/* the suffixes of the names of the indexes beside the hidden heaps */
-#define SW_KEY_INDEX_SUFFIX			"key"	/* the current heap's key */
-#define SW_RETRACTED_INDEX_SUFFIX	"retracted" /* the history's "$retracted" */
+/* the suffix of the name of the key index beside the current heap */
+#define SW_KEY_INDEX_SUFFIX			"key"
 
 /*
  * The readable range of a source: since <= T < upper; and the retention
@@ -65,11 +63,12 @@ typedef struct SwFrontiers
 } SwFrontiers;
 
 /*
- * Where in the current heap a batch wrote rows: the heap's file, and up to
+ * Where in a hidden heap a batch wrote rows: the heap's file, and up to
  * SW_MAX_BLOCK_RANGES ranges of blocks [from, to).  A batch whose rows are
  * too scattered gets wider ranges, never fewer blocks.  n is -1 where it
  * is not known (the heap was rewritten while the batch wrote): readers
- * then read the whole heap.
+ * then read the whole heap.  A batch has one for each hidden heap: the
+ * current rows it added, the history rows of those it retracted.
  */
 #define SW_MAX_BLOCK_RANGES	16
 
@@ -90,7 +89,8 @@ typedef struct SwBatch
 	int64		ts;
 	SwOrigin	origin;
 	NameData	role;			/* who wrote it, as the role was named then */
-	SwBlockRanges *blocks;		/* where it wrote current rows, if known */
+	SwBlockRanges *blocks[2];	/* where it wrote current rows and history
+								 * rows, if known (else NULL) */
 } SwBatch;
 
 /* a batch that was still committing when a later one was stamped */
@@ -138,7 +138,7 @@ extern void sw_catalog_delete_row(Oid relid);
 extern int64 sw_catalog_new_batch_id(void);
 extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 									int npending, const SwPending *pending,
-									const SwBlockRanges *blocks);
+									const SwBlockRanges blocks[2]);
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 									 Snapshot snapshot);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,

@@ -71,7 +71,7 @@ typedef struct SwWrite
 	SwOrigin	origin;
 	int			nest_level;		/* subtransaction level of its first write */
 	bool		stamped;		/* recorded in the catalog at pre-commit */
-	SwBlockRanges blocks;		/* where it wrote current rows */
+	SwBlockRanges blocks[2];	/* where it wrote current and history rows */
 	int			source;			/* its source's index in stamping */
 	SwBatch		batch;			/* id, origin and role name; ts at commit */
 } SwWrite;
@@ -120,8 +120,8 @@ sw_channel_name(Oid relid)
 /*
  * Note that the current transaction writes a source as the current user,
  * and return the id of the batch with which the written rows are tagged,
- * and in *blocks where to note the blocks of the current heap it writes
- * rows into.
+ * and in *blocks where to note the blocks it writes rows into: two
+ * SwBlockRanges, for the current heap and for the history.
  */
 int64
 sw_controller_batch(Oid relid, SwOrigin origin, SwBlockRanges **blocks)
@@ -143,7 +143,7 @@ sw_controller_batch(Oid relid, SwOrigin origin, SwBlockRanges **blocks)
 		w = lfirst(lc);
 		if (w->relid == relid && w->role == role && w->origin == origin)
 		{
-			*blocks = &w->blocks;
+			*blocks = w->blocks;
 			return w->batch.batch;
 		}
 	}
@@ -160,7 +160,7 @@ sw_controller_batch(Oid relid, SwOrigin origin, SwBlockRanges **blocks)
 	writes = lappend(writes, w);
 	MemoryContextSwitchTo(old);
 
-	*blocks = &w->blocks;
+	*blocks = w->blocks;
 	return w->batch.batch;
 }
 
@@ -204,13 +204,13 @@ sw_controller_wrote(Oid relid, int64 batch)
 }
 
 /*
- * The smallest id of the current transaction's batches of the source;
- * PG_INT64_MAX if it has none.
+ * Where the current transaction's batches of the source wrote history rows
+ * so far: a list of SwBlockRanges, copied into the caller's memory context.
  */
-int64
-sw_controller_min_batch(Oid relid)
+List *
+sw_controller_history_blocks(Oid relid)
 {
-	int64		min = PG_INT64_MAX;
+	List	   *result = NIL;
 	ListCell   *lc;
 
 	foreach(lc, writes)
@@ -218,9 +218,14 @@ sw_controller_min_batch(Oid relid)
 		SwWrite    *w = lfirst(lc);
 
 		if (w->relid == relid)
-			min = Min(min, w->batch.batch);
+		{
+			SwBlockRanges *copy = palloc(sizeof(SwBlockRanges));
+
+			*copy = w->blocks[1];
+			result = lappend(result, copy);
+		}
 	}
-	return min;
+	return result;
 }
 
 static int
@@ -373,7 +378,7 @@ stamp_batches(void)
 		sw_catalog_insert_batch(w->relid, &w->batch,
 								sources[w->source].state.npending,
 								sources[w->source].state.pending,
-								&w->blocks);
+								w->blocks);
 		w->stamped = true;
 	}
 

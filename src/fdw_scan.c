@@ -105,9 +105,8 @@ typedef struct SwScanState
 	Relation	history;		/* hidden heap of retracted rows (as_of) */
 	TableScanDesc scan;			/* the heap being scanned now */
 	bool		in_history;		/* as_of: scanning the history heap */
-	Oid			retracted_index;	/* as_of: on the history's "$retracted" */
-	Relation	index_rel;		/* ... open, while the history is read */
-	struct IndexScanDescData *iscan;	/* ... through it */
+	SwBlockScan *history_scan;	/* ... in the blocks the batches after the
+								 * time wrote, if not in parallel */
 	TupleTableSlot *current_slot;	/* tuples of the current heap */
 	TupleTableSlot *history_slot;	/* tuples of the history heap */
 	SwLayout	current_layout;
@@ -348,7 +347,6 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		check_read_past(ftrel);
 		ss->history = table_open(source.history_rel, AccessShareLock);
-		ss->retracted_index = source.retracted_index;
 		sw_storage_layout(ftrel, ss->history, &ss->history_layout);
 		ss->history_slot = table_slot_create(ss->history, &estate->es_tupleTable);
 
@@ -457,8 +455,8 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
  * whose batch is at or before it, then from the history heap, rows
  * inserted at or before it and retracted after it.  Only the batches after
  * it are loaded (log.c), and only the history rows they retracted are
- * read, through the index on "$retracted" (a parallel scan reads all of
- * the history).  Returns the hidden slot and, in *layout, where its
+ * read, in the blocks they wrote (a parallel scan reads all of the
+ * history).  Returns the hidden slot and, in *layout, where its
  * columns are; or NULL at the end.
  */
 static TupleTableSlot *
@@ -482,10 +480,8 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 		SwLogRow	row;
 		bool		found;
 
-		if (ss->in_history && ss->scan == NULL && ss->iscan == NULL)
-			return NULL;		/* nothing retracted after the time */
-		found = ss->iscan
-			? index_getnext_slot(ss->iscan, ForwardScanDirection, hidden)
+		found = ss->history_scan
+			? sw_block_scan_next(ss->history_scan, hidden)
 			: table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden);
 		if (!found)
 		{
@@ -496,13 +492,20 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 			table_endscan(ss->scan);
 			ss->scan = NULL;
 			ss->in_history = true;
+
+			/*
+			 * Of the history, the rows retracted after the time: those the
+			 * batches after it wrote (the map's), and our own.
+			 */
 			old = MemoryContextSwitchTo(query_cxt);
-			if (ss->pscan || !OidIsValid(ss->retracted_index))
+			if (ss->pscan)
 				ss->scan = begin_heap_scan(ss, ss->history, true);
 			else
-				(void) sw_index_scan_begin(&ss->iscan, &ss->index_rel, ss->history,
-										   ss->retracted_index, ss->snapshot,
-										   ss->batches->min_id);
+			{
+				ss->history_scan = palloc(sizeof(SwBlockScan));
+				sw_block_scan_begin(ss->history_scan, ss->history, ss->snapshot,
+									ss->batches, true);
+			}
 			MemoryContextSwitchTo(old);
 			continue;
 		}
@@ -516,15 +519,19 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 	}
 }
 
-/* end the index scan of the history, if there is one */
+/* end the scan of the current heap or of the history */
 static void
-end_index_scan(SwScanState *ss)
+end_scan(SwScanState *ss)
 {
-	if (ss->iscan == NULL)
-		return;
-	index_endscan(ss->iscan);
-	index_close(ss->index_rel, AccessShareLock);
-	ss->iscan = NULL;
+	if (ss->scan)
+		table_endscan(ss->scan);
+	ss->scan = NULL;
+	if (ss->history_scan)
+	{
+		sw_block_scan_end(ss->history_scan);
+		pfree(ss->history_scan);
+	}
+	ss->history_scan = NULL;
 }
 
 /*
@@ -614,10 +621,7 @@ swReScanForeignScan(ForeignScanState *node)
 	if (ss->in_history)
 	{
 		/* back to the start: the current heap */
-		if (ss->scan)
-			table_endscan(ss->scan);
-		ss->scan = NULL;
-		end_index_scan(ss);
+		end_scan(ss);
 		ss->in_history = false;
 	}
 	else if (ss->scan)
@@ -631,9 +635,7 @@ swEndForeignScan(ForeignScanState *node)
 
 	if (ss == NULL || ss->current == NULL)
 		return;
-	if (ss->scan)
-		table_endscan(ss->scan);
-	end_index_scan(ss);
+	end_scan(ss);
 	if (ss->registered)
 		UnregisterSnapshot(ss->snapshot);
 	if (ss->history)

@@ -218,17 +218,11 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	sw_log_begin_scan(&ls, ftrel, current, history, snapshot, map);
 
 	/*
-	 * From a time on, only the rows of the batches since then: those of the
-	 * current heap in the blocks they wrote, and those of the history with
-	 * such a "$retracted" (a row added since then was retracted since then
-	 * too, if at all).  From the beginning, everything.
+	 * From a time on, only the rows of the batches since then, in the blocks
+	 * they wrote; from the beginning, everything.
 	 */
 	if (since != PG_INT64_MIN)
-	{
 		sw_log_scan_written_blocks(&ls);
-		if (OidIsValid(source.retracted_index))
-			sw_log_scan_by_index(&ls, true, source.retracted_index);
-	}
 	folded.ts = map->oldest_ts;
 	folded.origin = SW_ORIGIN_SYSTEM;
 	while ((hidden = sw_log_next(&ls, &layout, &row)) != NULL)

@@ -28,12 +28,14 @@
  *
  * A map holds the batches from a time on, not those before it: its size,
  * and the cost of loading it, follow the part of the log that is read.
- * Batch ids come from a sequence at a transaction's first write, so they
- * grow with time, give or take the transactions that were writing at once:
- * the history rows that the batches of a map retracted are among those
- * whose "$retracted" is at least the smallest id in it, which the index on
- * that column finds without reading older rows; the current rows they
- * added are in the blocks they say they wrote (sw_log_scan_written_blocks()).
+ * Each batch says in which blocks of the hidden heaps it wrote rows, and
+ * rows never move within a heap, so the rows a reader needs are found
+ * without reading older ones (a SwBlockScan): the current rows that the
+ * map's batches added, in the blocks they wrote in the current heap; the
+ * history rows that they (and the reader's own batches) retracted, in the
+ * blocks they wrote in the history.  A row added from a time on and
+ * retracted is retracted from that time on too, so those are all the rows
+ * with something from that time on.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -44,13 +46,10 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/relscan.h"
-#include "access/stratnum.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
-#include "utils/fmgroids.h"
 #include "utils/rel.h"
 
 #include "controller.h"
@@ -72,14 +71,11 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	map->from = from;
 	map->until = until;
 	map->batches = sw_catalog_load_batches(relid, from, PG_INT64_MAX, snapshot);
-	map->min_id = sw_controller_min_batch(relid);
+	map->own_history = sw_controller_history_blocks(relid);
 	map->oldest_ts = PG_INT64_MAX;
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
-	{
-		map->min_id = Min(map->min_id, batch->batch);
 		map->oldest_ts = Min(map->oldest_ts, batch->ts);
-	}
 	return map;
 }
 
@@ -126,7 +122,6 @@ sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 				  Relation history, Snapshot snapshot, const SwBatchMap *map)
 {
 	memset(ls, 0, sizeof(SwLogScan));
-	ls->nranges = -1;
 	ls->rel[0] = current;
 	ls->rel[1] = history;
 	ls->snapshot = snapshot;
@@ -142,14 +137,13 @@ sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 }
 
 /*
- * Read the current heap (or the history) through an index on its batch
- * column ("$batch", or "$retracted"), from the map's smallest id on: only
- * the rows of the map's batches, and of a few older ones.
+ * Read only the blocks of each hidden heap that the map's batches wrote
+ * rows into (see SwBlockScan), not the whole heaps.
  */
 void
-sw_log_scan_by_index(SwLogScan *ls, bool history, Oid index)
+sw_log_scan_written_blocks(SwLogScan *ls)
 {
-	ls->index[history ? 1 : 0] = index;
+	ls->written = true;
 }
 
 static int
@@ -162,125 +156,143 @@ compare_blocks(const void *a, const void *b)
 }
 
 /*
- * Read of the current heap only the blocks into which the map's batches in
- * range wrote rows, as they say (a row written there is still there, or in
- * the history).  Where one of them does not say, or says it of a heap that
- * has been rewritten since, the whole heap is read.
+ * Add a batch's ranges of blocks of a heap of nblocks blocks, whose file is
+ * file, to pairs; false if it does not say where it wrote, or says it of a
+ * file that has been rewritten since.
  */
-void
-sw_log_scan_written_blocks(SwLogScan *ls)
+static bool
+add_ranges(const SwBlockRanges *b, Oid file, BlockNumber nblocks,
+		   BlockNumber **pairs, int *n, int *max)
 {
-	const SwBatchMap *map = ls->map;
-	Relation	current = ls->rel[0];
-	BlockNumber nblocks = RelationGetNumberOfBlocks(current);
+	if (b == NULL || b->n < 0 || (b->n > 0 && b->file != file))
+		return false;
+	for (int i = 0; i < b->n; i++)
+	{
+		if (b->from[i] >= nblocks)
+			continue;			/* truncated away since */
+		if (*n == *max)
+		{
+			*max *= 2;
+			*pairs = repalloc(*pairs, sizeof(BlockNumber) * 2 * *max);
+		}
+		(*pairs)[2 * *n] = b->from[i];
+		(*pairs)[2 * *n + 1] = Min(b->to[i], nblocks);
+		(*n)++;
+	}
+	return true;
+}
+
+/*
+ * The blocks of a hidden heap to read for a batch map, sorted, with
+ * overlapping and touching ranges merged: of the current heap (history
+ * false), those into which the map's batches in range wrote rows; of the
+ * history, those into which all the map's batches and the reader's own
+ * wrote rows.  False if one of them does not say: read it all.
+ */
+static bool
+written_blocks(SwBlockScan *bs, const SwBatchMap *map, bool history)
+{
+	Oid			file = bs->rel->rd_rel->relfilenode;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(bs->rel);
 	HASH_SEQ_STATUS status;
 	SwBatch    *batch;
+	ListCell   *lc;
 	BlockNumber *pairs;
 	int			n = 0;
 	int			max = 64;
+	bool		known = true;
 
 	pairs = palloc(sizeof(BlockNumber) * 2 * max);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 	{
-		SwBlockRanges *b = batch->blocks;
-
-		if (batch->ts >= map->until)
-			continue;
-		if (b == NULL || (b->n > 0 && b->file != current->rd_rel->relfilenode))
+		if (!history && batch->ts >= map->until)
+			continue;			/* added later: not read */
+		if (!add_ranges(batch->blocks[history ? 1 : 0], file, nblocks,
+						&pairs, &n, &max))
 		{
 			hash_seq_term(&status);
-			pfree(pairs);
-			return;				/* read it all */
-		}
-		for (int i = 0; i < b->n; i++)
-		{
-			if (b->from[i] >= nblocks)
-				continue;		/* truncated away since */
-			if (n == max)
-			{
-				max *= 2;
-				pairs = repalloc(pairs, sizeof(BlockNumber) * 2 * max);
-			}
-			pairs[2 * n] = b->from[i];
-			pairs[2 * n + 1] = Min(b->to[i], nblocks);
-			n++;
+			known = false;
+			break;
 		}
 	}
+	if (history)
+		foreach(lc, map->own_history)
+			known = known && add_ranges(lfirst(lc), file, nblocks, &pairs, &n, &max);
+	if (!known)
+	{
+		pfree(pairs);
+		return false;
+	}
 
-	/* sorted by start, overlapping and touching ranges merged */
 	qsort(pairs, n, 2 * sizeof(BlockNumber), compare_blocks);
-	ls->range_from = palloc(sizeof(BlockNumber) * Max(n, 1));
-	ls->range_to = palloc(sizeof(BlockNumber) * Max(n, 1));
-	ls->nranges = 0;
+	bs->from = palloc(sizeof(BlockNumber) * Max(n, 1));
+	bs->to = palloc(sizeof(BlockNumber) * Max(n, 1));
+	bs->nranges = 0;
 	for (int i = 0; i < n; i++)
 	{
-		if (ls->nranges > 0 && pairs[2 * i] <= ls->range_to[ls->nranges - 1])
+		if (bs->nranges > 0 && pairs[2 * i] <= bs->to[bs->nranges - 1])
 		{
-			ls->range_to[ls->nranges - 1] = Max(ls->range_to[ls->nranges - 1],
-												pairs[2 * i + 1]);
+			bs->to[bs->nranges - 1] = Max(bs->to[bs->nranges - 1], pairs[2 * i + 1]);
 			continue;
 		}
-		ls->range_from[ls->nranges] = pairs[2 * i];
-		ls->range_to[ls->nranges] = pairs[2 * i + 1];
-		ls->nranges++;
+		bs->from[bs->nranges] = pairs[2 * i];
+		bs->to[bs->nranges] = pairs[2 * i + 1];
+		bs->nranges++;
 	}
 	pfree(pairs);
-}
-
-/*
- * Start reading the next range of blocks of the current heap; false when
- * there is none left.
- */
-static bool
-next_range(SwLogScan *ls)
-{
-	if (ls->range >= ls->nranges)
-		return false;
-	if (ls->scan == NULL)
-		ls->scan = table_beginscan_strat(ls->rel[0], ls->snapshot, 0, NULL,
-										 true, false);
-	else
-		table_rescan(ls->scan, NULL);
-	heap_setscanlimits(ls->scan, ls->range_from[ls->range],
-					   ls->range_to[ls->range] - ls->range_from[ls->range]);
-	ls->range++;
 	return true;
 }
 
 /*
- * Begin an index scan of the rows of a hidden heap whose batch column (the
- * index's) is at least min_id; false if there can be none.
+ * Begin a scan of a hidden heap: of the blocks that a batch map needs (see
+ * written_blocks()), or of all of it when map is NULL or the blocks are
+ * not known.
+ */
+void
+sw_block_scan_begin(SwBlockScan *bs, Relation rel, Snapshot snapshot,
+					const SwBatchMap *map, bool history)
+{
+	memset(bs, 0, sizeof(SwBlockScan));
+	bs->rel = rel;
+	bs->nranges = -1;
+	if (map == NULL || !written_blocks(bs, map, history))
+		bs->scan = table_beginscan(rel, snapshot, 0, NULL);
+	else if (bs->nranges > 0)
+	{
+		/* a synchronized scan would not start where it is told */
+		bs->scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
+		heap_setscanlimits(bs->scan, bs->from[0], bs->to[0] - bs->from[0]);
+		bs->range = 1;
+	}
+}
+
+/*
+ * The next row of a block scan into slot; false at the end.
  */
 bool
-sw_index_scan_begin(IndexScanDesc *iscan, Relation *index_rel, Relation heap,
-					Oid index, Snapshot snapshot, int64 min_id)
+sw_block_scan_next(SwBlockScan *bs, TupleTableSlot *slot)
 {
-	ScanKeyData key;
-
-	if (min_id == PG_INT64_MAX)
+	if (bs->scan == NULL)
 		return false;
-	*index_rel = index_open(index, AccessShareLock);
-	*iscan = index_beginscan(heap, *index_rel, snapshot, 1, 0);
-	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_INT8GE,
-				Int64GetDatum(min_id));
-	index_rescan(*iscan, &key, 1, NULL, 0);
+	while (!table_scan_getnextslot(bs->scan, ForwardScanDirection, slot))
+	{
+		if (bs->nranges < 0 || bs->range >= bs->nranges)
+			return false;
+		table_rescan(bs->scan, NULL);
+		heap_setscanlimits(bs->scan, bs->from[bs->range],
+						   bs->to[bs->range] - bs->from[bs->range]);
+		bs->range++;
+	}
 	return true;
 }
 
-/* end the scan of the relation being read */
-static void
-end_relation(SwLogScan *ls)
+void
+sw_block_scan_end(SwBlockScan *bs)
 {
-	if (ls->scan)
-		table_endscan(ls->scan);
-	if (ls->iscan)
-	{
-		index_endscan(ls->iscan);
-		index_close(ls->index_rel, AccessShareLock);
-	}
-	ls->scan = NULL;
-	ls->iscan = NULL;
+	if (bs->scan)
+		table_endscan(bs->scan);
+	bs->scan = NULL;
 }
 
 /*
@@ -296,9 +308,8 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 	for (;;)
 	{
 		TupleTableSlot *slot;
-		bool		found;
 
-		if (ls->scan == NULL && ls->iscan == NULL)
+		if (!ls->scanning)
 		{
 			int			which = ls->which;
 
@@ -308,28 +319,16 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 			ls->which = which;
 			if (which >= 2)
 				return NULL;
-			if (which == 0 && ls->nranges >= 0)
-			{
-				if (!next_range(ls))
-					continue;
-			}
-			else if (!OidIsValid(ls->index[which]))
-				ls->scan = table_beginscan(ls->rel[which], ls->snapshot, 0, NULL);
-			else if (!sw_index_scan_begin(&ls->iscan, &ls->index_rel, ls->rel[which],
-										  ls->index[which], ls->snapshot,
-										  ls->map->min_id))
-				continue;
+			sw_block_scan_begin(&ls->bscan, ls->rel[which], ls->snapshot,
+								ls->written ? ls->map : NULL, which == 1);
+			ls->scanning = true;
 		}
 
 		slot = ls->slot[ls->which];
-		found = ls->scan
-			? table_scan_getnextslot(ls->scan, ForwardScanDirection, slot)
-			: index_getnext_slot(ls->iscan, ForwardScanDirection, slot);
-		if (!found)
+		if (!sw_block_scan_next(&ls->bscan, slot))
 		{
-			if (ls->which == 0 && ls->nranges >= 0 && next_range(ls))
-				continue;
-			end_relation(ls);
+			sw_block_scan_end(&ls->bscan);
+			ls->scanning = false;
 			continue;
 		}
 
@@ -347,7 +346,7 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 void
 sw_log_end_scan(SwLogScan *ls)
 {
-	end_relation(ls);
+	sw_block_scan_end(&ls->bscan);
 	for (int i = 0; i < 2; i++)
 		if (ls->slot[i])
 			ExecDropSingleTupleTableSlot(ls->slot[i]);

@@ -29,8 +29,8 @@ typedef struct SwBatchMap
 	HTAB	   *batches;		/* batch id -> SwBatch */
 	int64		from;
 	int64		until;
-	int64		min_id;			/* the smallest id among them and the
-								 * reader's own batches; PG_INT64_MAX if none */
+	List	   *own_history;	/* where the reader's own batches wrote
+								 * history rows: SwBlockRanges */
 	int64		oldest_ts;		/* the oldest batch's ts, PG_INT64_MAX if none */
 } SwBatchMap;
 
@@ -71,27 +71,40 @@ sw_log_row_present(const SwLogRow *row)
 }
 
 /*
+ * A scan of a hidden heap, whole or of the blocks a batch map needs: the
+ * ranges [from[i], to[i]) in order, when nranges >= 0.
+ */
+typedef struct SwBlockScan
+{
+	Relation	rel;
+	TableScanDesc scan;			/* NULL if there is nothing to read */
+	int			nranges;
+	BlockNumber *from;
+	BlockNumber *to;
+	int			range;			/* the next range to read */
+} SwBlockScan;
+
+extern void sw_block_scan_begin(SwBlockScan *bs, Relation rel, Snapshot snapshot,
+								const SwBatchMap *map, bool history);
+extern bool sw_block_scan_next(SwBlockScan *bs, TupleTableSlot *slot);
+extern void sw_block_scan_end(SwBlockScan *bs);
+
+/*
  * A scan of a source's hidden relations, current rows then history, that
  * returns the rows with something in a batch map's range: added or
  * retracted in it, or (a map from the beginning) added by a folded batch
- * and not retracted by one.  Each relation is read whole, or only in part:
- * the current heap in the blocks the map's batches wrote, the history
- * through the index on its "$retracted" from the map's smallest id on.
+ * and not retracted by one.  Each relation is read whole, or only in the
+ * blocks that the map's batches wrote (sw_log_scan_written_blocks()).
  */
 typedef struct SwLogScan
 {
 	Relation	rel[2];			/* current, history (either may be NULL) */
 	SwLayout	layout[2];
 	TupleTableSlot *slot[2];
-	Oid			index[2];		/* read through this index, if valid */
-	int			nranges;		/* the current heap: read only these blocks, */
-	BlockNumber *range_from;	/* if nranges >= 0 */
-	BlockNumber *range_to;
-	int			range;			/* the range being read */
+	bool		written;		/* read only the blocks the batches wrote */
 	int			which;			/* the relation being scanned */
-	TableScanDesc scan;
-	Relation	index_rel;
-	struct IndexScanDescData *iscan;
+	bool		scanning;		/* ... and bscan is open on it */
+	SwBlockScan bscan;
 	Snapshot	snapshot;
 	const SwBatchMap *map;
 } SwLogScan;
@@ -99,13 +112,9 @@ typedef struct SwLogScan
 extern void sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
 							  Relation history, Snapshot snapshot,
 							  const SwBatchMap *map);
-extern void sw_log_scan_by_index(SwLogScan *ls, bool history, Oid index);
 extern void sw_log_scan_written_blocks(SwLogScan *ls);
 extern TupleTableSlot *sw_log_next(SwLogScan *ls, const SwLayout **layout,
 								   SwLogRow *row);
 extern void sw_log_end_scan(SwLogScan *ls);
-extern bool sw_index_scan_begin(struct IndexScanDescData **iscan,
-								Relation *index_rel, Relation heap, Oid index,
-								Snapshot snapshot, int64 min_id);
 
 #endif							/* SW_LOG_H */

@@ -101,7 +101,6 @@ static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
-static void create_meta_index(Oid hiddenid, const char *column, const char *suffix);
 static bool storage_in_step(Relation ftrel, const SwSource *source,
 							SwSourceTable *st);
 static bool check_layout(Relation ftrel, Relation hidden, SwLayout *layout,
@@ -183,7 +182,6 @@ sw_storage_sync(Oid relid, List *retyped)
 		source.kind = st->kind;
 		source.current_rel = create_hidden_relation(ftrel, "current", tag, SW_CURRENT_META);
 		source.history_rel = create_hidden_relation(ftrel, "history", tag, SW_HISTORY_META);
-		create_meta_index(source.history_rel, SW_META_RETRACTED, SW_RETRACTED_INDEX_SUFFIX);
 		/* nothing is written before creation: both start now */
 		frontiers.upper = frontiers.since = sw_now_ms();
 		frontiers.retain = st->retain_history_ms;
@@ -654,36 +652,6 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 	NewRelationCreateToastTable(relid, (Datum) 0);
 	CommandCounterIncrement();
 	return relid;
-}
-
-/*
- * Index one of our own columns of a hidden relation ("$retracted" of the
- * history): reading the log from a time on then finds the rows retracted
- * since that time without reading every row (batch ids grow with time,
- * see log.c).  The current heap has no such index: its rows are updated,
- * and an index on "$batch", which every update changes, would keep them
- * from HOT updates; the batches say where they wrote instead.
- */
-static void
-create_meta_index(Oid hiddenid, const char *column, const char *suffix)
-{
-	Relation	hidden = table_open(hiddenid, ShareLock);
-	IndexInfo  *info = makeIndexInfo(1, 1, BTREE_AM_OID, NIL, NIL,
-									 false, false, true, false);
-	Oid			collations[1] = {InvalidOid};
-	Oid			opclasses[1];
-	int16		coloptions[1] = {0};
-	char		name[NAMEDATALEN];
-
-	info->ii_IndexAttrNumbers[0] = get_attnum(hiddenid, column);
-	opclasses[0] = GetDefaultOpClass(INT8OID, BTREE_AM_OID);
-	sw_meta_index_name(RelationGetRelationName(hidden), suffix, name);
-	index_create(hidden, name, InvalidOid, InvalidOid, InvalidOid, InvalidOid,
-				 info, list_make1(pstrdup(column)), BTREE_AM_OID,
-				 hidden->rd_rel->reltablespace, collations, opclasses,
-				 coloptions, (Datum) 0, 0, 0, true, true, NULL);
-	table_close(hidden, NoLock);
-	CommandCounterIncrement();
 }
 
 /*

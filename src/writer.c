@@ -95,8 +95,9 @@ struct SwWriter
 	EState	   *estate;			/* the caller's, or our own */
 	bool		own_estate;
 	ResultRelInfo *current_rri; /* the current heap and its indexes */
-	ResultRelInfo *history_rri; /* the history heap and its indexes, once
-								 * a row is retracted */
+	ResultRelInfo *history_rri; /* the history heap and its indexes (if
+								 * someone made any), once a row is
+								 * retracted */
 	ResultRelInfo *table_rri;	/* the source table, for its constraints */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *lock_slot;	/* upsert: the current row of a key */
@@ -104,7 +105,8 @@ struct SwWriter
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
 	Oid			batch_role;
-	SwBlockRanges *blocks;		/* where the batch wrote current rows */
+	SwBlockRanges *blocks;		/* where the batch wrote current rows, and
+								 * history rows (blocks[1]) */
 
 	/* sources with a key (upsert) */
 	Oid			key_index;		/* the unique index on the key */
@@ -124,6 +126,7 @@ struct SwWriter
 	/* retractions not yet written to the history heap */
 	bool		buffer_history;
 	TupleTableSlot **history_slots;
+	SwBlockRanges **history_blocks; /* where each one's batch notes its block */
 	int			nhistory;
 	CommandId	history_cid;
 	Datum	   *history_values; /* to form a history row ... */
@@ -278,7 +281,7 @@ next_row(SwWriter *w)
 static inline void
 note_block(SwWriter *w, TupleTableSlot *slot)
 {
-	sw_block_ranges_add(w->blocks, w->current->rd_rel->relfilenode,
+	sw_block_ranges_add(&w->blocks[0], w->current->rd_rel->relfilenode,
 						ItemPointerGetBlockNumber(&slot->tts_tid));
 }
 
@@ -617,6 +620,9 @@ flush_history(SwWriter *w)
 	old = MemoryContextSwitchTo(w->history_cxt);
 	table_multi_insert(w->history, w->history_slots, w->nhistory,
 					   w->history_cid, 0, NULL);
+	for (int i = 0; i < w->nhistory; i++)
+		sw_block_ranges_add(w->history_blocks[i], w->history->rd_rel->relfilenode,
+							ItemPointerGetBlockNumber(&w->history_slots[i]->tts_tid));
 	for (int i = 0; i < w->nhistory && w->history_rri->ri_NumIndices > 0; i++)
 		ExecInsertIndexTuples(w->history_rri, w->history_slots[i], w->estate,
 							  false, false, NULL, NIL);
@@ -722,6 +728,7 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		/* made on first use, for the rest of the writer's life */
 		oldcxt = MemoryContextSwitchTo(w->cxt);
 		w->history_slots = palloc0(sizeof(TupleTableSlot *) * SW_HISTORY_BATCH_SIZE);
+		w->history_blocks = palloc(sizeof(SwBlockRanges *) * SW_HISTORY_BATCH_SIZE);
 		w->history_values = palloc(sizeof(Datum) * desc->natts);
 		w->history_isnull = palloc(sizeof(bool) * desc->natts);
 		w->current_values = palloc(sizeof(Datum) * RelationGetDescr(w->current)->natts);
@@ -768,6 +775,7 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 		MemoryContextSwitchTo(oldcxt);
 	}
+	w->history_blocks[w->nhistory] = &w->blocks[1];
 	ExecStoreHeapTuple(tuple, w->history_slots[w->nhistory++], true);
 	w->history_cid = cid;
 	if (w->nhistory == SW_HISTORY_BATCH_SIZE || !w->buffer_history)
