@@ -62,7 +62,7 @@ CREATE TABLE source_writes.batches (
     pending_xid xid8[],         -- their timestamps and transactions
     current_file   oid,         -- the current heap's file it wrote rows into,
     current_blocks bigint[],    -- and the ranges of blocks, [from, to) pairs;
-    history_file   oid,         -- the same of the history heap
+    history_file   oid,         -- the same for the history heap
     history_blocks bigint[]
 );
 CREATE INDEX batches_source_ts ON source_writes.batches (source, ts);

@@ -186,6 +186,17 @@ FROM (VALUES (false), (true)) v(history),
 CREATE FOREIGN TABLE big (k int, v text) SERVER kafka OPTIONS (topic 'big');
 INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 2000) g;
 SELECT ts AS big_ts FROM source_writes.batches WHERE source = 'big'::regclass \gset
+CREATE FUNCTION plan_has(query text, node text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+    IF line LIKE '%' || node || '%' THEN
+      RETURN true;
+    END IF;
+  END LOOP;
+  RETURN false;
+END $$;
 BEGIN;
 DELETE FROM big WHERE k % 2 = 0;
 UPDATE big SET v = 'updated' WHERE k % 4 = 1;
@@ -194,6 +205,21 @@ SELECT diff, count(*) FROM source_writes.updates(NULL::big, since => :big_ts)
 GROUP BY diff;
 SET LOCAL source_writes.as_of = :big_ts;
 SELECT count(*) AS as_of_before, count(*) FILTER (WHERE v = 'updated') AS updated
+FROM big;
+-- read again for each row of a lateral join: the same blocks each time
+SELECT plan_has('SELECT * FROM generate_series(1, 3) g, LATERAL (SELECT count(*) AS n FROM big WHERE g > 0) x',
+                'Nested Loop') AS rescanned;
+SELECT count(*) AS reads, count(*) FILTER (WHERE n = 2000) AS all_rows
+FROM generate_series(1, 3) g, LATERAL (SELECT count(*) AS n FROM big WHERE g > 0) x;
+-- parallel workers know the transaction's own batches too (by the xmin
+-- of the tuples it wrote), and read the whole history
+SET LOCAL max_parallel_workers_per_gather = 2;
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL parallel_leader_participation = off;
+SELECT plan_has('SELECT count(*) FROM big', 'Parallel Foreign Scan') AS in_parallel;
+SELECT count(*) AS as_of_before_in_parallel, count(*) FILTER (WHERE v = 'updated') AS updated
 FROM big;
 ROLLBACK;
 
@@ -221,6 +247,7 @@ FROM (SELECT (SELECT array_agg(r ORDER BY r) FROM w_as_of(b.ts) r)
 
 DROP FUNCTION w_as_of(bigint);
 DROP FUNCTION outside_written_blocks(regclass, boolean);
+DROP FUNCTION plan_has(text, text);
 DROP TABLE w_plain, workload_stats;
 DROP PROCEDURE run_workload(int);
 DROP FUNCTION random_statement();

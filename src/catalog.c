@@ -94,8 +94,14 @@
 #define Natts_b				12
 
 /* where a batch row keeps its blocks of the current heap and the history */
-static const AttrNumber Anum_b_file[2] = {Anum_b_current_file, Anum_b_history_file};
-static const AttrNumber Anum_b_blocks[2] = {Anum_b_current_blocks, Anum_b_history_blocks};
+static const AttrNumber Anum_b_file[2] = {
+	[SW_CURRENT_HEAP] = Anum_b_current_file,
+	[SW_HISTORY_HEAP] = Anum_b_history_file
+};
+static const AttrNumber Anum_b_blocks[2] = {
+	[SW_CURRENT_HEAP] = Anum_b_current_blocks,
+	[SW_HISTORY_HEAP] = Anum_b_history_blocks
+};
 
 /* columns of source_writes.progress */
 #define Anum_p_source		1
@@ -1011,8 +1017,9 @@ sw_catalog_new_batch_id(void)
 }
 
 /*
- * Add a block that a batch wrote a row into to its ranges: it extends or falls in a range, starts a new one, or, when there are as
- * many as can be kept, widens the range nearest to it.
+ * Add a block that a batch wrote a row into to its ranges: it extends or
+ * falls in a range, starts a new one, or, when there are as many as can be
+ * kept, widens the range nearest to it.
  */
 void
 sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block)
@@ -1065,10 +1072,10 @@ sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block)
  * the batch wrote none.
  */
 static void
-set_blocks(Datum *values, bool *nulls, int which, const SwBlockRanges *blocks)
+set_blocks(Datum *values, bool *nulls, SwHeap heap, const SwBlockRanges *blocks)
 {
-	int			file = Anum_b_file[which] - 1;
-	int			ranges = Anum_b_blocks[which] - 1;
+	int			file = Anum_b_file[heap] - 1;
+	int			ranges = Anum_b_blocks[heap] - 1;
 	Datum		r[2 * SW_MAX_BLOCK_RANGES];
 
 	if (blocks->n < 0)
@@ -1130,8 +1137,8 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 			construct_array(xids, npending, XID8OID, sizeof(int64),
 							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	}
-	for (int which = 0; which < 2; which++)
-		set_blocks(values, nulls, which, &blocks[which]);
+	set_blocks(values, nulls, SW_CURRENT_HEAP, &blocks[SW_CURRENT_HEAP]);
+	set_blocks(values, nulls, SW_HISTORY_HEAP, &blocks[SW_HISTORY_HEAP]);
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
@@ -1214,51 +1221,108 @@ parse_origin(const char *name)
 }
 
 /*
- * Where a batch row says the batch wrote rows of a hidden heap (0: the
- * current heap, 1: the history); NULL if it does not say, or was restored
- * from a dump (the blocks were another heap's).
+ * Start gathering where batches wrote rows in a hidden heap: nothing yet,
+ * known.
  */
-static SwBlockRanges *
-row_blocks(HeapTuple tuple, Datum *values, bool *nulls, int which)
+void
+sw_written_blocks_init(SwWrittenBlocks *written)
 {
-	int			file = Anum_b_file[which] - 1;
-	int			ranges = Anum_b_blocks[which] - 1;
-	SwBlockRanges *blocks;
-	Datum	   *r;
-	int			n;
-
-	if (nulls[ranges] || !row_is_own(tuple, values[Anum_b_xid - 1]))
-		return NULL;
-	deconstruct_array(DatumGetArrayTypeP(values[ranges]),
-					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-					  &r, NULL, &n);
-	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES || (n > 0 && nulls[file]))
-		return NULL;
-	blocks = palloc(sizeof(SwBlockRanges));
-	blocks->file = n > 0 ? DatumGetObjectId(values[file]) : InvalidOid;
-	blocks->n = n / 2;
-	for (int i = 0; i < blocks->n; i++)
-	{
-		blocks->from[i] = (BlockNumber) DatumGetInt64(r[2 * i]);
-		blocks->to[i] = (BlockNumber) DatumGetInt64(r[2 * i + 1]);
-	}
-	return blocks;
+	written->known = true;
+	written->file = InvalidOid;
+	written->npairs = 0;
+	written->maxpairs = 64;
+	written->pairs = palloc(sizeof(BlockNumber) * 2 * written->maxpairs);
 }
 
 /*
- * The committed batches of a source with from_ts <= ts < until_ts that
- * the MVCC snapshot sees, as a hash table from batch id to SwBatch in the
- * caller's memory context.
+ * Add where a batch wrote rows in a hidden heap to what was gathered.
+ */
+void
+sw_written_blocks_add(SwWrittenBlocks *written, const SwBlockRanges *ranges)
+{
+	if (!written->known)
+		return;
+	if (ranges->n < 0 ||
+		(ranges->n > 0 && OidIsValid(written->file) && written->file != ranges->file))
+	{
+		written->known = false;
+		return;
+	}
+	if (ranges->n > 0)
+		written->file = ranges->file;
+	for (int i = 0; i < ranges->n; i++)
+	{
+		if (written->npairs == written->maxpairs)
+		{
+			written->maxpairs *= 2;
+			written->pairs = repalloc(written->pairs,
+									  sizeof(BlockNumber) * 2 * written->maxpairs);
+		}
+		written->pairs[2 * written->npairs] = ranges->from[i];
+		written->pairs[2 * written->npairs + 1] = ranges->to[i];
+		written->npairs++;
+	}
+}
+
+/*
+ * Add where a batch row says its batch wrote rows in a hidden heap to what
+ * was gathered; a row that does not say, or was restored from a dump (own
+ * is false: the blocks were another heap's), makes it unknown.
+ */
+static void
+add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls,
+			   bool own)
+{
+	int			file = Anum_b_file[heap] - 1;
+	int			blocks = Anum_b_blocks[heap] - 1;
+	ArrayType  *array;
+	Datum	   *r;
+	int			n;
+	SwBlockRanges ranges;
+
+	if (!written->known)
+		return;
+	if (nulls[blocks] || !own)
+	{
+		written->known = false;
+		return;
+	}
+	array = DatumGetArrayTypeP(values[blocks]);
+	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &r, NULL, &n);
+	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES || (n > 0 && nulls[file]))
+		ranges.n = -1;
+	else
+	{
+		ranges.file = n > 0 ? DatumGetObjectId(values[file]) : InvalidOid;
+		ranges.n = n / 2;
+		for (int i = 0; i < ranges.n; i++)
+		{
+			ranges.from[i] = (BlockNumber) DatumGetInt64(r[2 * i]);
+			ranges.to[i] = (BlockNumber) DatumGetInt64(r[2 * i + 1]);
+		}
+	}
+	sw_written_blocks_add(written, &ranges);
+	pfree(r);
+	if ((Pointer) array != DatumGetPointer(values[blocks]))
+		pfree(array);
+}
+
+/*
+ * The committed batches of a source with ts >= from_ts that the MVCC
+ * snapshot sees, as a hash table from batch id to SwBatch in the caller's
+ * memory context; and, if written is not NULL, where they wrote rows: in
+ * the current heap, those before current_until; in the history, all.
  */
 HTAB *
-sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
-						Snapshot snapshot)
+sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
+						int64 current_until, SwWrittenBlocks written[2])
 {
 	Relation	rel;
 	HASHCTL		ctl;
 	HTAB	   *batches;
 	SysScanDesc scan;
-	ScanKeyData keys[3];
+	ScanKeyData keys[2];
 	HeapTuple	tuple;
 
 	Assert(IsMVCCSnapshot(snapshot));
@@ -1269,17 +1333,13 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 	ctl.hcxt = CurrentMemoryContext;
 	batches = hash_create("source_writes batches", 256, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	if (from_ts >= until_ts)
-		return batches;
 
 	rel = table_open(oids.batches, AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
 	ScanKeyInit(&keys[1], Anum_b_ts, BTGreaterEqualStrategyNumber, F_INT8GE,
 				Int64GetDatum(from_ts));
-	ScanKeyInit(&keys[2], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
-				Int64GetDatum(until_ts));
-	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 3, keys);
+	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 2, keys);
 	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
 	{
 		Datum		values[Natts_b];
@@ -1294,8 +1354,16 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
 		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
 		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
 		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
-		batch->blocks[0] = row_blocks(tuple, values, nulls, 0);
-		batch->blocks[1] = row_blocks(tuple, values, nulls, 1);
+		if (written)
+		{
+			bool		own = row_is_own(tuple, values[Anum_b_xid - 1]);
+
+			if (batch->ts < current_until)
+				add_row_blocks(&written[SW_CURRENT_HEAP], SW_CURRENT_HEAP,
+							   values, nulls, own);
+			add_row_blocks(&written[SW_HISTORY_HEAP], SW_HISTORY_HEAP,
+						   values, nulls, own);
+		}
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

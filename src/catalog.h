@@ -80,7 +80,31 @@ typedef struct SwBlockRanges
 	BlockNumber to[SW_MAX_BLOCK_RANGES];
 } SwBlockRanges;
 
+/* the hidden heaps of a source, as indexes of SwBlockRanges[2] and the like */
+typedef enum SwHeap
+{
+	SW_CURRENT_HEAP = 0,
+	SW_HISTORY_HEAP = 1
+} SwHeap;
+
+/*
+ * Where a set of batches wrote rows in one hidden heap, all together: the
+ * heap's file and [from, to) pairs of blocks, unsorted; or not known, when
+ * one of them does not say, or says it of another file.
+ */
+typedef struct SwWrittenBlocks
+{
+	bool		known;
+	Oid			file;			/* InvalidOid while no batch named one */
+	int			npairs;
+	int			maxpairs;
+	BlockNumber *pairs;
+} SwWrittenBlocks;
+
 extern void sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block);
+extern void sw_written_blocks_init(SwWrittenBlocks *written);
+extern void sw_written_blocks_add(SwWrittenBlocks *written,
+								  const SwBlockRanges *ranges);
 
 /* a committed batch, as source_writes.batches keeps it */
 typedef struct SwBatch
@@ -89,8 +113,6 @@ typedef struct SwBatch
 	int64		ts;
 	SwOrigin	origin;
 	NameData	role;			/* who wrote it, as the role was named then */
-	SwBlockRanges *blocks[2];	/* where it wrote current rows and history
-								 * rows, if known (else NULL) */
 } SwBatch;
 
 /* a batch that was still committing when a later one was stamped */
@@ -139,8 +161,9 @@ extern int64 sw_catalog_new_batch_id(void);
 extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 									int npending, const SwPending *pending,
 									const SwBlockRanges blocks[2]);
-extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, int64 until_ts,
-									 Snapshot snapshot);
+extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
+									 int64 current_until,
+									 SwWrittenBlocks written[2]);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 										int64 to);
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,

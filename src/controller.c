@@ -204,13 +204,12 @@ sw_controller_wrote(Oid relid, int64 batch)
 }
 
 /*
- * Where the current transaction's batches of the source wrote history rows
- * so far: a list of SwBlockRanges, copied into the caller's memory context.
+ * Add where the current transaction's batches of the source wrote history
+ * rows so far to what was gathered.
  */
-List *
-sw_controller_history_blocks(Oid relid)
+void
+sw_controller_history_blocks(Oid relid, SwWrittenBlocks *written)
 {
-	List	   *result = NIL;
 	ListCell   *lc;
 
 	foreach(lc, writes)
@@ -218,14 +217,8 @@ sw_controller_history_blocks(Oid relid)
 		SwWrite    *w = lfirst(lc);
 
 		if (w->relid == relid)
-		{
-			SwBlockRanges *copy = palloc(sizeof(SwBlockRanges));
-
-			*copy = w->blocks[1];
-			result = lappend(result, copy);
-		}
+			sw_written_blocks_add(written, &w->blocks[SW_HISTORY_HEAP]);
 	}
-	return result;
 }
 
 static int

@@ -28,7 +28,7 @@ extern int64 sw_controller_batch(Oid relid, SwOrigin origin,
 								 SwBlockRanges **blocks);
 extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
-extern List *sw_controller_history_blocks(Oid relid);
+extern void sw_controller_history_blocks(Oid relid, SwWrittenBlocks *written);
 extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts);
 
 #endif							/* SW_CONTROLLER_H */

@@ -106,7 +106,9 @@ typedef struct SwScanState
 	TableScanDesc scan;			/* the heap being scanned now */
 	bool		in_history;		/* as_of: scanning the history heap */
 	SwBlockScan *history_scan;	/* ... in the blocks the batches after the
-								 * time wrote, if not in parallel */
+								 * time wrote, if not in parallel; kept for
+								 * rescans */
+	bool		reading_history;	/* ... through history_scan */
 	TupleTableSlot *current_slot;	/* tuples of the current heap */
 	TupleTableSlot *history_slot;	/* tuples of the history heap */
 	SwLayout	current_layout;
@@ -480,7 +482,7 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 		SwLogRow	row;
 		bool		found;
 
-		found = ss->history_scan
+		found = ss->reading_history
 			? sw_block_scan_next(ss->history_scan, hidden)
 			: table_scan_getnextslot(ss->scan, ForwardScanDirection, hidden);
 		if (!found)
@@ -500,12 +502,15 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 			old = MemoryContextSwitchTo(query_cxt);
 			if (ss->pscan)
 				ss->scan = begin_heap_scan(ss, ss->history, true);
+			else if (ss->history_scan)
+				sw_block_scan_rescan(ss->history_scan); /* the same blocks */
 			else
 			{
 				ss->history_scan = palloc(sizeof(SwBlockScan));
 				sw_block_scan_begin(ss->history_scan, ss->history, ss->snapshot,
-									ss->batches, true);
+									ss->batches, SW_HISTORY_HEAP);
 			}
+			ss->reading_history = ss->history_scan != NULL;
 			MemoryContextSwitchTo(old);
 			continue;
 		}
@@ -519,19 +524,23 @@ next_row_as_of(ForeignScanState *node, SwScanState *ss, SwLayout **layout)
 	}
 }
 
-/* end the scan of the current heap or of the history */
+/*
+ * End the scan of the current heap or of the history; and, at the end of
+ * the foreign scan, the history's block scan, kept until then for rescans.
+ */
 static void
-end_scan(SwScanState *ss)
+end_scan(SwScanState *ss, bool for_good)
 {
 	if (ss->scan)
 		table_endscan(ss->scan);
 	ss->scan = NULL;
-	if (ss->history_scan)
+	ss->reading_history = false;
+	if (for_good && ss->history_scan)
 	{
 		sw_block_scan_end(ss->history_scan);
 		pfree(ss->history_scan);
+		ss->history_scan = NULL;
 	}
-	ss->history_scan = NULL;
 }
 
 /*
@@ -621,7 +630,7 @@ swReScanForeignScan(ForeignScanState *node)
 	if (ss->in_history)
 	{
 		/* back to the start: the current heap */
-		end_scan(ss);
+		end_scan(ss, false);
 		ss->in_history = false;
 	}
 	else if (ss->scan)
@@ -635,7 +644,7 @@ swEndForeignScan(ForeignScanState *node)
 
 	if (ss == NULL || ss->current == NULL)
 		return;
-	end_scan(ss);
+	end_scan(ss, true);
 	if (ss->registered)
 		UnregisterSnapshot(ss->snapshot);
 	if (ss->history)

@@ -28,14 +28,17 @@
  *
  * A map holds the batches from a time on, not those before it: its size,
  * and the cost of loading it, follow the part of the log that is read.
- * Each batch says in which blocks of the hidden heaps it wrote rows, and
- * rows never move within a heap, so the rows a reader needs are found
- * without reading older ones (a SwBlockScan): the current rows that the
- * map's batches added, in the blocks they wrote in the current heap; the
- * history rows that they (and the reader's own batches) retracted, in the
- * blocks they wrote in the history.  A row added from a time on and
- * retracted is retracted from that time on too, so those are all the rows
- * with something from that time on.
+ * Each batch says in which blocks of the hidden heaps it wrote rows, and a
+ * tuple stays in the block it was written to until its heap is rewritten,
+ * so the rows a reader needs are found without reading older ones (a
+ * SwBlockScan): the current rows that the map's batches added, in the
+ * blocks they wrote in the current heap; the history rows that they (and
+ * the reader's own batches) retracted, in the blocks they wrote in the
+ * history.  A row added from a time on and retracted is retracted from
+ * that time on too, so those are all the rows with something from that
+ * time on.  A heap rewritten since (VACUUM FULL, ALTER ... TYPE) or a
+ * batch restored from a dump, whose blocks were another heap's, makes the
+ * reader read that heap whole.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -48,6 +51,7 @@
 
 #include "access/heapam.h"
 #include "access/relscan.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
@@ -70,8 +74,11 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	map->relid = relid;
 	map->from = from;
 	map->until = until;
-	map->batches = sw_catalog_load_batches(relid, from, PG_INT64_MAX, snapshot);
-	map->own_history = sw_controller_history_blocks(relid);
+	sw_written_blocks_init(&map->written[SW_CURRENT_HEAP]);
+	sw_written_blocks_init(&map->written[SW_HISTORY_HEAP]);
+	map->batches = sw_catalog_load_batches(relid, from, snapshot, until,
+										   map->written);
+	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
 	map->oldest_ts = PG_INT64_MAX;
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
@@ -80,11 +87,16 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 }
 
 /*
- * Where the batch in a hidden row's column is, seen from the map.
+ * Where the batch in a hidden row's column is, seen from the map.  A batch
+ * that is not in it is before the map's range, or, if it is the reader's
+ * own (may_be_own, and the reader's transaction wrote the tuple), after.
+ * The tuple's xmin says that, in parallel workers too: a current row that
+ * the reader's transaction wrote was added by one of its batches, a
+ * history row that it wrote was retracted by one.
  */
 static inline SwLogWhen
 batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
-		   const SwBatch **batch)
+		   bool may_be_own, const SwBatch **batch)
 {
 	bool		isnull;
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
@@ -93,23 +105,31 @@ batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
 	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
 	if (*batch != NULL)
 		return (*batch)->ts < map->until ? SW_LOG_IN : SW_LOG_LATER;
-	if (sw_controller_wrote(map->relid, id))
-		return SW_LOG_LATER;
+	if (may_be_own)
+	{
+		HeapTuple	tuple = ExecFetchSlotHeapTuple(hidden, false, NULL);
+
+		if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+			return SW_LOG_LATER;
+	}
 	return SW_LOG_BEFORE;
 }
 
 /*
- * Where the batches that added and retracted a hidden row are.
+ * Where the batches that added and retracted a hidden row are.  (A row
+ * that a transaction added and retracted leaves no history: a history
+ * row was added by a batch of another.)
  */
 void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = batch_when(map, hidden, layout->meta, &row->added_batch);
+	row->added = batch_when(map, hidden, layout->meta, !history,
+							&row->added_batch);
 	row->retracted = SW_LOG_LATER;
 	row->retracted_batch = NULL;
 	if (history)
-		row->retracted = batch_when(map, hidden, layout->meta + 1,
+		row->retracted = batch_when(map, hidden, layout->meta + 1, true,
 									&row->retracted_batch);
 }
 
@@ -156,92 +176,66 @@ compare_blocks(const void *a, const void *b)
 }
 
 /*
- * Add a batch's ranges of blocks of a heap of nblocks blocks, whose file is
- * file, to pairs; false if it does not say where it wrote, or says it of a
- * file that has been rewritten since.
+ * The blocks of a hidden heap to read for a batch map, as [from, to) pairs
+ * sorted and merged where they overlap or touch: of the current heap, the
+ * blocks into which the map's batches in range wrote rows; of the history,
+ * those into which all its batches, and the reader's own, wrote rows.
+ * False if one of them does not say, or says it of a file that has been
+ * rewritten since: read it all.
  */
 static bool
-add_ranges(const SwBlockRanges *b, Oid file, BlockNumber nblocks,
-		   BlockNumber **pairs, int *n, int *max)
+written_blocks(SwBlockScan *bs, const SwBatchMap *map, SwHeap heap)
 {
-	if (b == NULL || b->n < 0 || (b->n > 0 && b->file != file))
+	const SwWrittenBlocks *written = &map->written[heap];
+	BlockNumber nblocks;
+	int			n = 0;
+
+	if (!written->known ||
+		(OidIsValid(written->file) && written->file != bs->rel->rd_rel->relfilenode))
 		return false;
-	for (int i = 0; i < b->n; i++)
+
+	nblocks = RelationGetNumberOfBlocks(bs->rel);
+	bs->pairs = palloc(sizeof(BlockNumber) * 2 * Max(written->npairs, 1));
+	for (int i = 0; i < written->npairs; i++)
 	{
-		if (b->from[i] >= nblocks)
+		if (written->pairs[2 * i] >= nblocks)
 			continue;			/* truncated away since */
-		if (*n == *max)
+		bs->pairs[2 * n] = written->pairs[2 * i];
+		bs->pairs[2 * n + 1] = Min(written->pairs[2 * i + 1], nblocks);
+		n++;
+	}
+	qsort(bs->pairs, n, 2 * sizeof(BlockNumber), compare_blocks);
+
+	bs->nranges = 0;
+	for (int i = 0; i < n; i++)
+	{
+		BlockNumber *last = &bs->pairs[2 * (bs->nranges - 1)];
+
+		if (bs->nranges > 0 && bs->pairs[2 * i] <= last[1])
+			last[1] = Max(last[1], bs->pairs[2 * i + 1]);
+		else
 		{
-			*max *= 2;
-			*pairs = repalloc(*pairs, sizeof(BlockNumber) * 2 * *max);
+			bs->pairs[2 * bs->nranges] = bs->pairs[2 * i];
+			bs->pairs[2 * bs->nranges + 1] = bs->pairs[2 * i + 1];
+			bs->nranges++;
 		}
-		(*pairs)[2 * *n] = b->from[i];
-		(*pairs)[2 * *n + 1] = Min(b->to[i], nblocks);
-		(*n)++;
 	}
 	return true;
 }
 
-/*
- * The blocks of a hidden heap to read for a batch map, sorted, with
- * overlapping and touching ranges merged: of the current heap (history
- * false), those into which the map's batches in range wrote rows; of the
- * history, those into which all the map's batches and the reader's own
- * wrote rows.  False if one of them does not say: read it all.
- */
-static bool
-written_blocks(SwBlockScan *bs, const SwBatchMap *map, bool history)
+/* start reading the block scan's first range, or the whole heap */
+static void
+start_block_scan(SwBlockScan *bs)
 {
-	Oid			file = bs->rel->rd_rel->relfilenode;
-	BlockNumber nblocks = RelationGetNumberOfBlocks(bs->rel);
-	HASH_SEQ_STATUS status;
-	SwBatch    *batch;
-	ListCell   *lc;
-	BlockNumber *pairs;
-	int			n = 0;
-	int			max = 64;
-	bool		known = true;
-
-	pairs = palloc(sizeof(BlockNumber) * 2 * max);
-	hash_seq_init(&status, map->batches);
-	while ((batch = hash_seq_search(&status)) != NULL)
+	bs->range = 0;
+	if (bs->scan == NULL)
+		return;
+	table_rescan(bs->scan, NULL);
+	if (bs->nranges > 0)
 	{
-		if (!history && batch->ts >= map->until)
-			continue;			/* added later: not read */
-		if (!add_ranges(batch->blocks[history ? 1 : 0], file, nblocks,
-						&pairs, &n, &max))
-		{
-			hash_seq_term(&status);
-			known = false;
-			break;
-		}
+		heap_setscanlimits(bs->scan, bs->pairs[0], bs->pairs[1] - bs->pairs[0]);
+		bs->range = 1;
 	}
-	if (history)
-		foreach(lc, map->own_history)
-			known = known && add_ranges(lfirst(lc), file, nblocks, &pairs, &n, &max);
-	if (!known)
-	{
-		pfree(pairs);
-		return false;
-	}
-
-	qsort(pairs, n, 2 * sizeof(BlockNumber), compare_blocks);
-	bs->from = palloc(sizeof(BlockNumber) * Max(n, 1));
-	bs->to = palloc(sizeof(BlockNumber) * Max(n, 1));
-	bs->nranges = 0;
-	for (int i = 0; i < n; i++)
-	{
-		if (bs->nranges > 0 && pairs[2 * i] <= bs->to[bs->nranges - 1])
-		{
-			bs->to[bs->nranges - 1] = Max(bs->to[bs->nranges - 1], pairs[2 * i + 1]);
-			continue;
-		}
-		bs->from[bs->nranges] = pairs[2 * i];
-		bs->to[bs->nranges] = pairs[2 * i + 1];
-		bs->nranges++;
-	}
-	pfree(pairs);
-	return true;
 }
 
 /*
@@ -251,20 +245,28 @@ written_blocks(SwBlockScan *bs, const SwBatchMap *map, bool history)
  */
 void
 sw_block_scan_begin(SwBlockScan *bs, Relation rel, Snapshot snapshot,
-					const SwBatchMap *map, bool history)
+					const SwBatchMap *map, SwHeap heap)
 {
 	memset(bs, 0, sizeof(SwBlockScan));
 	bs->rel = rel;
 	bs->nranges = -1;
-	if (map == NULL || !written_blocks(bs, map, history))
+	if (map == NULL || !written_blocks(bs, map, heap))
 		bs->scan = table_beginscan(rel, snapshot, 0, NULL);
 	else if (bs->nranges > 0)
 	{
 		/* a synchronized scan would not start where it is told */
 		bs->scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
-		heap_setscanlimits(bs->scan, bs->from[0], bs->to[0] - bs->from[0]);
-		bs->range = 1;
+		start_block_scan(bs);
 	}
+}
+
+/*
+ * Read a block scan again from its start, through the same blocks.
+ */
+void
+sw_block_scan_rescan(SwBlockScan *bs)
+{
+	start_block_scan(bs);
 }
 
 /*
@@ -277,22 +279,29 @@ sw_block_scan_next(SwBlockScan *bs, TupleTableSlot *slot)
 		return false;
 	while (!table_scan_getnextslot(bs->scan, ForwardScanDirection, slot))
 	{
+		BlockNumber *range;
+
 		if (bs->nranges < 0 || bs->range >= bs->nranges)
 			return false;
+		range = &bs->pairs[2 * bs->range++];
 		table_rescan(bs->scan, NULL);
-		heap_setscanlimits(bs->scan, bs->from[bs->range],
-						   bs->to[bs->range] - bs->from[bs->range]);
-		bs->range++;
+		heap_setscanlimits(bs->scan, range[0], range[1] - range[0]);
 	}
 	return true;
 }
 
+/*
+ * End a block scan, and free what it holds.
+ */
 void
 sw_block_scan_end(SwBlockScan *bs)
 {
 	if (bs->scan)
 		table_endscan(bs->scan);
+	if (bs->pairs)
+		pfree(bs->pairs);
 	bs->scan = NULL;
+	bs->pairs = NULL;
 }
 
 /*
@@ -320,7 +329,7 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 			if (which >= 2)
 				return NULL;
 			sw_block_scan_begin(&ls->bscan, ls->rel[which], ls->snapshot,
-								ls->written ? ls->map : NULL, which == 1);
+								ls->written ? ls->map : NULL, which);
 			ls->scanning = true;
 		}
 
@@ -333,7 +342,8 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 		}
 
 		CHECK_FOR_INTERRUPTS();
-		sw_log_row(ls->map, slot, &ls->layout[ls->which], ls->which == 1, row);
+		sw_log_row(ls->map, slot, &ls->layout[ls->which],
+				   ls->which == SW_HISTORY_HEAP, row);
 		if (row->added == SW_LOG_IN || row->retracted == SW_LOG_IN ||
 			(from_start && sw_log_row_present(row)))
 		{

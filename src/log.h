@@ -29,8 +29,9 @@ typedef struct SwBatchMap
 	HTAB	   *batches;		/* batch id -> SwBatch */
 	int64		from;
 	int64		until;
-	List	   *own_history;	/* where the reader's own batches wrote
-								 * history rows: SwBlockRanges */
+	SwWrittenBlocks written[2]; /* where they wrote rows, by SwHeap: in the
+								 * current heap those before until, in the
+								 * history all, and the reader's own */
 	int64		oldest_ts;		/* the oldest batch's ts, PG_INT64_MAX if none */
 } SwBatchMap;
 
@@ -72,20 +73,20 @@ sw_log_row_present(const SwLogRow *row)
 
 /*
  * A scan of a hidden heap, whole or of the blocks a batch map needs: the
- * ranges [from[i], to[i]) in order, when nranges >= 0.
+ * ranges [pairs[2i], pairs[2i + 1]) in order, when nranges >= 0.
  */
 typedef struct SwBlockScan
 {
 	Relation	rel;
 	TableScanDesc scan;			/* NULL if there is nothing to read */
-	int			nranges;
-	BlockNumber *from;
-	BlockNumber *to;
+	int			nranges;		/* -1: the whole heap */
+	BlockNumber *pairs;			/* the ranges, [from, to) pairs */
 	int			range;			/* the next range to read */
 } SwBlockScan;
 
 extern void sw_block_scan_begin(SwBlockScan *bs, Relation rel, Snapshot snapshot,
-								const SwBatchMap *map, bool history);
+								const SwBatchMap *map, SwHeap heap);
+extern void sw_block_scan_rescan(SwBlockScan *bs);
 extern bool sw_block_scan_next(SwBlockScan *bs, TupleTableSlot *slot);
 extern void sw_block_scan_end(SwBlockScan *bs);
 

@@ -105,8 +105,7 @@ struct SwWriter
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
 	Oid			batch_role;
-	SwBlockRanges *blocks;		/* where the batch wrote current rows, and
-								 * history rows (blocks[1]) */
+	SwBlockRanges *blocks;		/* where the batch wrote rows, by SwHeap */
 
 	/* sources with a key (upsert) */
 	Oid			key_index;		/* the unique index on the key */
@@ -281,7 +280,7 @@ next_row(SwWriter *w)
 static inline void
 note_block(SwWriter *w, TupleTableSlot *slot)
 {
-	sw_block_ranges_add(&w->blocks[0], w->current->rd_rel->relfilenode,
+	sw_block_ranges_add(&w->blocks[SW_CURRENT_HEAP], w->current->rd_rel->relfilenode,
 						ItemPointerGetBlockNumber(&slot->tts_tid));
 }
 
@@ -775,7 +774,7 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	w->history_blocks[w->nhistory] = &w->blocks[1];
+	w->history_blocks[w->nhistory] = &w->blocks[SW_HISTORY_HEAP];
 	ExecStoreHeapTuple(tuple, w->history_slots[w->nhistory++], true);
 	w->history_cid = cid;
 	if (w->nhistory == SW_HISTORY_BATCH_SIZE || !w->buffer_history)
