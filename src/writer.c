@@ -330,7 +330,9 @@ sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
 
 	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
 		return;
-	next_row(w);
+	/* writes nothing: a subtransaction may check, and catch its error */
+	if (w->own_estate)
+		ResetPerTupleExprContext(w->estate);
 	if (w->table_rri == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(w->cxt);
