@@ -7,8 +7,9 @@
  * Each Kafka source table of the database that source_writes.database
  * names is ingested by a background worker of its own (kafka_worker.c, in
  * the library source_writes_kafka, the only one linked with librdkafka).
- * Shared memory holds a slot per worker that can run (max_worker_processes
- * of them): the source it ingests, the worker's pid and latch, the state it
+ * Shared memory holds a slot per source being ingested (as many as
+ * max_worker_processes, and some more for the sources that wait for a
+ * worker process): the source it ingests, the worker's pid and latch, the state it
  * reports (what it is doing, its last error, each partition's next offset
  * and high watermark) and wait_for()'s requests for fresh watermarks.
  *
@@ -50,6 +51,9 @@
 
 #define SW_STATE_LEN		64
 #define SW_ERROR_LEN		256
+
+/* slots beyond max_worker_processes */
+#define SW_EXTRA_SLOTS		64
 
 /* the longest wait before a failed worker is started again */
 #define SW_MAX_BACKOFF_MS	60000
@@ -104,11 +108,21 @@ PG_FUNCTION_INFO_V1(source_writes_worker_status);
 PG_FUNCTION_INFO_V1(source_writes_partition_status);
 PG_FUNCTION_INFO_V1(source_writes_wait_for);
 
+/*
+ * A slot for each worker that can run, and more, so that sources waiting
+ * for a worker process can say so.
+ */
+static int
+slot_count(void)
+{
+	return max_worker_processes + SW_EXTRA_SLOTS;
+}
+
 Size
 sw_workers_shmem_size(void)
 {
 	return MAXALIGN(add_size(offsetof(SwWorkersShared, slots),
-							 mul_size(max_worker_processes, sizeof(SwWorkerSlot))));
+							 mul_size(slot_count(), sizeof(SwWorkerSlot))));
 }
 
 /*
@@ -136,7 +150,7 @@ sw_workers_shmem_startup(void)
 		memset(shared, 0, sw_workers_shmem_size());
 		shared->lock = &(GetNamedLWLockTranche("source_writes workers"))->lock;
 		ConditionVariableInit(&shared->reported);
-		shared->nslots = max_worker_processes;
+		shared->nslots = slot_count();
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -316,7 +330,7 @@ sw_workers_supervise(void)
 			ereport(WARNING,
 					(errmsg("no worker slot is free for source table \"%s\"",
 							get_rel_name(relid)),
-					 errhint("Each Kafka source table takes one background worker; raise max_worker_processes.")));
+					 errhint("Each Kafka source table takes a background worker; raise max_worker_processes.")));
 	}
 	LWLockRelease(shared->lock);
 
