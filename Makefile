@@ -12,6 +12,7 @@ OBJS = \
 	src/constraints.o \
 	src/controller.o \
 	src/ddl.o \
+	src/decode.o \
 	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \
@@ -24,13 +25,14 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
+	src/test_decode.o \
 	src/test_write.o \
 	src/writer.o
 DATA = sql/source_writes--0.1.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
