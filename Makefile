@@ -26,6 +26,7 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
+	src/test_decode.o \
 	src/test_write.o \
 	src/workers.o \
 	src/writer.o
@@ -33,7 +34,7 @@ DATA = sql/source_writes--0.1.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
