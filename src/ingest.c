@@ -32,6 +32,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/hio.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -82,6 +83,7 @@ struct SwIngest
 	TupleDesc	desc;			/* the table's rows */
 	TupleTableSlot *slots[SW_INGEST_CHUNK]; /* a chunk's rows */
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
+	BulkInsertState bistate;	/* for appends, across batches */
 
 	/* the current batch */
 	Relation	ftrel;
@@ -109,6 +111,7 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	ing->desc = CreateTupleDescCopy(RelationGetDescr(ftrel));
 	for (int i = 0; i < SW_INGEST_CHUNK; i++)
 		ing->slots[i] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
+	ing->bistate = GetBulkInsertState();
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
 										   ALLOCSET_DEFAULT_SIZES);
@@ -125,6 +128,7 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	Assert(RelationGetRelid(ftrel) == ing->relid);
 	ing->ftrel = ftrel;
 	ing->writer = sw_writer_open(ftrel, ing->origin, ftrel->rd_rel->relowner, NULL);
+	sw_writer_use_bulk_state(ing->writer, ing->bistate);
 	ing->nmessages = 0;
 	ing->written = 0;
 	ing->kept = 0;
@@ -244,7 +248,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 			else
 			{
 				sw_decode(ing->decoder, msg, slot);
-				sw_writer_check_constraints(ing->writer, slot);
+				sw_writer_complete_row(ing->writer, slot);
 			}
 		}
 		ReleaseCurrentSubTransaction();
@@ -361,6 +365,22 @@ sw_ingest_end(SwIngest *ing, int64 *kept)
 	ing->ftrel = NULL;
 	*kept = ing->kept;
 	return ing->written;
+}
+
+/*
+ * Forget the batch after its transaction aborted: the writer went with it,
+ * and so did the bulk-insert state's pin on its current buffer.
+ */
+void
+sw_ingest_abort(SwIngest *ing)
+{
+	ing->writer = NULL;
+	ing->ftrel = NULL;
+	ing->nmessages = 0;
+	ing->bistate->current_buf = InvalidBuffer;
+	for (int i = 0; i < SW_INGEST_CHUNK; i++)
+		ExecClearTuple(ing->slots[i]);
+	MemoryContextReset(ing->chunk_cxt);
 }
 
 /*

@@ -27,6 +27,7 @@ extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
 extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
 extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
 extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);
+extern void sw_ingest_abort(SwIngest *ing);
 extern const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
 
 #endif							/* SW_INGEST_H */

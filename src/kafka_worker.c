@@ -27,9 +27,10 @@
  * topic does not exist yet).
  *
  * librdkafka's threads never run PostgreSQL code: they are created with
- * every signal blocked, its callbacks (errors, logs) are served by
- * rd_kafka_poll() in our thread, and the worker waits for messages on its
- * latch and a pipe that librdkafka writes to when its queue fills.
+ * every signal blocked, and its callbacks (errors, logs) are served by
+ * rd_kafka_poll() in our thread.  The worker waits for messages in
+ * librdkafka, SW_KAFKA_WAIT_MS at a time, and looks at its latch (wait_for()
+ * requests), interrupts and the postmaster in between.
  *
  * The worker leaves when its source is dropped (the launcher frees its
  * slot), and to take new options when the table, its server or a user
@@ -46,7 +47,6 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -68,6 +68,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -91,6 +92,10 @@ PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 /* a batch: at most this many messages, or bytes */
 #define SW_KAFKA_BATCH_MESSAGES	10000
 #define SW_KAFKA_BATCH_BYTES	(8 * 1024 * 1024)
+
+/* messages taken from the queue at a time, and how long we wait for them */
+#define SW_KAFKA_CONSUME_STEP	1000
+#define SW_KAFKA_WAIT_MS		100
 
 /* how often partitions are looked for: while the topic is missing, and then */
 #define SW_METADATA_MISSING_MS	1000
@@ -124,8 +129,8 @@ static char *topic;
 static SwIngest *ingest;
 static rd_kafka_t *rk;
 static rd_kafka_queue_t *queue;
-static int	wake_pipe[2] = {-1, -1};
 static KafkaPartition *partitions;
+static rd_kafka_topic_partition_list_t *assigned;	/* the same, for librdkafka */
 static int	npartitions;
 static bool topic_exists = false;
 static bool first_start;		/* no partition had stored progress */
@@ -243,7 +248,7 @@ make_conf(ForeignServer *server, List *mapping)
 	set_property(conf, "auto.offset.reset", "earliest");
 	set_property(conf, "log.queue", "true");
 	/* a bounded prefetch: the worker's memory stays small */
-	set_property(conf, "queued.max.messages.kbytes", "16384");
+	set_property(conf, "queued.max.messages.kbytes", "8192");
 	set_property(conf, "fetch.wait.max.ms", "100");
 
 	for (int i = 0; i < 2; i++)
@@ -287,15 +292,6 @@ create_consumer(rd_kafka_conf_t *conf)
 	}
 	rd_kafka_set_log_queue(rk, NULL);
 	queue = rd_kafka_queue_get_consumer(rk);
-
-	/* librdkafka writes a byte to the pipe when the queue has messages */
-	if (pipe(wake_pipe) != 0 ||
-		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create a pipe: %m")));
-	rd_kafka_queue_io_event_enable(queue, wake_pipe[1], "1", 1);
 }
 
 /*
@@ -382,39 +378,68 @@ report_partitions(void)
 }
 
 /*
- * Where a partition without stored progress starts: the table's
- * start_offset if the source is starting for the first time, the earliest
- * offset otherwise (a partition added later).
+ * The earliest (or latest: the high watermark) offset of each of n
+ * partitions, asked of the brokers in one request per broker.  Returns
+ * an error text, or NULL.
  */
-static int64
-start_offset(int32 partition)
+static const char *
+query_offsets(int n, const int32 *parts, bool latest, int64 *offsets)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(n, 1));
+	rd_kafka_resp_err_t err;
+	const char *error = NULL;
+
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, topic, parts[i])->offset =
+			latest ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
+	err = rd_kafka_offsets_for_times(rk, list, SW_BROKER_TIMEOUT_MS);
+	for (int i = 0; i < n && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+	{
+		rd_kafka_topic_partition_t *tp =
+			rd_kafka_topic_partition_list_find(list, topic, parts[i]);
+
+		if (tp == NULL || tp->err != RD_KAFKA_RESP_ERR_NO_ERROR || tp->offset < 0)
+			err = tp && tp->err ? tp->err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+		else
+			offsets[i] = tp->offset;
+	}
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		error = rd_kafka_err2str(err);
+	rd_kafka_topic_partition_list_destroy(list);
+	return error;
+}
+
+/*
+ * Where partitions without stored progress start: the table's start_offset
+ * if the source is starting for the first time, the earliest offset
+ * otherwise (partitions added later).
+ */
+static void
+start_offsets(int n, const int32 *parts, int64 *offsets)
 {
 	const SwSourceTable *st = sw_ingest_source_table(ingest);
-	int64		low;
-	int64		high;
-	rd_kafka_resp_err_t err;
-	ListCell   *lc;
+	bool		latest = first_start && st->start_latest;
+	const char *error = query_offsets(n, parts, latest, offsets);
 
-	err = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high,
-										   SW_BROKER_TIMEOUT_MS);
-	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (error)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
-				 errmsg("could not read the offsets of partition %d of topic \"%s\"",
-						partition, topic),
-				 errdetail("%s", rd_kafka_err2str(err))));
+				 errmsg("could not read the offsets of topic \"%s\"", topic),
+				 errdetail("%s", error)));
 	if (!first_start)
-		return low;
-	if (st->start_latest)
-		return high;
-	foreach(lc, st->start_offsets)
+		return;
+	for (int i = 0; i < n; i++)
 	{
-		SwStartOffset *so = lfirst(lc);
+		ListCell   *lc;
 
-		if (so->partition == partition)
-			return so->offset;
+		foreach(lc, st->start_offsets)
+		{
+			SwStartOffset *so = lfirst(lc);
+
+			if (so->partition == parts[i])
+				offsets[i] = so->offset;
+		}
 	}
-	return low;
 }
 
 /*
@@ -475,6 +500,10 @@ refresh_partitions(void)
 		List	   *stored = sw_catalog_progress(source_relid);
 		MemoryContext old;
 
+		int32	   *parts = palloc(sizeof(int32) * list_length(fresh));
+		int64	   *offsets = palloc(sizeof(int64) * list_length(fresh));
+		int			n = 0;
+
 		first_start = (stored == NIL);
 		foreach(lc, fresh)
 		{
@@ -485,8 +514,12 @@ refresh_partitions(void)
 			foreach(lc2, stored)
 				found |= ((SwProgress *) lfirst(lc2))->part == part;
 			if (!found)
-				sw_catalog_start_progress(source_relid, part, start_offset(part));
+				parts[n++] = part;
 		}
+		if (n > 0)
+			start_offsets(n, parts, offsets);
+		for (int i = 0; i < n; i++)
+			sw_catalog_start_progress(source_relid, parts[i], offsets[i]);
 		CommandCounterIncrement();
 		stored = sw_catalog_progress(source_relid);
 
@@ -528,7 +561,9 @@ assign_partitions(void)
 		rd_kafka_topic_partition_list_add(list, topic, partitions[i].partition)->offset =
 			partitions[i].next;
 	err = rd_kafka_assign(rk, list);
-	rd_kafka_topic_partition_list_destroy(list);
+	if (assigned)
+		rd_kafka_topic_partition_list_destroy(assigned);
+	assigned = list;
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
@@ -589,6 +624,25 @@ message_headers(rd_kafka_message_t *rkm, SwMessage *m)
 		m->nheaders = i + 1;
 	}
 	m->headers = headers;
+}
+
+/*
+ * librdkafka 2.0 stops fetching while its queue is full, and looks again
+ * only when its broker thread next wakes up, up to a second later; so once
+ * we have emptied the queue, a request to the broker (a high watermark,
+ * which also keeps the lag current) wakes it now.
+ */
+static void
+wake_fetcher(void)
+{
+	int64		low;
+	int64		high;
+
+	if (npartitions > 0 &&
+		rd_kafka_query_watermark_offsets(rk, topic, partitions[0].partition,
+										 &low, &high, SW_BROKER_TIMEOUT_MS) ==
+		RD_KAFKA_RESP_ERR_NO_ERROR)
+		partitions[0].high = Max(partitions[0].high, high);
 }
 
 /*
@@ -677,6 +731,7 @@ try_batch(rd_kafka_message_t **msgs, int n, int *failures)
 		EmitErrorReport();
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
+		sw_ingest_abort(ingest);
 		RESUME_INTERRUPTS();
 		set_state("retrying after an error", edata->message);
 		FreeErrorData(edata);
@@ -707,23 +762,26 @@ try_batch(rd_kafka_message_t **msgs, int n, int *failures)
 static bool
 serve_wait(void)
 {
+	int32	   *parts;
+	int64	   *highs;
+	const char *error;
+
 	if (!refresh_partitions())
 		return false;
+	parts = palloc(sizeof(int32) * Max(npartitions, 1));
+	highs = palloc(sizeof(int64) * Max(npartitions, 1));
 	for (int i = 0; i < npartitions; i++)
+		parts[i] = partitions[i].partition;
+	error = npartitions > 0 ? query_offsets(npartitions, parts, true, highs) : NULL;
+	if (error)
 	{
-		int64		low;
-		int64		high;
-		rd_kafka_resp_err_t err;
-
-		err = rd_kafka_query_watermark_offsets(rk, topic, partitions[i].partition,
-											   &low, &high, SW_BROKER_TIMEOUT_MS);
-		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-		{
-			set_state("cannot reach the brokers", rd_kafka_err2str(err));
-			return false;
-		}
-		partitions[i].high = high;
+		set_state("cannot reach the brokers", error);
+		return false;
 	}
+	for (int i = 0; i < npartitions; i++)
+		partitions[i].high = highs[i];
+	pfree(parts);
+	pfree(highs);
 	report_partitions();
 	return true;
 }
@@ -752,16 +810,6 @@ leave_for_new_options(void)
 	proc_exit(0);
 }
 
-/* empty the pipe librdkafka wakes us through */
-static void
-drain_pipe(void)
-{
-	char		buf[64];
-
-	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
-		;
-}
-
 void
 source_writes_kafka_main(Datum main_arg)
 {
@@ -775,7 +823,6 @@ source_writes_kafka_main(Datum main_arg)
 	uint64		served = 0;
 	TimestampTz last_metadata = 0;
 	TimestampTz last_report = 0;
-	bool		more = true;	/* the queue may hold messages */
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -872,65 +919,60 @@ source_writes_kafka_main(Datum main_arg)
 				assign_partitions();
 		}
 
-		/* a batch: what the queue holds, up to a bound */
+		/*
+		 * A batch: what the queue holds, up to a bound, waiting a moment for
+		 * the first messages (the latch and the requests are looked at that
+		 * often).
+		 */
 		MemoryContextSwitchTo(batch_cxt);
-		drain_pipe();
-		got = (int) rd_kafka_consume_batch_queue(queue, 0, msgs + nmsgs,
-												 SW_KAFKA_BATCH_MESSAGES - nmsgs);
-		more = got == SW_KAFKA_BATCH_MESSAGES - nmsgs;
-		for (int i = nmsgs; i < nmsgs + Max(got, 0); i++)
+		for (;;)
 		{
-			if (msgs[i]->err != RD_KAFKA_RESP_ERR_NO_ERROR)
-			{
-				set_state("broker error", rd_kafka_message_errstr(msgs[i]));
-				rd_kafka_message_destroy(msgs[i]);
-				msgs[i] = NULL;
-				continue;
-			}
-			batch_bytes += msgs[i]->len + msgs[i]->key_len;
-		}
-		/* drop the error events */
-		{
+			int			want = Min(SW_KAFKA_CONSUME_STEP, SW_KAFKA_BATCH_MESSAGES - nmsgs);
 			int			kept = nmsgs;
 
+			got = (int) rd_kafka_consume_batch_queue(queue, nmsgs == 0 ? SW_KAFKA_WAIT_MS : 0,
+													 msgs + nmsgs, want);
 			for (int i = nmsgs; i < nmsgs + Max(got, 0); i++)
-				if (msgs[i])
-					msgs[kept++] = msgs[i];
+			{
+				if (msgs[i]->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+				{
+					/* an error event, not a message */
+					set_state("broker error", rd_kafka_message_errstr(msgs[i]));
+					rd_kafka_message_destroy(msgs[i]);
+					continue;
+				}
+				batch_bytes += msgs[i]->len + msgs[i]->key_len;
+				msgs[kept++] = msgs[i];
+			}
 			nmsgs = kept;
+			if (got < want || nmsgs == SW_KAFKA_BATCH_MESSAGES ||
+				batch_bytes >= SW_KAFKA_BATCH_BYTES)
+				break;
 		}
 
-		if (nmsgs > 0 && (!more || nmsgs == SW_KAFKA_BATCH_MESSAGES ||
-						  batch_bytes >= SW_KAFKA_BATCH_BYTES))
+		if (nmsgs > 0)
 		{
+			if (got < SW_KAFKA_CONSUME_STEP)
+				wake_fetcher();
 			if (try_batch(msgs, nmsgs, &failures))
 				set_state("running", NULL);
 			for (int i = 0; i < nmsgs; i++)
 				rd_kafka_message_destroy(msgs[i]);
 			nmsgs = 0;
 			batch_bytes = 0;
-			MemoryContextSwitchTo(worker_cxt);
-			MemoryContextReset(batch_cxt);
-			report_partitions();
-			last_report = GetCurrentTimestamp();
-			continue;
+			last_report = 0;	/* report now */
 		}
 		MemoryContextSwitchTo(worker_cxt);
+		MemoryContextReset(batch_cxt);
 
+		now = GetCurrentTimestamp();
 		if (TimestampDifferenceExceeds(last_report, now, SW_REPORT_MS))
 		{
 			report_partitions();
 			last_report = now;
 		}
-		if (more)
-			continue;
-
-		/* nothing to do: wait for messages, a request or a signal */
-		(void) WaitLatchOrSocket(MyLatch,
-								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								 WL_EXIT_ON_PM_DEATH,
-								 wake_pipe[0],
-								 topic_exists ? SW_REPORT_MS : SW_METADATA_MISSING_MS,
-								 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		if (!PostmasterIsAlive())
+			proc_exit(1);
 	}
 }

@@ -30,6 +30,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -44,6 +45,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -250,7 +252,8 @@ assign_slot(Oid relid)
 	{
 		SwWorkerSlot *slot = &shared->slots[i];
 
-		if (OidIsValid(slot->relid))
+		/* free, and its last worker gone */
+		if (OidIsValid(slot->relid) || slot->pid != 0)
 			continue;
 		slot->relid = relid;
 		slot->dboid = MyDatabaseId;
@@ -350,8 +353,12 @@ sw_workers_supervise(void)
 		relid = slot->relid;
 		generation = slot->generation;
 		restart_now = slot->restart_now;
+		pid = slot->pid;
 		LWLockRelease(shared->lock);
 
+		/* a worker that an earlier launcher started is still at work */
+		if (sup->handle == NULL && pid != 0)
+			continue;
 		if (sup->handle &&
 			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
 			continue;			/* running, or starting */
@@ -409,11 +416,11 @@ detach_worker(int code, Datum arg)
 	SwWorkerSlot *slot = &shared->slots[my_index];
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (slot->generation == my_generation && slot->pid == MyProcPid)
+	if (slot->pid == MyProcPid)
 	{
 		slot->pid = 0;
 		slot->latch = NULL;
-		if (strcmp(slot->state, "running") == 0)
+		if (slot->generation == my_generation && strcmp(slot->state, "running") == 0)
 			strlcpy(slot->state, "stopped", SW_STATE_LEN);
 	}
 	LWLockRelease(shared->lock);
@@ -660,6 +667,28 @@ source_writes_partition_status(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * Did the current transaction create or alter the table (its pg_class row
+ * or its options), which the worker cannot see before the commit?
+ */
+static bool
+changed_by_us(Oid relid)
+{
+	int			caches[2] = {RELOID, FOREIGNTABLEREL};
+	bool		ours = false;
+
+	for (int i = 0; i < 2 && !ours; i++)
+	{
+		HeapTuple	tuple = SearchSysCache1(caches[i], ObjectIdGetDatum(relid));
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		ReleaseSysCache(tuple);
+	}
+	return ours;
+}
+
 /* the next offset a slot reports for a partition; -1 if none */
 static int64
 reported_next(const SwWorkerSlot *slot, int32 partition)
@@ -706,6 +735,13 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("source table \"%s\" is not a Kafka source", get_rel_name(relid)),
 				 errdetail("wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.")));
+	if (changed_by_us(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot wait for source table \"%s\" in the transaction that created or altered it",
+						get_rel_name(relid)),
+				 errdetail("Its worker starts with the table as committed."),
+				 errhint("Commit first, then call wait_for().")));
 	if (shared == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -52,6 +52,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -120,6 +121,7 @@ struct SwWriter
 	int			nappended;
 	Size		appended_bytes;
 	BulkInsertState bistate;
+	bool		own_bistate;	/* ours to free, not the caller's */
 	MemoryContext append_cxt;	/* what writing one group allocates */
 
 	/* retractions not yet written to the history heap */
@@ -218,8 +220,10 @@ sw_writer_close(SwWriter *w)
 {
 	sw_writer_flush(w);
 	end_history(w);
-	if (w->bistate)
+	if (w->bistate && w->own_bistate)
 		FreeBulkInsertState(w->bistate);
+	else if (w->bistate)
+		ReleaseBulkInsertStatePin(w->bistate);
 	for (int i = 0; i < w->nappend_slots; i++)
 		ExecDropSingleTupleTableSlot(w->append_slots[i]);
 	if (w->append_cxt)
@@ -317,6 +321,21 @@ sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden, TupleTableSlot *row)
 	ExecStoreVirtualTuple(row);
 }
 
+/* the source table as a result relation, for its constraints */
+static ResultRelInfo *
+table_rri(SwWriter *w)
+{
+	if (w->table_rri == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+		w->table_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->table_rri, w->ftrel, 0, NULL, 0);
+		MemoryContextSwitchTo(old);
+	}
+	return w->table_rri;
+}
+
 /*
  * A new row must meet the table's NOT NULL and CHECK constraints, which
  * PostgreSQL leaves to the foreign data wrapper (the FDW's callbacks check
@@ -333,15 +352,26 @@ sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
 	/* writes nothing: a subtransaction may check, and catch its error */
 	if (w->own_estate)
 		ResetPerTupleExprContext(w->estate);
-	if (w->table_rri == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	ExecConstraints(table_rri(w), row, w->estate);
+}
 
-		w->table_rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(w->table_rri, w->ftrel, 0, NULL, 0);
-		MemoryContextSwitchTo(old);
+/*
+ * A new row from a worker gets its stored generated columns computed, as
+ * the executor computes them for INSERT; then its constraints are checked.
+ * Writes nothing: a subtransaction may do it, and catch its error.
+ */
+void
+sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
+{
+	TupleConstr *constr = RelationGetDescr(w->ftrel)->constr;
+
+	if (constr && constr->has_generated_stored)
+	{
+		if (w->own_estate)
+			ResetPerTupleExprContext(w->estate);
+		ExecComputeStoredGenerated(table_rri(w), w->estate, row, CMD_INSERT);
 	}
-	ExecConstraints(w->table_rri, row, w->estate);
+	sw_writer_check_constraints(w, row);
 }
 
 /*
@@ -566,6 +596,19 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 }
 
 /*
+ * Append through the caller's bulk-insert state, which outlives the writer
+ * (a worker's, across its batches): its ring of buffers keeps what the
+ * worker touches of shared buffers small.
+ */
+void
+sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate)
+{
+	Assert(w->bistate == NULL);
+	w->bistate = bistate;
+	w->own_bistate = false;
+}
+
+/*
  * Write the appended rows, with one multi-insert in a memory context of
  * their own, and index them.
  */
@@ -586,6 +629,7 @@ sw_writer_flush(SwWriter *w)
 	{
 		old = MemoryContextSwitchTo(w->cxt);
 		w->bistate = GetBulkInsertState();
+		w->own_bistate = true;
 		MemoryContextSwitchTo(old);
 	}
 	old = MemoryContextSwitchTo(w->append_cxt);

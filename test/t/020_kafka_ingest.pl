@@ -10,7 +10,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'events:4', 'upserts:3', 'pairs:2', 'texts:1', 'csvs:1' ]);
+my $broker = SwTest::broker(topics => [ 'events:4', 'upserts:3', 'pairs:2', 'texts:1', 'csvs:1', 'checks:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('kafka', conf => "log_min_messages = debug1\nmax_worker_processes = 24\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -153,6 +153,18 @@ is(sql(q{SELECT string_agg(id || ':' || s || ':' || coalesce(x::text, 'NULL'), '
 	'1:a, quoted:2.5|2:plain:NULL', 'format csv, by COPY\'s rules');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'csvs'::regclass}), '1',
 	'a bad CSV record is kept as an error');
+
+# stored generated columns are computed, constraints checked, as the owner
+sql(q{CREATE FOREIGN TABLE checked (x int CHECK (x > 0), doubled int GENERATED ALWAYS AS (x * 2) STORED)
+	SERVER k OPTIONS (topic 'checks')});
+sql(q{SELECT source_writes.wait_for('checked')});
+produce('checks', "\t{\"x\": 21}", "\t{\"x\": -1}");
+sql(q{SELECT source_writes.wait_for('checked')});
+is(sql(q{SELECT string_agg(x || '*2=' || doubled, ',') FROM checked}), '21*2=42',
+	'generated columns are computed');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'checked'::regclass}),
+	qr/violates check constraint/, 'a row that breaks a constraint is kept as an error');
+sql(q{DROP FOREIGN TABLE checked});
 
 #
 # 5. where to start: latest, or offsets per partition; applied once
