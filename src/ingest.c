@@ -45,6 +45,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -104,10 +105,28 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 {
 	SwIngest   *ing = palloc0(sizeof(SwIngest));
 
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
 	ing->relid = RelationGetRelid(ftrel);
 	ing->origin = origin;
 	ing->st = sw_source_table(ftrel);
+
+	/*
+	 * Preparing the decoder can run the owner's code (a default's immutable
+	 * functions are folded): as the owner, restricted, as when decoding.
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(ftrel->rd_rel->relowner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	sw_writer_safe_search_path();
 	ing->decoder = sw_decoder_create(ftrel, ing->st);
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
 	ing->desc = CreateTupleDescCopy(RelationGetDescr(ftrel));
 	for (int i = 0; i < SW_INGEST_CHUNK; i++)
 		ing->slots[i] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
@@ -265,6 +284,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		sw_writer_reset_checks(ing->writer);
 
 		/* what a user needs to fix it; CONTEXT says where */
 		*error = edata->context
@@ -433,8 +453,9 @@ read_kept_errors(Relation rel, Oid index, SwIngest *ing)
 		SwMessage  *m = &e->msg;
 
 		CHECK_FOR_INTERRUPTS();
-		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		/* the copy: the scan's buffer is not ours for long */
 		e->tuple = heap_copytuple(tuple);
+		heap_deform_tuple(e->tuple, RelationGetDescr(rel), values, nulls);
 		m->partition = nulls[Anum_e_partition - 1] ? -1 : DatumGetInt32(values[Anum_e_partition - 1]);
 		m->offset = nulls[Anum_e_offset - 1] ? -1 : DatumGetInt64(values[Anum_e_offset - 1]);
 		if (!nulls[Anum_e_key - 1])
@@ -479,9 +500,9 @@ PG_FUNCTION_INFO_V1(source_writes_retry_errors);
  * source_writes.retry_errors(source): decode the kept errors of a source
  * again, after its table was fixed, and move those that now decode into
  * it, as a batch of the source's origin written as the table's owner;
- * those that still fail stay, with the new reason.  Takes INSERT and
- * DELETE on the table; retries of one source run one at a time.  Returns
- * how many moved.
+ * those that still fail stay, with the new reason.  Takes SELECT, INSERT
+ * and DELETE on the table; retries of one source run one at a time.
+ * Returns how many moved.
  */
 Datum
 source_writes_retry_errors(PG_FUNCTION_ARGS)
@@ -502,7 +523,12 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
-	acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT | ACL_DELETE);
+	/* it reads the kept payloads, writes rows and deletes errors */
+	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (acl == ACLCHECK_OK)
+		acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT);
+	if (acl == ACLCHECK_OK)
+		acl = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
 	PreventCommandIfReadOnly("retry_errors()");

@@ -90,8 +90,8 @@ PG_MODULE_MAGIC;
 PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 
 /* a batch: at most this many messages, or bytes */
-#define SW_KAFKA_BATCH_MESSAGES	10000
-#define SW_KAFKA_BATCH_BYTES	(8 * 1024 * 1024)
+#define SW_KAFKA_BATCH_MESSAGES	20000
+#define SW_KAFKA_BATCH_BYTES	(16 * 1024 * 1024)
 
 /* messages taken from the queue at a time, and how long we wait for them */
 #define SW_KAFKA_CONSUME_STEP	1000
@@ -149,7 +149,8 @@ static bool broker_error_pending = false;
 static void
 relcache_callback(Datum arg, Oid relid)
 {
-	if (relid == source_relid)
+	/* InvalidOid: every relation, after a cache reset */
+	if (relid == source_relid || !OidIsValid(relid))
 		options_changed = true;
 }
 
@@ -422,10 +423,13 @@ start_offsets(int n, const int32 *parts, int64 *offsets)
 	const char *error = query_offsets(n, parts, latest, offsets);
 
 	if (error)
+	{
+		set_state("cannot reach the brokers", error);
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
 				 errmsg("could not read the offsets of topic \"%s\"", topic),
 				 errdetail("%s", error)));
+	}
 	if (!first_start)
 		return;
 	for (int i = 0; i < n; i++)

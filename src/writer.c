@@ -140,6 +140,31 @@ struct SwWriter
 };
 
 /*
+ * While running code as a table's owner on behalf of another role (a
+ * worker, or the caller of retry_errors()), names resolve in pg_catalog
+ * only: objects the other role planted in its search_path must not stand
+ * in for the owner's.  The caller has made a new GUC nest level.
+ */
+void
+sw_writer_safe_search_path(void)
+{
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+/*
+ * Forget the table's prepared constraints and generated columns after an
+ * error while they were being prepared (in a subtransaction that rolled
+ * back): they are prepared again, whole, for the next row.
+ */
+void
+sw_writer_reset_checks(SwWriter *w)
+{
+	w->table_rri = NULL;
+}
+
+/*
  * Open a writer on a source table, which the caller has opened and locked
  * for writing, for an origin and a role.  With an executor state, the
  * writer writes with its command id and snapshot; without one, it makes
@@ -166,6 +191,7 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 							   SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 		w->save_nestlevel = NewGUCNestLevel();
+		sw_writer_safe_search_path();
 		w->switched = true;
 	}
 
