@@ -148,6 +148,7 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	ing->ftrel = ftrel;
 	ing->writer = sw_writer_open(ftrel, ing->origin, ftrel->rd_rel->relowner, NULL);
 	sw_writer_use_bulk_state(ing->writer, ing->bistate);
+	sw_writer_allow_subtransactions(ing->writer);
 	ing->nmessages = 0;
 	ing->written = 0;
 	ing->kept = 0;
@@ -234,6 +235,41 @@ keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
 	ing->kept++;
 }
 
+/* what a user needs to fix a message: the error, where (CONTEXT), detail */
+static char *
+error_text(ErrorData *edata)
+{
+	char	   *error = edata->context
+		? psprintf("%s (%s)", edata->message, edata->context)
+		: pstrdup(edata->message);
+
+	if (edata->detail)
+		error = psprintf("%s: %s", error, edata->detail);
+	return error;
+}
+
+/*
+ * May a message be kept as an error for this one, rather than the batch
+ * fail and be tried again?  Not for errors that come and go with time or
+ * other sessions, nor for cancellations.
+ */
+static bool
+may_keep(ErrorData *edata)
+{
+	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
+	{
+		case ERRCODE_TRANSACTION_ROLLBACK:	/* serialization, deadlock */
+		case ERRCODE_INSUFFICIENT_RESOURCES:	/* disk full, out of memory */
+		case ERRCODE_OPERATOR_INTERVENTION: /* cancelled, shutting down */
+		case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:	/* lock not available */
+		case ERRCODE_SYSTEM_ERROR:
+		case ERRCODE_INTERNAL_ERROR:
+			return false;
+		default:
+			return true;
+	}
+}
+
 /* is this message a tombstone of an upsert source? */
 static inline bool
 is_tombstone(SwIngest *ing, const SwMessage *msg)
@@ -286,12 +322,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 		CurrentResourceOwner = owner;
 		sw_writer_reset_checks(ing->writer);
 
-		/* what a user needs to fix it; CONTEXT says where */
-		*error = edata->context
-			? psprintf("%s (%s)", edata->message, edata->context)
-			: pstrdup(edata->message);
-		if (edata->detail)
-			*error = psprintf("%s: %s", *error, edata->detail);
+		*error = error_text(edata);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
@@ -312,6 +343,59 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 	else
 		sw_writer_upsert(ing->writer, slot);
 	ing->written++;
+}
+
+/*
+ * Write the decoded rows [from, to) of the chunk (all but those that
+ * failed to decode) in a subtransaction: true if it committed.  If it
+ * fails and holds one message, that message is kept as an error (a row
+ * the heap or an index refuses, say): a message that cannot be written
+ * must not stop the ones after it.  Errors that a retry may cure (a lock
+ * timeout, a full disk, a serialization failure) fail the batch instead.
+ */
+static bool
+write_run(SwIngest *ing, int from, int to, bool *failed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		written = ing->written;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		for (int i = from; i < to; i++)
+			if (!failed[i])
+				write_row(ing, ing->messages[i], ing->slots[i]);
+		sw_writer_sub_end(ing->writer, true);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (!may_keep(edata))
+			PG_RE_THROW();
+		FlushErrorState();
+		sw_writer_sub_end(ing->writer, false);
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ing->written = written;
+		if (to - from == 1)
+		{
+			keep_error(ing, ing->messages[from], error_text(edata));
+			failed[from] = true;
+		}
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
 }
 
 /*
@@ -339,9 +423,11 @@ flush_chunk(SwIngest *ing)
 		}
 	}
 
-	for (i = 0; i < n; i++)
-		if (!failed[i])
-			write_row(ing, ing->messages[i], ing->slots[i]);
+	/* write them all; if that fails, one at a time, to keep the culprit */
+	if (!write_run(ing, 0, n, failed))
+		for (i = 0; i < n; i++)
+			if (!failed[i])
+				(void) write_run(ing, i, i + 1, failed);
 	for (i = 0; i < n; i++)
 		ExecClearTuple(ing->slots[i]);
 	MemoryContextReset(ing->chunk_cxt);

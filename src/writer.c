@@ -61,6 +61,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
@@ -88,6 +89,9 @@ struct SwWriter
 
 	/* the role we run as, when it is not the caller's */
 	int			nest_level;		/* the subtransaction it writes in */
+	bool		deeper_ok;		/* ... or in subtransactions of it */
+	ResourceOwner owner;		/* what holds what it keeps open: its own
+								 * slots' descriptors, indexes */
 	bool		switched;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -198,6 +202,7 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 	w->ftrel = ftrel;
 	w->origin = origin;
 	w->nest_level = GetCurrentTransactionNestLevel();
+	w->owner = CurrentResourceOwner;
 	w->cxt = CurrentMemoryContext;
 	w->natts = RelationGetDescr(ftrel)->natts;
 	w->current = table_open(source.current_rel, RowExclusiveLock);
@@ -237,6 +242,7 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 }
 
 static void end_history(SwWriter *w);
+static void flush_history(SwWriter *w);
 
 /*
  * Write what is buffered, and close the writer.
@@ -296,7 +302,8 @@ our_batch(SwWriter *w)
 static inline void
 next_row(SwWriter *w)
 {
-	if (w->nest_level != GetCurrentTransactionNestLevel())
+	if (w->nest_level != GetCurrentTransactionNestLevel() &&
+		!(w->deeper_ok && GetCurrentTransactionNestLevel() > w->nest_level))
 		elog(ERROR, "a writer of source table \"%s\" was used in another subtransaction than the one it was opened in",
 			 RelationGetRelationName(w->ftrel));
 	if (w->own_estate)
@@ -591,8 +598,16 @@ append_slot(SwWriter *w, int i)
 		w->append_slots = repalloc(w->append_slots,
 								   sizeof(TupleTableSlot *) * w->max_append_slots);
 	}
-	while (w->nappend_slots <= i)
-		w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
+	if (w->nappend_slots <= i)
+	{
+		/* made in a subtransaction, kept beyond it */
+		ResourceOwner save = CurrentResourceOwner;
+
+		CurrentResourceOwner = w->owner;
+		while (w->nappend_slots <= i)
+			w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
+		CurrentResourceOwner = save;
+	}
 	MemoryContextSwitchTo(old);
 	return w->append_slots[i];
 }
@@ -609,7 +624,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	TupleTableSlot *slot;
 
 	if (w->nest_level != GetCurrentTransactionNestLevel())
-		next_row(w);			/* which complains */
+		next_row(w);			/* which complains, unless allowed */
 	slot = append_slot(w, w->nappended++);
 
 	form_current_row(w, row, slot);
@@ -619,6 +634,48 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	if (w->nappended == SW_APPEND_BUFFER_ROWS ||
 		w->appended_bytes >= SW_APPEND_BUFFER_BYTES)
 		sw_writer_flush(w);
+}
+
+/*
+ * Let a caller write in subtransactions of the one the writer was opened
+ * in, each of which either commits or rolls back what it wrote (a worker
+ * that retries a failed chunk a message at a time).  Our batch is made
+ * now, outside them, so that a rolled-back subtransaction cannot take it
+ * away; and the caller ends each subtransaction with sw_writer_sub_end(),
+ * so that nothing buffered crosses its boundary.
+ */
+void
+sw_writer_allow_subtransactions(SwWriter *w)
+{
+	(void) our_batch(w);
+	w->deeper_ok = true;
+}
+
+/*
+ * End the caller's subtransaction's writes: write what is buffered (it
+ * commits), or drop it (it rolls back); and release the buffer pins taken
+ * in it.  Called before the subtransaction ends, while it holds them.
+ */
+void
+sw_writer_sub_end(SwWriter *w, bool commit)
+{
+	if (commit)
+	{
+		sw_writer_flush(w);
+		flush_history(w);
+	}
+	/* no buffer pin may outlive the subtransaction that took it */
+	for (int i = 0; i < w->nappended; i++)
+		ExecClearTuple(w->append_slots[i]);
+	w->nappended = 0;
+	w->appended_bytes = 0;
+	for (int i = 0; i < w->nhistory; i++)
+		ExecClearTuple(w->history_slots[i]);
+	w->nhistory = 0;
+	ExecClearTuple(w->new_slot);
+	ExecClearTuple(w->lock_slot);
+	if (w->bistate)
+		ReleaseBulkInsertStatePin(w->bistate);
 }
 
 /*
@@ -787,6 +844,7 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	int64		batch = inserted_by(w, old);
 	int64		ours;
 	MemoryContext oldcxt;
+	ResourceOwner save_owner;
 	HeapTuple	tuple;
 
 	/* a row this transaction inserted leaves no history */
@@ -810,7 +868,10 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 											   ALLOCSET_DEFAULT_SIZES);
 		w->history_rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(w->history_rri, w->history, 0, NULL, 0);
+		save_owner = CurrentResourceOwner;
+		CurrentResourceOwner = w->owner;
 		ExecOpenIndices(w->history_rri, false);
+		CurrentResourceOwner = save_owner;
 		MemoryContextSwitchTo(oldcxt);
 	}
 
@@ -843,7 +904,10 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	if (w->history_slots[w->nhistory] == NULL)
 	{
 		oldcxt = MemoryContextSwitchTo(w->cxt);
+		save_owner = CurrentResourceOwner;
+		CurrentResourceOwner = w->owner;
 		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		CurrentResourceOwner = save_owner;
 		MemoryContextSwitchTo(oldcxt);
 	}
 	w->history_blocks[w->nhistory] = &w->blocks[SW_HISTORY_HEAP];

@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1' ]);
+my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('owner_code', conf => "max_worker_processes = 24\nshared_buffers = 1MB\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -74,6 +74,18 @@ is(sql(q{SELECT count(*) FROM chk WHERE id < 0 OR b < 0}), '0', 'no row that bre
 is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM chk}), '3', 'the good row after them is');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'chk'::regclass}), '2',
 	'the others are kept as errors');
+
+# a message whose row cannot be written (its key is too big for the key's
+# index) is kept as an error; the ones after it go on
+sql(q{CREATE FOREIGN TABLE big (k text, v int) SERVER k OPTIONS (topic 'big', envelope 'upsert', key 'k')});
+my @chars = ('a' .. 'z', 'A' .. 'Z', '0' .. '9');
+my $huge = join('', map { $chars[ int(rand(@chars)) ] } 1 .. 20000);
+produce('big', "a\t{\"k\": \"small\", \"v\": 1}", "b\t{\"k\": \"$huge\", \"v\": 2}",
+	"c\t{\"k\": \"after\", \"v\": 3}");
+is(sql(q{SELECT source_writes.wait_for('big', '60 s')}), '', 'a row that cannot be written does not stop the source');
+is(sql(q{SELECT string_agg(k || '=' || v, ',' ORDER BY k) FROM big}), 'after=3,small=1', 'the others are in');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'big'::regclass}),
+	qr/index row/, 'it is kept as an error, with the reason');
 
 # retry_errors(): the privileges it takes, and 5000 errors over 1 MB of
 # shared buffers, each moved once, as itself
