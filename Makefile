@@ -12,11 +12,13 @@ OBJS = \
 	src/constraints.o \
 	src/controller.o \
 	src/ddl.o \
+	src/decode.o \
 	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \
 	src/fdw_scan.o \
 	src/functions.o \
+	src/ingest.o \
 	src/launcher.o \
 	src/log.o \
 	src/notifier.o \
@@ -24,13 +26,15 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
+	src/test_decode.o \
 	src/test_write.o \
+	src/workers.o \
 	src/writer.o
 DATA = sql/source_writes--0.1.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
@@ -42,7 +46,8 @@ ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso
+EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
+	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
@@ -53,6 +58,22 @@ include $(PGXS)
 
 # after PGXS, which resets it: where the TAP tests find SwTest.pm
 PROVE_FLAGS = -I test/perl
+
+# The Kafka workers' library, the only one linked with librdkafka: backends
+# that only read and edit source tables never load it.  It calls into
+# source_writes, which the server has loaded before it.
+KAFKA_SHLIB = source_writes_kafka$(DLSUFFIX)
+
+all: $(KAFKA_SHLIB)
+
+$(KAFKA_SHLIB): src/kafka_worker.o
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
+
+install: install-kafka
+
+.PHONY: install-kafka
+install-kafka: $(KAFKA_SHLIB) installdirs
+	$(INSTALL_SHLIB) $(KAFKA_SHLIB) '$(DESTDIR)$(pkglibdir)/$(KAFKA_SHLIB)'
 
 # the embedded Kafka broker for tests, demo and benchmarks
 test/kafka_broker: test/kafka_broker.c

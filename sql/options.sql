@@ -193,6 +193,11 @@ CREATE FOREIGN TABLE t (id int, v jsonb) SERVER kafka OPTIONS (topic 'e', envelo
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset 'middle');
 \echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '0:');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '1:5, 1:6');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '-1:5');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '0:1200, 1:800');
+DROP FOREIGN TABLE t;
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', retain_history 'forever');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', retain_history '-1 day');

@@ -16,11 +16,11 @@ GRANT SELECT ON open_data TO regress_sw_mallory;
 SET ROLE regress_sw_mallory;
 SELECT count(*) FROM source_writes.source_tables;
 SELECT count(*) FROM source_writes.batches;
-SELECT relid, kind, since < upper AS readable FROM source_writes.sources ORDER BY relid::text;
+SELECT source, kind, since < upper AS readable FROM source_writes.sources ORDER BY source::text;
 SELECT * FROM source_writes.frontiers('secrets');
 SELECT * FROM source_writes.updates(NULL::secrets);
 RESET ROLE;
-SELECT relid, kind FROM source_writes.sources ORDER BY relid::text;
+SELECT source, kind FROM source_writes.sources ORDER BY source::text;
 
 -- a view, or a SECURITY DEFINER function, over a source shows its current
 -- rows with its owner's rights; reading the past through it needs SELECT

@@ -82,6 +82,33 @@ CREATE TABLE source_writes.progress (
 COMMENT ON TABLE source_writes.progress IS
   'The next offset each partition of a source expects, moved with each batch that consumed offsets';
 
+-- Messages that a worker could not decode (bad JSON, a value of the wrong
+-- type or too long, a null key ...), kept with the reason so that nothing
+-- is lost: their offsets count as consumed, and retry_errors() moves the
+-- ones that decode into the table once it has been fixed.  Whoever may
+-- read a source reads its errors, whoever may delete from it deletes them.
+CREATE TABLE source_writes.errors (
+    source      regclass NOT NULL,  -- the source table
+    ts          bigint NOT NULL,    -- when it was kept (ms since the epoch)
+    partition   integer,            -- where the message was
+    "offset"    bigint,
+    key         bytea,              -- the message as it came
+    value       bytea,
+    error       text NOT NULL,      -- why it could not be decoded
+    "timestamp" bigint,             -- the message's timestamp (ms), if any,
+    header_names  text[],           -- and its headers, for retry_errors()
+    header_values bytea[]
+);
+CREATE INDEX errors_source ON source_writes.errors (source, partition, "offset");
+ALTER TABLE source_writes.errors ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers ON source_writes.errors FOR SELECT
+  USING (pg_catalog.has_table_privilege(source, 'SELECT'));
+CREATE POLICY deleters ON source_writes.errors FOR DELETE
+  USING (pg_catalog.has_table_privilege(source, 'DELETE'));
+GRANT SELECT, DELETE ON source_writes.errors TO PUBLIC;
+COMMENT ON TABLE source_writes.errors IS
+  'Messages that could not be decoded into their source table, with the reason';
+
 -- pg_dump keeps the catalog's contents; the hidden relations are dumped as
 -- tables of source_writes_internal, and a catalog row restored by pg_restore
 -- gives them back to their source table (see the trigger below).
@@ -89,6 +116,7 @@ SELECT pg_catalog.pg_extension_config_dump('source_writes.source_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batches', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.progress', '');
+SELECT pg_catalog.pg_extension_config_dump('source_writes.errors', '');
 
 CREATE FUNCTION source_writes.restore_catalog_row()
 RETURNS trigger
@@ -106,15 +134,63 @@ COMMENT ON FUNCTION source_writes.frontiers(regclass) IS
   'The readable range [since, upper) of a source table, in ms since the Unix epoch';
 
 -- the source tables a role may read, with their frontiers
+-- what the workers that ingest sources report (shared memory), for the
+-- sources the current role may read
+CREATE FUNCTION source_writes.worker_status(OUT source regclass, OUT state text,
+                                            OUT last_error text, OUT worker_pid integer,
+                                            OUT lag bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'source_writes_worker_status'
+LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION source_writes.partition_status(OUT source regclass, OUT partition integer,
+                                               OUT next_offset bigint,
+                                               OUT high_watermark bigint,
+                                               OUT worker_pid integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'source_writes_partition_status'
+LANGUAGE C STRICT VOLATILE;
+
+-- the source tables a role may read, with their frontiers and ingestion
 CREATE VIEW source_writes.sources WITH (security_barrier) AS
-  SELECT relid, kind, (f).since, (f).upper
+  SELECT s.relid AS source, s.kind,
+         CASE WHEN s.kind = 'webhook' THEN NULL
+              ELSE coalesce(w.state, 'not running') END AS state,
+         (s.f).upper, (s.f).since, w.lag,
+         (SELECT count(*) FROM source_writes.errors e WHERE e.source = s.relid) AS errors,
+         w.last_error, w.worker_pid
   FROM (SELECT relid, kind, source_writes.frontiers(relid) AS f
         FROM source_writes.source_tables
         WHERE pg_catalog.has_table_privilege(relid, 'SELECT')
-        OFFSET 0) AS s;
+        OFFSET 0) AS s
+  LEFT JOIN source_writes.worker_status() w ON w.source = s.relid;
 COMMENT ON VIEW source_writes.sources IS
-  'The source tables the current role may read: kind and readable range [since, upper)';
+  'The source tables the current role may read: kind, ingestion state, readable range [since, upper), lag and errors';
 GRANT SELECT ON source_writes.sources TO PUBLIC;
+
+-- the partitions of the Kafka sources a role may read, as their workers
+-- report them
+CREATE VIEW source_writes.partitions WITH (security_barrier) AS
+  SELECT p.source, p.partition, p.next_offset, p.high_watermark,
+         greatest(p.high_watermark - p.next_offset, 0) AS lag, p.worker_pid
+  FROM source_writes.partition_status() p;
+COMMENT ON VIEW source_writes.partitions IS
+  'Per partition of the Kafka sources the current role may read: the next offset to ingest and the high watermark';
+GRANT SELECT ON source_writes.partitions TO PUBLIC;
+
+CREATE FUNCTION source_writes.wait_for(source regclass,
+                                       timeout interval DEFAULT '30 s')
+RETURNS void
+AS 'MODULE_PATHNAME', 'source_writes_wait_for'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.wait_for(regclass, interval) IS
+  'Wait until a Kafka source has ingested everything its topic held when called; an error after the timeout';
+
+CREATE FUNCTION source_writes.retry_errors(source regclass)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'source_writes_retry_errors'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.retry_errors(regclass) IS
+  'Decode the kept errors of a source again and move those that now decode into it; returns how many moved';
 
 CREATE FUNCTION source_writes.updates(source anyelement,
                                       since bigint DEFAULT NULL,

@@ -130,6 +130,8 @@ typedef struct SwCatalogOids
 	Oid			batches_ts;		/* index on (source, ts) */
 	Oid			progress;
 	Oid			progress_pkey;
+	Oid			errors;
+	Oid			errors_source;	/* index on (source, partition, "offset") */
 	Oid			batch_ids;		/* sequence of batch ids */
 	Oid			fdw_handler;
 } SwCatalogOids;
@@ -231,6 +233,8 @@ resolve_catalog(void)
 	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
 	oids.progress = member_relation(extension, nsp, "progress");
 	oids.progress_pkey = member_index(oids.progress, nsp, "progress_pkey");
+	oids.errors = member_relation(extension, nsp, "errors");
+	oids.errors_source = member_index(oids.errors, nsp, "errors_source");
 	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
 										makeString("fdw_handler")),
 							 0, NULL, true);
@@ -244,6 +248,7 @@ resolve_catalog(void)
 		OidIsValid(oids.batches) &&
 		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
 		OidIsValid(oids.progress) && OidIsValid(oids.progress_pkey) &&
+		OidIsValid(oids.errors) && OidIsValid(oids.errors_source) &&
 		OidIsValid(oids.fdw_handler);
 	return oids.valid;
 }
@@ -275,6 +280,17 @@ sw_catalog_table_oid(void)
 {
 	require_catalog();
 	return oids.source_tables;
+}
+
+/*
+ * The table of kept errors, and its index on (source, partition, "offset").
+ */
+Oid
+sw_catalog_errors_oid(Oid *index)
+{
+	require_catalog();
+	*index = oids.errors_source;
+	return oids.errors;
 }
 
 /*
@@ -990,6 +1006,7 @@ sw_catalog_delete(Oid relid)
 	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
 	delete_rows(oids.batches, oids.batches_ts, relid);
 	delete_rows(oids.progress, oids.progress_pkey, relid);
+	delete_rows(oids.errors, oids.errors_source, relid);
 }
 
 /*
@@ -1203,6 +1220,80 @@ sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to)
 	}
 	else
 	{
+		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+		CatalogTupleInsert(rel, tuple);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The stored progress of each partition of a source, as a list of
+ * SwProgress in the caller's memory context, read with a fresh snapshot.
+ */
+List *
+sw_catalog_progress(Oid relid)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	List	   *result = NIL;
+	Snapshot	snapshot;
+
+	require_catalog();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.progress, AccessShareLock);
+	ScanKeyInit(&key, Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, oids.progress_pkey, true, snapshot, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Datum		values[Natts_p];
+		bool		nulls[Natts_p];
+		SwProgress *p = palloc(sizeof(SwProgress));
+
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		p->part = DatumGetInt32(values[Anum_p_part - 1]);
+		p->next_offset = DatumGetInt64(values[Anum_p_next_offset - 1]);
+		result = lappend(result, p);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	return result;
+}
+
+/*
+ * Store where a partition that has no progress yet starts, without a
+ * batch; a no-op if it has some (another writer was first: its wins, and
+ * the caller reads it again).
+ */
+void
+sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	SnapshotData dirty;
+	Datum		values[Natts_p];
+	bool		nulls[Natts_p] = {0};
+
+	require_catalog();
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.progress, RowExclusiveLock);
+	ScanKeyInit(&keys[0], Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_p_part, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(part));
+	scan = systable_beginscan(rel, oids.progress_pkey, true, &dirty, 2, keys);
+	if (!HeapTupleIsValid(systable_getnext(scan)))
+	{
+		HeapTuple	tuple;
+
+		values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
+		values[Anum_p_part - 1] = Int32GetDatum(part);
+		values[Anum_p_next_offset - 1] = Int64GetDatum(next_offset);
 		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 		CatalogTupleInsert(rel, tuple);
 	}

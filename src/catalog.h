@@ -171,5 +171,16 @@ extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
 extern const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
+extern Oid	sw_catalog_errors_oid(Oid *index);
+
+/* a partition's stored progress */
+typedef struct SwProgress
+{
+	int32		part;
+	int64		next_offset;
+} SwProgress;
+
+extern List *sw_catalog_progress(Oid relid);
+extern void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset);
 
 #endif							/* SW_CATALOG_H */

@@ -20,6 +20,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "access/reloptions.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_foreign_data_wrapper.h"
@@ -71,6 +73,7 @@ typedef struct SwOption
 
 static void check_nonempty(const char *option, const char *value);
 static void check_topic(const char *option, const char *value);
+static void check_start_offset(const char *option, const char *value);
 static void check_key_list(const char *option, const char *value);
 static void check_interval(const char *option, const char *value);
 static void check_byte_size(const char *option, const char *value);
@@ -83,7 +86,6 @@ static const char *const server_types[] = {"kafka", "webhook", NULL};
 static const char *const kafka_formats[] = {"json", "text", "bytes", "csv", NULL};
 static const char *const webhook_formats[] = {"json", "json_array", "text", "bytes", NULL};
 static const char *const envelopes[] = {"none", "upsert", NULL};
-static const char *const start_offsets[] = {"earliest", "latest", NULL};
 static const char *const encodings[] = {"hex", "base64", NULL};
 static const char *const kafka_sources[] = {"partition", "offset", "timestamp", "key", "headers", "topic", NULL};
 static const char *const webhook_sources[] = {"body", "headers", "received_at", NULL};
@@ -100,7 +102,7 @@ static const SwOption sw_options[] = {
 	{"format", ForeignTableRelationId, SW_KIND_WEBHOOK, webhook_formats, NULL},
 	{"envelope", ForeignTableRelationId, SW_KIND_KAFKA, envelopes, NULL},
 	{"key", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_key_list},
-	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, start_offsets, NULL},
+	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
 	{"signature_header", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_http_token},
@@ -452,6 +454,73 @@ check_topic(const char *option, const char *value)
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
 				 errhint("Kafka topic names have 1 to 249 characters of a-z, A-Z, 0-9, \".\", \"_\" and \"-\".")));
+}
+
+/*
+ * Where a Kafka source starts: 'earliest', 'latest', or offsets of
+ * partitions, "0:1200, 1:800" (partitions not named start at the
+ * earliest).  Returns the named offsets as a list of SwStartOffset, NIL
+ * for earliest; sets *latest.
+ */
+static List *
+parse_start_offset(const char *option, const char *value, bool *latest)
+{
+	List	   *result = NIL;
+	const char *p = value;
+
+	*latest = strcmp(value, "latest") == 0;
+	if (*latest || strcmp(value, "earliest") == 0)
+		return NIL;
+	for (;;)
+	{
+		SwStartOffset *start = palloc(sizeof(SwStartOffset));
+		char	   *end;
+		long		part;
+		long long	offset;
+		ListCell   *lc;
+
+		while (*p == ' ')
+			p++;
+		errno = 0;
+		part = strtol(p, &end, 10);
+		if (end == p || *end != ':' || errno != 0 || part < 0 || part > PG_INT32_MAX ||
+			!isdigit((unsigned char) *p))
+			break;
+		p = end + 1;
+		offset = strtoll(p, &end, 10);
+		if (end == p || errno != 0 || !isdigit((unsigned char) *p))
+			break;
+		start->partition = (int32) part;
+		start->offset = (int64) offset;
+		foreach(lc, result)
+			if (((SwStartOffset *) lfirst(lc))->partition == start->partition)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+						 errdetail("Partition %d is named twice.", start->partition)));
+		result = lappend(result, start);
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == '\0')
+			return result;
+		if (*p != ',')
+			break;
+		p++;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+			 errhint("Valid values are \"earliest\", \"latest\" and offsets of partitions, such as '0:1200, 1:800'.")));
+	return NIL;					/* keep compiler quiet */
+}
+
+static void
+check_start_offset(const char *option, const char *value)
+{
+	bool		latest;
+
+	(void) parse_start_offset(option, value, &latest);
 }
 
 /*
@@ -1332,7 +1401,8 @@ sw_source_table(Relation rel)
 		else if (strcmp(def->defname, "key") == 0)
 			st->key = parse_key_list(def->defname, value);
 		else if (strcmp(def->defname, "start_offset") == 0)
-			st->start_latest = strcmp(value, "latest") == 0;
+			st->start_offsets = parse_start_offset(def->defname, value,
+												   &st->start_latest);
 		else if (strcmp(def->defname, "retain_history") == 0)
 			(void) parse_interval_ms(value, &st->retain_history_ms);
 		else if (strcmp(def->defname, "max_body_bytes") == 0)

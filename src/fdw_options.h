@@ -56,6 +56,13 @@ typedef struct SwColumn
 } SwColumn;
 
 /* everything the options of a source table and its server say */
+/* a partition's offset in option start_offset */
+typedef struct SwStartOffset
+{
+	int32		partition;
+	int64		offset;
+} SwStartOffset;
+
 typedef struct SwSourceTable
 {
 	Oid			relid;
@@ -66,6 +73,7 @@ typedef struct SwSourceTable
 	bool		upsert;			/* Kafka: envelope 'upsert' */
 	List	   *key;			/* Kafka upsert: key column names */
 	bool		start_latest;	/* Kafka: start_offset 'latest' */
+	List	   *start_offsets;	/* ... or offsets of partitions: SwStartOffset */
 	int64		retain_history_ms;	/* -1: keep all history */
 	int			max_body_bytes; /* webhook */
 	char	   *signature_header;

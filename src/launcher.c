@@ -13,8 +13,9 @@
  * with the next source.  The launcher reloads its settings on SIGHUP (a
  * new database means a restart there), stops on SIGTERM and when the
  * postmaster dies.  It also starts the notifier of any database whose
- * commits need one (notifier.c).  The ingestion workers will be started
- * from here.
+ * commits need one (notifier.c), and keeps an ingestion worker running for
+ * each Kafka source of its database (workers.c), checking on them about
+ * once a second and whenever one starts or stops.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -46,9 +47,13 @@
 #include "fdw_options.h"
 #include "launcher.h"
 #include "notifier.h"
+#include "workers.h"
 
 /* blocks of a history heap compacted per transaction */
 #define SW_COMPACTION_CHUNK		1024
+
+/* how often the launcher checks on the ingestion workers */
+#define SW_SUPERVISE_MS			1000
 
 PGDLLEXPORT void source_writes_launcher_main(Datum main_arg);
 
@@ -75,6 +80,31 @@ static void
 compaction_error_callback(void *arg)
 {
 	errcontext("compacting source table with OID %u", *(Oid *) arg);
+}
+
+/*
+ * Keep an ingestion worker running for each Kafka source, if it is time to
+ * check on them (or always, with force): between compaction chunks too,
+ * so that a long pass holds no source up.
+ */
+static void
+supervise_workers(bool force)
+{
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext tmp;
+
+	if (!force && !TimestampDifferenceExceeds(last, now, SW_SUPERVISE_MS))
+		return;
+	last = now;
+	tmp = AllocSetContextCreate(CurrentMemoryContext, "source_writes supervision",
+								ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(tmp);
+	AcceptInvalidationMessages();
+	sw_workers_supervise();
+	MemoryContextSwitchTo(cxt);
+	MemoryContextDelete(tmp);
 }
 
 /*
@@ -170,6 +200,7 @@ compaction_pass(void)
 			CHECK_FOR_INTERRUPTS();
 			/* commits that wait for a notifier do not wait for the pass */
 			(void) sw_notifier_start_requested();
+			supervise_workers(false);
 			next = compact_chunk(lfirst_oid(lc), next);
 		} while (next != InvalidBlockNumber);
 	}
@@ -212,12 +243,16 @@ source_writes_launcher_main(Datum main_arg)
 				ereport(LOG,
 						(errmsg("source_writes launcher restarting to serve database \"%s\"",
 								sw_database)));
+				sw_workers_stop_all();
 				proc_exit(1);	/* the postmaster starts us again */
 			}
 		}
 
 		/* databases whose commits wait for a notifier (again soon if none could start) */
 		notifiers_started = sw_notifier_start_requested();
+
+		/* a worker for each Kafka source, none for those that are gone */
+		supervise_workers(true);
 
 		if (sw_compaction_interval > 0)
 		{
@@ -239,8 +274,10 @@ source_writes_launcher_main(Datum main_arg)
 			timeout = Max(timeout, 1);
 		}
 
+		/* supervise the workers about once a second */
+		timeout = timeout < 0 ? SW_SUPERVISE_MS : Min(timeout, SW_SUPERVISE_MS);
 		if (!notifiers_started)
-			timeout = timeout < 0 ? 1000 : Min(timeout, 1000);
+			timeout = Min(timeout, 1000);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
 						 (timeout >= 0 ? WL_TIMEOUT : 0),

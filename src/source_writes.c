@@ -29,6 +29,7 @@
 #include "launcher.h"
 #include "notifier.h"
 #include "stamps.h"
+#include "workers.h"
 #include "source_writes.h"
 
 PG_MODULE_MAGIC;
@@ -133,6 +134,7 @@ sw_shmem_request(void)
 		prev_shmem_request_hook();
 	sw_notifier_shmem_request();
 	sw_stamps_shmem_request();
+	sw_workers_shmem_request();
 }
 
 static void
@@ -142,6 +144,7 @@ sw_shmem_startup(void)
 		prev_shmem_startup_hook();
 	sw_notifier_shmem_startup();
 	sw_stamps_shmem_startup();
+	sw_workers_shmem_startup();
 }
 
 PG_FUNCTION_INFO_V1(source_writes_warn_unless_preloaded);
@@ -204,7 +207,7 @@ _PG_init(void)
 	if (!sw_preloaded)
 		return;
 
-	/* the shared memory of the notifier and of timestamps */
+	/* the shared memory of the notifier, of timestamps and of the workers */
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sw_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

@@ -52,6 +52,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -60,6 +61,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
@@ -87,6 +89,9 @@ struct SwWriter
 
 	/* the role we run as, when it is not the caller's */
 	int			nest_level;		/* the subtransaction it writes in */
+	bool		deeper_ok;		/* ... or in subtransactions of it */
+	ResourceOwner owner;		/* what holds what it keeps open: its own
+								 * slots' descriptors, indexes */
 	bool		switched;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -120,6 +125,7 @@ struct SwWriter
 	int			nappended;
 	Size		appended_bytes;
 	BulkInsertState bistate;
+	bool		own_bistate;	/* ours to free, not the caller's */
 	MemoryContext append_cxt;	/* what writing one group allocates */
 
 	/* retractions not yet written to the history heap */
@@ -136,6 +142,31 @@ struct SwWriter
 	bool	   *row_isnull;
 	MemoryContext history_cxt;	/* memory of the retractions not yet written */
 };
+
+/*
+ * While running code as a table's owner on behalf of another role (a
+ * worker, or the caller of retry_errors()), names resolve in pg_catalog
+ * only: objects the other role planted in its search_path must not stand
+ * in for the owner's.  The caller has made a new GUC nest level.
+ */
+void
+sw_writer_safe_search_path(void)
+{
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+/*
+ * Forget the table's prepared constraints and generated columns after an
+ * error while they were being prepared (in a subtransaction that rolled
+ * back): they are prepared again, whole, for the next row.
+ */
+void
+sw_writer_reset_checks(SwWriter *w)
+{
+	w->table_rri = NULL;
+}
 
 /*
  * Open a writer on a source table, which the caller has opened and locked
@@ -164,12 +195,14 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 							   SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 		w->save_nestlevel = NewGUCNestLevel();
+		sw_writer_safe_search_path();
 		w->switched = true;
 	}
 
 	w->ftrel = ftrel;
 	w->origin = origin;
 	w->nest_level = GetCurrentTransactionNestLevel();
+	w->owner = CurrentResourceOwner;
 	w->cxt = CurrentMemoryContext;
 	w->natts = RelationGetDescr(ftrel)->natts;
 	w->current = table_open(source.current_rel, RowExclusiveLock);
@@ -209,6 +242,7 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 }
 
 static void end_history(SwWriter *w);
+static void flush_history(SwWriter *w);
 
 /*
  * Write what is buffered, and close the writer.
@@ -218,8 +252,10 @@ sw_writer_close(SwWriter *w)
 {
 	sw_writer_flush(w);
 	end_history(w);
-	if (w->bistate)
+	if (w->bistate && w->own_bistate)
 		FreeBulkInsertState(w->bistate);
+	else if (w->bistate)
+		ReleaseBulkInsertStatePin(w->bistate);
 	for (int i = 0; i < w->nappend_slots; i++)
 		ExecDropSingleTupleTableSlot(w->append_slots[i]);
 	if (w->append_cxt)
@@ -266,7 +302,8 @@ our_batch(SwWriter *w)
 static inline void
 next_row(SwWriter *w)
 {
-	if (w->nest_level != GetCurrentTransactionNestLevel())
+	if (w->nest_level != GetCurrentTransactionNestLevel() &&
+		!(w->deeper_ok && GetCurrentTransactionNestLevel() > w->nest_level))
 		elog(ERROR, "a writer of source table \"%s\" was used in another subtransaction than the one it was opened in",
 			 RelationGetRelationName(w->ftrel));
 	if (w->own_estate)
@@ -317,6 +354,21 @@ sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden, TupleTableSlot *row)
 	ExecStoreVirtualTuple(row);
 }
 
+/* the source table as a result relation, for its constraints */
+static ResultRelInfo *
+table_rri(SwWriter *w)
+{
+	if (w->table_rri == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+		w->table_rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->table_rri, w->ftrel, 0, NULL, 0);
+		MemoryContextSwitchTo(old);
+	}
+	return w->table_rri;
+}
+
 /*
  * A new row must meet the table's NOT NULL and CHECK constraints, which
  * PostgreSQL leaves to the foreign data wrapper (the FDW's callbacks check
@@ -330,16 +382,29 @@ sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
 
 	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
 		return;
-	next_row(w);
-	if (w->table_rri == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	/* writes nothing: a subtransaction may check, and catch its error */
+	if (w->own_estate)
+		ResetPerTupleExprContext(w->estate);
+	ExecConstraints(table_rri(w), row, w->estate);
+}
 
-		w->table_rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(w->table_rri, w->ftrel, 0, NULL, 0);
-		MemoryContextSwitchTo(old);
+/*
+ * A new row from a worker gets its stored generated columns computed, as
+ * the executor computes them for INSERT; then its constraints are checked.
+ * Writes nothing: a subtransaction may do it, and catch its error.
+ */
+void
+sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
+{
+	TupleConstr *constr = RelationGetDescr(w->ftrel)->constr;
+
+	if (constr && constr->has_generated_stored)
+	{
+		if (w->own_estate)
+			ResetPerTupleExprContext(w->estate);
+		ExecComputeStoredGenerated(table_rri(w), w->estate, row, CMD_INSERT);
 	}
-	ExecConstraints(w->table_rri, row, w->estate);
+	sw_writer_check_constraints(w, row);
 }
 
 /*
@@ -533,8 +598,16 @@ append_slot(SwWriter *w, int i)
 		w->append_slots = repalloc(w->append_slots,
 								   sizeof(TupleTableSlot *) * w->max_append_slots);
 	}
-	while (w->nappend_slots <= i)
-		w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
+	if (w->nappend_slots <= i)
+	{
+		/* made in a subtransaction, kept beyond it */
+		ResourceOwner save = CurrentResourceOwner;
+
+		CurrentResourceOwner = w->owner;
+		while (w->nappend_slots <= i)
+			w->append_slots[w->nappend_slots++] = table_slot_create(w->current, NULL);
+		CurrentResourceOwner = save;
+	}
 	MemoryContextSwitchTo(old);
 	return w->append_slots[i];
 }
@@ -551,7 +624,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	TupleTableSlot *slot;
 
 	if (w->nest_level != GetCurrentTransactionNestLevel())
-		next_row(w);			/* which complains */
+		next_row(w);			/* which complains, unless allowed */
 	slot = append_slot(w, w->nappended++);
 
 	form_current_row(w, row, slot);
@@ -561,6 +634,61 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	if (w->nappended == SW_APPEND_BUFFER_ROWS ||
 		w->appended_bytes >= SW_APPEND_BUFFER_BYTES)
 		sw_writer_flush(w);
+}
+
+/*
+ * Let a caller write in subtransactions of the one the writer was opened
+ * in, each of which either commits or rolls back what it wrote (a worker
+ * that retries a failed chunk a message at a time).  Our batch is made
+ * now, outside them, so that a rolled-back subtransaction cannot take it
+ * away; and the caller ends each subtransaction with sw_writer_sub_end(),
+ * so that nothing buffered crosses its boundary.
+ */
+void
+sw_writer_allow_subtransactions(SwWriter *w)
+{
+	(void) our_batch(w);
+	w->deeper_ok = true;
+}
+
+/*
+ * End the caller's subtransaction's writes: write what is buffered (it
+ * commits), or drop it (it rolls back); and release the buffer pins taken
+ * in it.  Called before the subtransaction ends, while it holds them.
+ */
+void
+sw_writer_sub_end(SwWriter *w, bool commit)
+{
+	if (commit)
+	{
+		sw_writer_flush(w);
+		flush_history(w);
+	}
+	/* no buffer pin may outlive the subtransaction that took it */
+	for (int i = 0; i < w->nappended; i++)
+		ExecClearTuple(w->append_slots[i]);
+	w->nappended = 0;
+	w->appended_bytes = 0;
+	for (int i = 0; i < w->nhistory; i++)
+		ExecClearTuple(w->history_slots[i]);
+	w->nhistory = 0;
+	ExecClearTuple(w->new_slot);
+	ExecClearTuple(w->lock_slot);
+	if (w->bistate)
+		ReleaseBulkInsertStatePin(w->bistate);
+}
+
+/*
+ * Append through the caller's bulk-insert state, which outlives the writer
+ * (a worker's, across its batches): its ring of buffers keeps what the
+ * worker touches of shared buffers small.
+ */
+void
+sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate)
+{
+	Assert(w->bistate == NULL);
+	w->bistate = bistate;
+	w->own_bistate = false;
 }
 
 /*
@@ -584,6 +712,7 @@ sw_writer_flush(SwWriter *w)
 	{
 		old = MemoryContextSwitchTo(w->cxt);
 		w->bistate = GetBulkInsertState();
+		w->own_bistate = true;
 		MemoryContextSwitchTo(old);
 	}
 	old = MemoryContextSwitchTo(w->append_cxt);
@@ -715,6 +844,7 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	int64		batch = inserted_by(w, old);
 	int64		ours;
 	MemoryContext oldcxt;
+	ResourceOwner save_owner;
 	HeapTuple	tuple;
 
 	/* a row this transaction inserted leaves no history */
@@ -738,7 +868,10 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 											   ALLOCSET_DEFAULT_SIZES);
 		w->history_rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(w->history_rri, w->history, 0, NULL, 0);
+		save_owner = CurrentResourceOwner;
+		CurrentResourceOwner = w->owner;
 		ExecOpenIndices(w->history_rri, false);
+		CurrentResourceOwner = save_owner;
 		MemoryContextSwitchTo(oldcxt);
 	}
 
@@ -771,7 +904,10 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	if (w->history_slots[w->nhistory] == NULL)
 	{
 		oldcxt = MemoryContextSwitchTo(w->cxt);
+		save_owner = CurrentResourceOwner;
+		CurrentResourceOwner = w->owner;
 		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		CurrentResourceOwner = save_owner;
 		MemoryContextSwitchTo(oldcxt);
 	}
 	w->history_blocks[w->nhistory] = &w->blocks[SW_HISTORY_HEAP];

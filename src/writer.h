@@ -13,6 +13,7 @@
 #ifndef SW_WRITER_H
 #define SW_WRITER_H
 
+#include "access/heapam.h"
 #include "access/tableam.h"
 #include "nodes/execnodes.h"
 
@@ -25,9 +26,15 @@ extern SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
 extern void sw_writer_close(SwWriter *w);
 
 extern void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_reset_checks(SwWriter *w);
+extern void sw_writer_safe_search_path(void);
 extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_flush(SwWriter *w);
+extern void sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate);
+extern void sw_writer_allow_subtransactions(SwWriter *w);
+extern void sw_writer_sub_end(SwWriter *w, bool commit);
 extern void sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
 extern bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
 extern TM_Result sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,

@@ -1,0 +1,1372 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode.c
+ *		  Turning one message into a row of a source table
+ *
+ * The Kafka worker, source_writes.retry_errors() and the webhook worker
+ * decode messages here.  A decoder (SwDecoder) is made once per source
+ * table: it looks up the input function of every column, the defaults of
+ * the data columns, builds a hash of the JSON fields, and for CSV begins
+ * one COPY that every message reuses.  Decoding a message then touches no
+ * catalog.
+ *
+ * Data columns, by the table's format:
+ *
+ * json		The value is a JSON object, parsed once by PostgreSQL's JSON
+ *			parser (pg_parse_json) with semantic actions that fill the
+ *			columns as the fields go by.  A field fills the data columns
+ *			named like it, or whose "field" option names it; other fields
+ *			are ignored, and of a field given twice the last counts.  A
+ *			value goes through the column type's input function with the
+ *			column's typmod: a string's de-escaped text, a number or true
+ *			or false as written.  A json or jsonb column takes the raw text
+ *			of the value instead, so a string keeps its quotes, and may take
+ *			a nested object or array, which is an error for other types.
+ *			JSON null gives NULL; a missing field gives the column's
+ *			DEFAULT, as COPY does for columns it is not given, or NULL.
+ *			json_array (webhooks) is decoded as json: the webhook worker
+ *			hands over each element of the array as a message.
+ *
+ *			The parser runs without de-escaping strings, which in
+ *			PostgreSQL 15 costs an append per character: the callbacks
+ *			take field names and string values from the input between
+ *			token bounds, and only a string that holds a backslash is
+ *			de-escaped, by the JSON lexer again.  So "\u0000" or a lone
+ *			surrogate is an error in a top-level field's name, or in a
+ *			string that a column of another type than json and jsonb
+ *			takes, and not elsewhere (jsonb refuses them too).
+ * text		The whole value, through the input function of the one data
+ *			column (of a string type).
+ * bytes	The whole value, raw, into the one bytea column.
+ * csv		The value is one CSV record, parsed by COPY's own parser
+ *			(NextCopyFromRawFields) with COPY's CSV rules, of the data
+ *			columns in table order; an unquoted empty field is NULL.
+ *
+ * For the text formats, the bytes must be valid in the database encoding,
+ * without NUL bytes.  A message without a value gives NULL to the data
+ * column of text and bytes, and is an error for json and csv.
+ *
+ * Metadata columns, in every format:
+ *
+ * partition	the partition (integer or bigint)
+ * offset		the offset (bigint)
+ * timestamp,	the message timestamp (a webhook request's arrival), NULL
+ * received_at	if it has none: into timestamptz as that instant, into
+ *				timestamp as its UTC wall-clock time, into bigint as ms since
+ *				the Unix epoch (only timestamptz passes the option checks
+ *				today)
+ * key			the message key, NULL if it has none: raw into bytea, else
+ *				through the type's input function (text, json, jsonb)
+ * body			the value, as key does (webhooks)
+ * headers		all headers, in order, duplicates kept, as a JSON array of
+ *				one-field objects: [{"name": "value"}, {"other": null}],
+ *				into json or jsonb; an empty array for none.  Header names
+ *				and values must then be text in the database encoding.
+ * topic		the topic (text)
+ * header 'h'	the last header named h (exactly for Kafka, in any case for
+ *				webhooks), NULL if there is none or it is null: raw into
+ *				bytea, else through the type's input function
+ *
+ * A value for a domain passes the domain's checks.  Stored generated
+ * columns are left NULL: whoever writes the row computes them.
+ *
+ * Errors say what is wrong and, through an error context, which column of
+ * which table (and which JSON field, CSV field or header) had the bad
+ * value; they never quote the whole message.  Each call starts afresh, so
+ * a message that fails leaves nothing behind that the next one could trip
+ * on: the caller catches errors in a subtransaction and goes on.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/decode.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/copy.h"
+#include "commands/copyfrom_internal.h"
+#include "common/hashfn.h"
+#include "common/int.h"
+#include "common/jsonapi.h"
+#include "executor/executor.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/backend_progress.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "decode.h"
+
+/* buffers kept between messages shrink back when a message grew them past this */
+#define SW_KEEP_BUFFER		(1024 * 1024)
+
+/* longest part of a JSON token quoted in an error */
+#define SW_ERROR_TOKEN_BYTES	40
+
+/* microseconds from the Unix epoch to PostgreSQL's */
+#define SW_EPOCH_DIFF_USECS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* how one column is filled; decided once, in sw_decoder_create() */
+typedef struct DecColumn
+{
+	int			attidx;			/* in the tuple descriptor, from 0 */
+	const char *name;
+	SwColumnSource source;
+	const char *header;			/* SW_COLUMN_HEADER: the header's name */
+	Oid			typid;
+	Oid			basetype;		/* the type, or a domain's base type */
+	int32		typmod;
+	bool		is_domain;
+	bool		is_json;		/* of base type json or jsonb */
+	bool		is_bytea;		/* of base type bytea */
+	bool		is_key;			/* named by the key option */
+	FmgrInfo	infunc;			/* the type's input function */
+	Oid			ioparam;
+	void	   *domain_extra;	/* domain_check()'s cache */
+
+	/* data columns */
+	const char *field;			/* the JSON field that fills it */
+	size_t		field_len;
+	uint32		field_hash;
+	int			next_same;		/* next column the same field fills, or -1 */
+	bool		has_default;
+	ExprState  *default_expr;	/* NULL for a constant default */
+	Datum		default_value;	/* the constant */
+	bool		default_isnull;
+} DecColumn;
+
+struct SwDecoder
+{
+	MemoryContext cxt;			/* where all of this lives */
+	char	   *relname;
+	SwKind		kind;
+	SwFormat	format;
+	bool		upsert;
+	int			natts;			/* of the table's tuple descriptor */
+	int			ncols;
+	DecColumn  *cols;			/* columns to fill, in table order */
+	int			ndata;
+	int		   *data;			/* indexes into cols of the data columns */
+	int			nkey;
+	int		   *key;			/* ... and of the key columns */
+	bool		key_has_data;	/* some key column is a data column */
+
+	/* JSON: fields to columns, an open-addressing hash of cols index + 1 */
+	int			hash_mask;
+	int		   *hash;
+	bool	   *seen;			/* per column: this message filled it */
+	JsonLexContext lex;			/* lexes messages, reused */
+	JsonLexContext unescape_lex;	/* de-escapes strings, reused */
+
+	ExprContext *econtext;		/* for defaults that are not constants */
+
+	/* CSV: one COPY, rewound for each message */
+	CopyFromState cstate;
+};
+
+/*
+ * What one call is doing, on the caller's stack: the row being filled, and
+ * where it is, for the error context.
+ */
+typedef struct DecodeRun
+{
+	SwDecoder  *d;
+	const SwMessage *msg;
+	Datum	   *values;
+	bool	   *nulls;
+
+	/* where we are */
+	bool		in_key;			/* decoding the message key, not the value */
+	bool		in_part;		/* in the value or key as a whole */
+	int			byte;			/* a byte of it, from 1, or 0 */
+	DecColumn  *col;			/* the column being filled, or NULL */
+	const char *field;			/* its JSON field, or NULL */
+	size_t		field_len;		/* (not NUL-terminated) */
+	int			csv_field;		/* its CSV field, from 1, or 0 */
+	const char *header;			/* the header being read, or NULL */
+	int			header_no;		/* its place, from 1, while its name is
+								 * not known to be text */
+
+	/* JSON */
+	JsonLexContext *lex;
+	bool		key_only;		/* fill only key columns */
+	int			cur;			/* first column of the current top-level
+								 * field, or -1 */
+	char	   *value_start;	/* where its value starts */
+} DecodeRun;
+
+/*
+ * The message that csv_read() hands to COPY, which gives its data source
+ * callback no argument of its own.  Set anew for each message.
+ */
+static const char *csv_input;
+static size_t csv_input_len;
+static size_t csv_input_pos;
+
+
+/*
+ * Error context: the column being filled, or the part of the message.
+ */
+static void
+decode_error_callback(void *arg)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (r->col)
+	{
+		DecColumn  *c = r->col;
+
+		appendStringInfo(&buf, "column \"%s\" of source table \"%s\"",
+						 c->name, r->d->relname);
+		switch (c->source)
+		{
+			case SW_COLUMN_DATA:
+				if (r->field && r->in_key)
+					appendStringInfo(&buf, ", field \"%.*s\" of the message key",
+									 (int) r->field_len, r->field);
+				else if (r->field)
+					appendStringInfo(&buf, ", field \"%.*s\"",
+									 (int) r->field_len, r->field);
+				else if (r->csv_field > 0)
+					appendStringInfo(&buf, ", CSV field %d", r->csv_field);
+				break;
+			case SW_COLUMN_HEADER:
+				appendStringInfo(&buf, ", header \"%s\"", c->header);
+				break;
+			case SW_COLUMN_HEADERS:
+				if (r->header)
+					appendStringInfo(&buf, ", header \"%s\"", r->header);
+				else if (r->header_no > 0)
+					appendStringInfo(&buf, ", name of header %d", r->header_no);
+				break;
+			case SW_COLUMN_KEY:
+				appendStringInfoString(&buf, ", message key");
+				break;
+			case SW_COLUMN_BODY:
+				appendStringInfoString(&buf, ", request body");
+				break;
+			case SW_COLUMN_TIMESTAMP:
+			case SW_COLUMN_RECEIVED_AT:
+			case SW_COLUMN_PARTITION:
+			case SW_COLUMN_OFFSET:
+			case SW_COLUMN_TOPIC:
+				break;
+		}
+	}
+	else if (r->in_part)
+		appendStringInfo(&buf, "message %s for source table \"%s\"",
+						 r->in_key ? "key" : "value", r->d->relname);
+	else
+		return;
+	if (r->byte > 0)
+		appendStringInfo(&buf, ", byte %d", r->byte);
+	errcontext("%s", buf.data);
+}
+
+/*
+ * Check that len bytes are text in the database encoding, without NUL
+ * bytes, as the input functions of text types expect.
+ */
+static void
+verify_text(DecodeRun *r, const char *s, size_t len)
+{
+	int			valid;
+
+	if (len >= MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("message text of %zu bytes is too long", len),
+				 errdetail("Text values are limited to %zu bytes.",
+						   (size_t) MaxAllocSize - 1)));
+	valid = pg_encoding_verifymbstr(GetDatabaseEncoding(), s, (int) len);
+	if (valid < (int) len)
+	{
+		r->byte = valid + 1;
+		report_invalid_encoding(GetDatabaseEncoding(), s + valid,
+								(int) len - valid);
+	}
+}
+
+/*
+ * len bytes as a NUL-terminated string, once checked.
+ */
+static char *
+make_cstring(DecodeRun *r, const char *s, size_t len)
+{
+	char	   *result;
+
+	verify_text(r, s, len);
+	result = palloc(len + 1);
+	memcpy(result, s, len);
+	result[len] = '\0';
+	return result;
+}
+
+/*
+ * Fill a column from a string, or NULL, through its type's input function.
+ * NULL goes through it too, so that a domain's NOT NULL holds, as in COPY.
+ */
+static inline void
+store_text(DecodeRun *r, DecColumn *c, char *str)
+{
+	r->values[c->attidx] = InputFunctionCall(&c->infunc, str, c->ioparam,
+											 c->typmod);
+	r->nulls[c->attidx] = (str == NULL);
+}
+
+/*
+ * Fill a column with a value of its base type, checked against its domain.
+ */
+static void
+store_datum(DecodeRun *r, DecColumn *c, Datum value, bool isnull)
+{
+	if (c->is_domain)
+		domain_check(value, isnull, c->typid, &c->domain_extra, r->d->cxt);
+	r->values[c->attidx] = value;
+	r->nulls[c->attidx] = isnull;
+}
+
+/*
+ * Fill a column from raw bytes, or NULL: as they are into bytea, else as
+ * text through the input function.
+ */
+static void
+store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
+{
+	if (data == NULL)
+		store_text(r, c, NULL);
+	else if (c->is_bytea)
+	{
+		bytea	   *b;
+
+		if (len > MaxAllocSize - VARHDRSZ)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("message bytes of %zu bytes are too long", len),
+					 errdetail("bytea values are limited to %zu bytes.",
+							   (size_t) (MaxAllocSize - VARHDRSZ))));
+		b = palloc(len + VARHDRSZ);
+		SET_VARSIZE(b, len + VARHDRSZ);
+		memcpy(VARDATA(b), data, len);
+		store_datum(r, c, PointerGetDatum(b), false);
+	}
+	else
+	{
+		char	   *s = make_cstring(r, data, len);
+
+		store_text(r, c, s);
+		pfree(s);
+	}
+}
+
+/*
+ * A column filled with the message timestamp (ms since the Unix epoch, -1
+ * for none).
+ */
+static void
+store_timestamp(DecodeRun *r, DecColumn *c, int64 ms)
+{
+	int64		usecs;
+
+	if (ms == -1)
+	{
+		store_datum(r, c, (Datum) 0, true);
+		return;
+	}
+	switch (c->basetype)
+	{
+		case INT8OID:
+			store_datum(r, c, Int64GetDatum(ms), false);
+			return;
+		case TIMESTAMPTZOID:
+		case TIMESTAMPOID:
+			if (pg_mul_s64_overflow(ms, 1000, &usecs) ||
+				pg_sub_s64_overflow(usecs, SW_EPOCH_DIFF_USECS, &usecs) ||
+				!IS_VALID_TIMESTAMP(usecs))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+						 errmsg("timestamp out of range: %lld ms since the Unix epoch",
+								(long long) ms)));
+			/* a timestamp gets the instant's wall-clock time in UTC */
+			store_datum(r, c, Int64GetDatum(usecs), false);
+			return;
+	}
+	elog(ERROR, "unexpected type %u for a timestamp column", c->typid);
+}
+
+/*
+ * A column filled with all the headers, as a JSON array of one-field
+ * objects, in order.
+ */
+static void
+store_headers(DecodeRun *r, DecColumn *c)
+{
+	const SwMessage *msg = r->msg;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int i = 0; i < msg->nheaders; i++)
+	{
+		const SwHeader *h = &msg->headers[i];
+
+		r->header_no = i + 1;
+		verify_text(r, h->name, strlen(h->name));
+		r->header = h->name;
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		escape_json(&buf, h->name);
+		appendStringInfoString(&buf, ": ");
+		if (h->value == NULL)
+			appendStringInfoString(&buf, "null");
+		else
+		{
+			char	   *value = make_cstring(r, h->value, h->len);
+
+			escape_json(&buf, value);
+			pfree(value);
+		}
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	r->header = NULL;
+	r->header_no = 0;
+	store_text(r, c, buf.data);
+	pfree(buf.data);
+}
+
+/*
+ * The last header with a name, or NULL: names compare exactly for Kafka,
+ * in any case for webhooks (HTTP).
+ */
+static const SwHeader *
+find_header(DecodeRun *r, const char *name)
+{
+	const SwMessage *msg = r->msg;
+	bool		any_case = r->d->kind == SW_KIND_WEBHOOK;
+
+	for (int i = msg->nheaders - 1; i >= 0; i--)
+	{
+		const SwHeader *h = &msg->headers[i];
+
+		if (any_case ? pg_strcasecmp(h->name, name) == 0 :
+			strcmp(h->name, name) == 0)
+			return h;
+	}
+	return NULL;
+}
+
+/*
+ * Fill a metadata column from the message.
+ */
+static void
+fill_metadata(DecodeRun *r, DecColumn *c)
+{
+	const SwMessage *msg = r->msg;
+	const SwHeader *h;
+
+	r->col = c;
+	switch (c->source)
+	{
+		case SW_COLUMN_DATA:
+			Assert(false);
+			break;
+		case SW_COLUMN_PARTITION:
+			store_datum(r, c, c->basetype == INT8OID ?
+						Int64GetDatum((int64) msg->partition) :
+						Int32GetDatum(msg->partition), false);
+			break;
+		case SW_COLUMN_OFFSET:
+			store_datum(r, c, Int64GetDatum(msg->offset), false);
+			break;
+		case SW_COLUMN_TIMESTAMP:
+		case SW_COLUMN_RECEIVED_AT:
+			store_timestamp(r, c, msg->timestamp_ms);
+			break;
+		case SW_COLUMN_KEY:
+			store_raw(r, c, msg->key, msg->key_len);
+			break;
+		case SW_COLUMN_BODY:
+			store_raw(r, c, msg->value, msg->value_len);
+			break;
+		case SW_COLUMN_HEADER:
+			h = find_header(r, c->header);
+			if (h)
+				store_raw(r, c, h->value, h->len);
+			else
+				store_raw(r, c, NULL, 0);
+			break;
+		case SW_COLUMN_HEADERS:
+			store_headers(r, c);
+			break;
+		case SW_COLUMN_TOPIC:
+			if (msg->topic)
+				store_datum(r, c, CStringGetTextDatum(msg->topic), false);
+			else
+				store_datum(r, c, (Datum) 0, true);
+			break;
+	}
+	r->col = NULL;
+	r->byte = 0;
+}
+
+/*
+ * A data column that no field filled: its default, or NULL.
+ */
+static void
+fill_default(DecodeRun *r, DecColumn *c)
+{
+	r->col = c;
+	if (c->default_expr)
+	{
+		bool		isnull;
+		Datum		value;
+
+		value = ExecEvalExpr(c->default_expr, r->d->econtext, &isnull);
+		r->values[c->attidx] = value;
+		r->nulls[c->attidx] = isnull;
+	}
+	else if (c->has_default)
+	{
+		r->values[c->attidx] = c->default_value;
+		r->nulls[c->attidx] = c->default_isnull;
+	}
+	else
+		store_text(r, c, NULL);
+	r->col = NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * JSON
+ * ---------------------------------------------------------------------
+ */
+
+static inline uint32
+field_hash(const char *name, size_t len)
+{
+	return hash_bytes((const unsigned char *) name, (int) len);
+}
+
+/*
+ * The first column a top-level field fills, or -1.
+ */
+static int
+field_lookup(SwDecoder *d, const char *name, size_t len)
+{
+	uint32		h = field_hash(name, len);
+
+	for (int i = h & d->hash_mask;; i = (i + 1) & d->hash_mask)
+	{
+		int			entry = d->hash[i];
+		DecColumn  *c;
+
+		if (entry == 0)
+			return -1;
+		c = &d->cols[entry - 1];
+		if (c->field_hash == h && c->field_len == len &&
+			memcmp(c->field, name, len) == 0)
+			return entry - 1;
+	}
+}
+
+/*
+ * Whether this decoding fills a column.
+ */
+static inline bool
+wanted(DecodeRun *r, DecColumn *c)
+{
+	return !r->key_only || c->is_key;
+}
+
+/*
+ * The parser failed at a token of lex, whose input begins at byte offset
+ * of the message part: say where, and what it expected.
+ */
+static void
+json_error(DecodeRun *r, JsonParseErrorType err, JsonLexContext *lex,
+		   int offset)
+{
+	int			pos;
+
+	if (lex->token_start)
+	{
+		int			toklen = lex->token_terminator - lex->token_start;
+
+		pos = offset + (lex->token_start - lex->input) + 1;
+		/* quote at most the beginning of a long token */
+		if (toklen > SW_ERROR_TOKEN_BYTES)
+			lex->token_terminator = lex->token_start +
+				pg_mbcliplen(lex->token_start, toklen, SW_ERROR_TOKEN_BYTES);
+	}
+	else
+	{
+		/* the input ended: the byte after its last */
+		pos = offset + (lex->token_terminator - lex->input) + 1;
+	}
+	ereport(ERROR,
+			(errcode(err == JSON_UNICODE_CODE_POINT_ZERO ||
+					 err == JSON_UNICODE_HIGH_ESCAPE
+					 ? ERRCODE_UNTRANSLATABLE_CHARACTER
+					 : ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 r->in_key
+			 ? errmsg("invalid JSON in message key at byte %d", pos)
+			 : errmsg("invalid JSON in message value at byte %d", pos),
+			 errdetail("%s", json_errdetail(err, lex))));
+}
+
+/*
+ * Point a lexer at len bytes of JSON, with or without a buffer for the
+ * de-escaped text of strings (which it keeps, unless a long string grew it).
+ */
+static void
+lex_restart(SwDecoder *d, JsonLexContext *lex, const char *json, size_t len)
+{
+	StringInfo	strval = lex->strval;
+
+	if (strval)
+	{
+		if (strval->maxlen > SW_KEEP_BUFFER)
+		{
+			MemoryContext old = MemoryContextSwitchTo(d->cxt);
+
+			pfree(strval->data);
+			initStringInfo(strval);
+			MemoryContextSwitchTo(old);
+		}
+		resetStringInfo(strval);
+	}
+	memset(lex, 0, sizeof(JsonLexContext));
+	lex->input = lex->token_terminator = lex->line_start = (char *) json;
+	lex->line_number = 1;
+	lex->input_length = (int) len;
+	lex->input_encoding = GetDatabaseEncoding();
+	lex->strval = strval;
+}
+
+/*
+ * The text of a string token that holds escapes, de-escaped by the JSON
+ * lexer itself (the one that lexes the message leaves strings as they are,
+ * which is much faster).  Its errors are reported where the token is.
+ */
+static char *
+unescape(DecodeRun *r, const char *token, size_t len)
+{
+	JsonLexContext *lex = &r->d->unescape_lex;
+	JsonParseErrorType err;
+
+	lex_restart(r->d, lex, token, len);
+	err = json_lex(lex);
+	if (err != JSON_SUCCESS)
+		json_error(r, err, lex, token - r->lex->input);
+	Assert(lex->token_type == JSON_TOKEN_STRING &&
+		   lex->token_terminator == token + len);
+	return pstrdup(lex->strval->data);
+}
+
+/*
+ * The value is not an object: the decoding stops at its first token.
+ */
+static void
+not_an_object(DecodeRun *r, JsonTokenType type)
+{
+	const char *what;
+
+	switch (type)
+	{
+		case JSON_TOKEN_ARRAY_START:
+			what = "a JSON array";
+			break;
+		case JSON_TOKEN_STRING:
+			what = "a JSON string";
+			break;
+		case JSON_TOKEN_NUMBER:
+			what = "a JSON number";
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			what = "a JSON boolean";
+			break;
+		default:
+			what = "JSON null";
+			break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 r->in_key
+			 ? errmsg("message key is not a JSON object")
+			 : errmsg("message value is not a JSON object"),
+			 errdetail("It is %s.", what)));
+}
+
+/*
+ * A top-level field's value is an object or an array: only json and jsonb
+ * columns take it (at the field's end, as raw text).
+ */
+static void
+nested_value(DecodeRun *r, bool object)
+{
+	SwDecoder  *d = r->d;
+
+	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
+	{
+		DecColumn  *c = &d->cols[i];
+
+		if (!wanted(r, c) || c->is_json)
+			continue;
+		r->col = c;
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 object
+				 ? errmsg("cannot convert a JSON object to type %s",
+						  format_type_with_typemod(c->typid, c->typmod))
+				 : errmsg("cannot convert a JSON array to type %s",
+						  format_type_with_typemod(c->typid, c->typmod)),
+				 errhint("Only columns of type json or jsonb take nested objects and arrays.")));
+	}
+}
+
+static void
+json_object_start(void *arg)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+
+	/* level 0 is the message's own object */
+	if (r->lex->lex_level == 1 && r->cur >= 0)
+		nested_value(r, true);
+}
+
+static void
+json_array_start(void *arg)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+
+	if (r->lex->lex_level == 0)
+		not_an_object(r, JSON_TOKEN_ARRAY_START);
+	if (r->lex->lex_level == 1 && r->cur >= 0)
+		nested_value(r, false);
+}
+
+static inline bool
+json_whitespace(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/*
+ * A top-level field: find the columns it fills.
+ *
+ * The lexer gives no field name (it de-escapes no strings for us), but it
+ * has just read the name, a colon, and the value's first token: the name
+ * is the string that ends before the colon.  Its opening quote is the
+ * first quote before its closing one that no backslash escapes (a quote in
+ * a valid string, which the lexer checked, is always escaped).
+ */
+static void
+json_field_start(void *arg, char *fname, bool isnull)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+	JsonLexContext *lex = r->lex;
+	const char *start;
+	const char *end;
+
+	if (lex->lex_level != 1)
+		return;
+
+	end = lex->prev_token_terminator - 1;	/* the colon */
+	Assert(*end == ':');
+	do
+		end--;
+	while (json_whitespace(*end));
+	Assert(*end == '"');
+	for (start = end - 1;; start--)
+	{
+		int			backslashes = 0;
+
+		if (*start != '"')
+			continue;
+		while (start[-1 - backslashes] == '\\')
+			backslashes++;
+		if (backslashes % 2 == 0)
+			break;
+	}
+	start++;
+
+	if (memchr(start, '\\', end - start) == NULL)
+	{
+		r->field = start;
+		r->field_len = end - start;
+	}
+	else
+	{
+		r->field = unescape(r, start - 1, end - start + 2);
+		r->field_len = strlen(r->field);
+	}
+	r->cur = field_lookup(r->d, r->field, r->field_len);
+	r->value_start = lex->token_start;
+}
+
+/*
+ * The end of a top-level field: json and jsonb columns take the raw text
+ * of its value (other columns took a scalar already).
+ */
+static void
+json_field_end(void *arg, char *fname, bool isnull)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+	SwDecoder  *d = r->d;
+
+	if (r->lex->lex_level != 1)
+		return;
+	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
+	{
+		DecColumn  *c = &d->cols[i];
+
+		if (!wanted(r, c))
+			continue;
+		if (c->is_json)
+		{
+			r->col = c;
+			if (isnull)
+				store_text(r, c, NULL);
+			else
+			{
+				char	   *raw;
+
+				raw = pnstrdup(r->value_start,
+							   r->lex->prev_token_terminator - r->value_start);
+				store_text(r, c, raw);
+				pfree(raw);
+			}
+			r->col = NULL;
+		}
+		d->seen[i] = true;
+	}
+	r->cur = -1;
+	r->field = NULL;
+}
+
+/*
+ * A scalar: a top-level field's value goes to the columns of other types
+ * than json and jsonb; a scalar message is not an object.  The lexer gives
+ * the text of numbers, true, false and null, but not of strings: that is
+ * the token between the value's start and the lexer's last token end.
+ */
+static void
+json_scalar(void *arg, char *token, JsonTokenType type)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+	SwDecoder  *d = r->d;
+	char	   *text = token;
+
+	if (r->lex->lex_level == 0)
+		not_an_object(r, type);
+	if (r->lex->lex_level != 1)
+	{
+		if (token)
+			pfree(token);
+		return;
+	}
+
+	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
+	{
+		DecColumn  *c = &d->cols[i];
+
+		if (!wanted(r, c) || c->is_json)
+			continue;
+		if (type == JSON_TOKEN_STRING && text == NULL)
+		{
+			const char *start = r->value_start;
+			size_t		len = r->lex->prev_token_terminator - start;
+
+			if (memchr(start, '\\', len) == NULL)
+				text = pnstrdup(start + 1, len - 2);
+			else
+				text = unescape(r, start, len);
+		}
+		r->col = c;
+		store_text(r, c, type == JSON_TOKEN_NULL ? NULL : text);
+		r->col = NULL;
+	}
+	if (text)
+		pfree(text);
+}
+
+/*
+ * Decode a JSON object into the data columns (or, for a tombstone's key,
+ * the key columns among them), and default the ones it lacks.
+ */
+static void
+decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
+{
+	SwDecoder  *d = r->d;
+	JsonSemAction sem;
+	JsonParseErrorType err;
+
+	r->in_part = true;
+	verify_text(r, json, len);
+
+	r->lex = &d->lex;
+	lex_restart(d, r->lex, json, len);
+	r->key_only = key_only;
+	r->cur = -1;
+	memset(d->seen, 0, sizeof(bool) * d->ncols);
+
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = r;
+	sem.object_start = json_object_start;
+	sem.array_start = json_array_start;
+	sem.object_field_start = json_field_start;
+	sem.object_field_end = json_field_end;
+	sem.scalar = json_scalar;
+
+	err = pg_parse_json(r->lex, &sem);
+	if (err != JSON_SUCCESS)
+		json_error(r, err, r->lex, 0);
+	r->in_part = false;
+
+	for (int j = 0; j < d->ndata; j++)
+	{
+		int			i = d->data[j];
+
+		if (!d->seen[i] && wanted(r, &d->cols[i]))
+			fill_default(r, &d->cols[i]);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * CSV
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * COPY's data source: the message being decoded.
+ */
+static int
+csv_read(void *outbuf, int minread, int maxread)
+{
+	size_t		n = Min((size_t) maxread, csv_input_len - csv_input_pos);
+
+	memcpy(outbuf, csv_input + csv_input_pos, n);
+	csv_input_pos += n;
+	return (int) n;
+}
+
+/*
+ * Begin the COPY that reads the data columns of every message, once.
+ */
+static CopyFromState
+csv_begin(SwDecoder *d, Relation rel)
+{
+	List	   *names = NIL;
+	List	   *options;
+	CopyFromState cstate;
+
+	for (int j = 0; j < d->ndata; j++)
+		names = lappend(names, makeString(pstrdup(d->cols[d->data[j]].name)));
+	options = list_make2(makeDefElem("format", (Node *) makeString("csv"), -1),
+						 makeDefElem("encoding",
+									 (Node *) makeString(pstrdup(GetDatabaseEncodingName())),
+									 -1));
+	cstate = BeginCopyFrom(NULL, rel, NULL, NULL, false, csv_read, names,
+						   options);
+	/* BeginCopyFrom reports a COPY in progress; none is, between messages */
+	pgstat_progress_end_command();
+	/* the decoder outlives the relation it was made from */
+	cstate->rel = NULL;
+	cstate->cur_relname = d->relname;
+	Assert(!cstate->need_transcoding && cstate->input_buf == cstate->raw_buf);
+	return cstate;
+}
+
+/*
+ * Rewind the COPY to read a new message from its start, as BeginCopyFrom
+ * left it; the buffers stay, unless the last message grew them too much.
+ */
+static void
+csv_rewind(SwDecoder *d, CopyFromState cstate)
+{
+	MemoryContext old = MemoryContextSwitchTo(cstate->copycontext);
+
+	if (cstate->line_buf.maxlen > SW_KEEP_BUFFER)
+	{
+		pfree(cstate->line_buf.data);
+		initStringInfo(&cstate->line_buf);
+	}
+	if (cstate->attribute_buf.maxlen > SW_KEEP_BUFFER)
+	{
+		pfree(cstate->attribute_buf.data);
+		initStringInfo(&cstate->attribute_buf);
+	}
+	MemoryContextSwitchTo(old);
+
+	cstate->eol_type = EOL_UNKNOWN;
+	cstate->cur_lineno = 0;
+	cstate->cur_attname = NULL;
+	cstate->cur_attval = NULL;
+	resetStringInfo(&cstate->line_buf);
+	cstate->line_buf_valid = false;
+	resetStringInfo(&cstate->attribute_buf);
+	cstate->raw_buf_index = cstate->raw_buf_len = 0;
+	cstate->raw_buf[0] = '\0';
+	cstate->raw_reached_eof = false;
+	cstate->input_buf_index = cstate->input_buf_len = 0;
+	cstate->input_reached_eof = false;
+	cstate->input_reached_error = false;
+	cstate->bytes_processed = 0;
+}
+
+/*
+ * Decode one CSV record into the data columns.
+ */
+static void
+decode_csv(DecodeRun *r, const char *value, size_t len)
+{
+	SwDecoder  *d = r->d;
+	CopyFromState cstate = d->cstate;
+	char	  **fields;
+	int			nfields;
+
+	r->in_part = true;
+	verify_text(r, value, len);
+	if (d->ndata == 0)
+		return;					/* nothing to fill */
+
+	csv_rewind(d, cstate);
+	csv_input = value;
+	csv_input_len = len;
+	csv_input_pos = 0;
+
+	if (!NextCopyFromRawFields(cstate, &fields, &nfields))
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("message value holds no CSV record")));
+	if (nfields > d->ndata)
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("extra data after last expected column")));
+	if (nfields < d->ndata)
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("missing data for column \"%s\"",
+						d->cols[d->data[nfields]].name)));
+	r->in_part = false;
+
+	for (int j = 0; j < d->ndata; j++)
+	{
+		r->col = &d->cols[d->data[j]];
+		r->csv_field = j + 1;
+		store_text(r, r->col, fields[j]);
+	}
+	r->col = NULL;
+	r->csv_field = 0;
+
+	r->in_part = true;
+	if (NextCopyFromRawFields(cstate, &fields, &nfields))
+		ereport(ERROR,
+				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				 errmsg("message value holds more than one CSV record"),
+				 errhint("Quote a field to put a line break in it.")));
+	r->in_part = false;
+	csv_input = NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Decoders
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The default of a data column, for a JSON message that lacks its field:
+ * a constant is kept as it is, other expressions are evaluated per message.
+ */
+static void
+prepare_default(SwDecoder *d, Relation rel, DecColumn *c)
+{
+	Expr	   *expr = (Expr *) build_column_default(rel, c->attidx + 1);
+
+	if (expr == NULL)
+		return;
+	c->has_default = true;
+	expr = expression_planner(expr);
+	if (IsA(expr, Const))
+	{
+		c->default_value = ((Const *) expr)->constvalue;
+		c->default_isnull = ((Const *) expr)->constisnull;
+		return;
+	}
+	if (d->econtext == NULL)
+		d->econtext = CreateStandaloneExprContext();
+	c->default_expr = ExecInitExpr(expr, NULL);
+}
+
+/*
+ * Hash the fields of the data columns (the column's name, or its field
+ * option); columns filled by one field are chained in table order.
+ */
+static void
+build_field_hash(SwDecoder *d)
+{
+	int			size = 8;
+
+	while (size < d->ndata * 2)
+		size *= 2;
+	d->hash_mask = size - 1;
+	d->hash = palloc0(sizeof(int) * size);
+
+	for (int j = 0; j < d->ndata; j++)
+	{
+		int			ci = d->data[j];
+		DecColumn  *c = &d->cols[ci];
+
+		c->field_len = strlen(c->field);
+		c->field_hash = field_hash(c->field, c->field_len);
+		for (int i = c->field_hash & d->hash_mask;; i = (i + 1) & d->hash_mask)
+		{
+			DecColumn  *other;
+
+			if (d->hash[i] == 0)
+			{
+				d->hash[i] = ci + 1;
+				break;
+			}
+			other = &d->cols[d->hash[i] - 1];
+			if (other->field_hash == c->field_hash &&
+				other->field_len == c->field_len &&
+				memcmp(other->field, c->field, c->field_len) == 0)
+			{
+				while (other->next_same >= 0)
+					other = &d->cols[other->next_same];
+				other->next_same = ci;
+				break;
+			}
+		}
+	}
+}
+
+/*
+ * Prepare everything a table's messages need; it all lives in the current
+ * memory context.
+ */
+SwDecoder *
+sw_decoder_create(Relation ftrel, const SwSourceTable *st)
+{
+	TupleDesc	desc = RelationGetDescr(ftrel);
+	SwDecoder  *d = palloc0(sizeof(SwDecoder));
+
+	d->cxt = CurrentMemoryContext;
+	d->relname = pstrdup(RelationGetRelationName(ftrel));
+	d->kind = st->kind;
+	d->format = st->format;
+	d->upsert = st->upsert;
+	d->natts = desc->natts;
+	d->cols = palloc0(sizeof(DecColumn) * Max(st->ncolumns, 1));
+	d->data = palloc(sizeof(int) * Max(st->ncolumns, 1));
+	d->key = palloc(sizeof(int) * Max(st->ncolumns, 1));
+	d->seen = palloc0(sizeof(bool) * Max(st->ncolumns, 1));
+
+	for (int i = 0; i < st->ncolumns; i++)
+	{
+		const SwColumn *sc = &st->columns[i];
+		Form_pg_attribute att = TupleDescAttr(desc, sc->attnum - 1);
+		DecColumn  *c = &d->cols[d->ncols];
+		Oid			infunc;
+		ListCell   *lc;
+
+		/* stored generated columns are the writer's to compute */
+		if (att->attgenerated)
+			continue;
+
+		c->attidx = sc->attnum - 1;
+		c->name = pstrdup(sc->name);
+		c->source = sc->source;
+		c->header = sc->header ? pstrdup(sc->header) : NULL;
+		c->typid = att->atttypid;
+		c->typmod = att->atttypmod;
+		c->basetype = getBaseType(c->typid);
+		c->is_domain = c->basetype != c->typid;
+		c->is_json = c->basetype == JSONOID || c->basetype == JSONBOID;
+		c->is_bytea = c->basetype == BYTEAOID;
+		getTypeInputInfo(c->typid, &infunc, &c->ioparam);
+		fmgr_info_cxt(infunc, &c->infunc, d->cxt);
+		c->next_same = -1;
+
+		foreach(lc, st->key)
+			if (strcmp((char *) lfirst(lc), c->name) == 0)
+				c->is_key = true;
+
+		if (c->source == SW_COLUMN_DATA)
+		{
+			d->data[d->ndata++] = d->ncols;
+			c->field = pstrdup(sc->field ? sc->field : sc->name);
+			prepare_default(d, ftrel, c);
+		}
+		if (c->is_key)
+		{
+			d->key[d->nkey++] = d->ncols;
+			if (c->source == SW_COLUMN_DATA)
+				d->key_has_data = true;
+		}
+		d->ncols++;
+	}
+
+	build_field_hash(d);
+	d->unescape_lex.strval = makeStringInfo();
+	if (d->format == SW_FORMAT_CSV && d->ndata > 0)
+		d->cstate = csv_begin(d, ftrel);
+	return d;
+}
+
+/*
+ * Begin a call: an empty row, and the error context.
+ */
+static void
+begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
+		  TupleTableSlot *slot, ErrorContextCallback *errcb)
+{
+	Assert(slot->tts_tupleDescriptor->natts == d->natts);
+
+	memset(r, 0, sizeof(DecodeRun));
+	r->d = d;
+	r->msg = msg;
+	r->cur = -1;
+
+	ExecClearTuple(slot);
+	r->values = slot->tts_values;
+	r->nulls = slot->tts_isnull;
+	memset(r->values, 0, sizeof(Datum) * d->natts);
+	memset(r->nulls, true, sizeof(bool) * d->natts);
+
+	errcb->callback = decode_error_callback;
+	errcb->arg = r;
+	errcb->previous = error_context_stack;
+	error_context_stack = errcb;
+}
+
+/*
+ * Every key column of an upsert source must have a value.
+ */
+static void
+check_key(DecodeRun *r)
+{
+	SwDecoder  *d = r->d;
+
+	for (int k = 0; k < d->nkey; k++)
+	{
+		DecColumn  *c = &d->cols[d->key[k]];
+
+		if (!r->nulls[c->attidx])
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in key column \"%s\" of upsert source table \"%s\"",
+						c->name, d->relname),
+				 c->source == SW_COLUMN_DATA && r->in_key && r->msg->key == NULL
+				 ? errdetail("The tombstone has no key.")
+				 : c->source == SW_COLUMN_DATA && r->in_key
+				 ? errdetail("The message key has no field \"%s\", or it is null.", c->field)
+				 : c->source == SW_COLUMN_DATA &&
+				 (d->format == SW_FORMAT_JSON || d->format == SW_FORMAT_JSON_ARRAY)
+				 ? errdetail("The message value has no field \"%s\", or it is null.", c->field)
+				 : c->source == SW_COLUMN_KEY
+				 ? errdetail("The message has no key.")
+				 : c->source == SW_COLUMN_HEADER
+				 ? errdetail("The message has no header \"%s\", or it is null.", c->header)
+				 : errdetail("The message gives the column no value.")));
+	}
+}
+
+/*
+ * Decode a message into a row of the table.
+ */
+void
+sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
+{
+	DecodeRun	r;
+	ErrorContextCallback errcb;
+
+	begin_run(&r, d, msg, slot, &errcb);
+
+	if (msg->value == NULL &&
+		(d->format != SW_FORMAT_TEXT && d->format != SW_FORMAT_BYTES))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("message for source table \"%s\" has no value",
+						d->relname),
+				 errdetail("Its format needs a value; only upsert sources take messages without one (tombstones), which delete a key.")));
+
+	switch (d->format)
+	{
+		case SW_FORMAT_JSON:
+		case SW_FORMAT_JSON_ARRAY:
+			decode_json(&r, msg->value, msg->value_len, false);
+			break;
+		case SW_FORMAT_TEXT:
+		case SW_FORMAT_BYTES:
+			for (int j = 0; j < d->ndata; j++)
+			{
+				r.col = &d->cols[d->data[j]];
+				store_raw(&r, r.col, msg->value, msg->value_len);
+			}
+			r.col = NULL;
+			break;
+		case SW_FORMAT_CSV:
+			decode_csv(&r, msg->value, msg->value_len);
+			break;
+	}
+	r.byte = 0;
+
+	for (int i = 0; i < d->ncols; i++)
+		if (d->cols[i].source != SW_COLUMN_DATA)
+			fill_metadata(&r, &d->cols[i]);
+
+	if (d->upsert)
+		check_key(&r);
+
+	error_context_stack = errcb.previous;
+	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * Decode only the key of a tombstone of an upsert source.
+ */
+void
+sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
+{
+	DecodeRun	r;
+	ErrorContextCallback errcb;
+
+	if (!d->upsert)
+		elog(ERROR, "source table \"%s\" has no key", d->relname);
+
+	begin_run(&r, d, msg, slot, &errcb);
+
+	for (int k = 0; k < d->nkey; k++)
+		if (d->cols[d->key[k]].source != SW_COLUMN_DATA)
+			fill_metadata(&r, &d->cols[d->key[k]]);
+
+	if (d->key_has_data)
+	{
+		r.in_key = true;
+		if (msg->key != NULL)
+			decode_json(&r, msg->key, msg->key_len, true);
+	}
+
+	check_key(&r);
+
+	error_context_stack = errcb.previous;
+	ExecStoreVirtualTuple(slot);
+}

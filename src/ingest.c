@@ -1,0 +1,670 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest.c
+ *		  Writing messages into a source: decoded, checked, kept as errors
+ *		  when they cannot be, and consumed exactly once
+ *
+ * The Kafka workers (kafka_worker.c) and retry_errors() hand messages to an
+ * ingestion, which writes them in the caller's transaction as one batch of
+ * an origin, through a writer opened as the table's owner.  Decoding runs
+ * as the owner too: input functions, defaults and the table's constraints
+ * are the owner's code, not the worker's.
+ *
+ * A message that cannot be decoded, or whose row breaks a constraint, must
+ * not stop the others: it is kept in source_writes.errors with the reason,
+ * and its offset counts as consumed.  Catching an error takes a
+ * subtransaction, and one per message would cost more than decoding it, so
+ * messages are decoded a chunk at a time in one subtransaction; when one
+ * fails, the subtransaction rolls back, the message is kept as an error,
+ * and decoding goes on after it in a new one.  Rows decoded before the
+ * failure live in memory of our own, which the rollback does not touch.
+ * Then the chunk's rows are written, outside any subtransaction: writes
+ * that fail (a lock timeout, a full disk) fail the batch, and the worker
+ * tries it again.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/hio.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "storage/lmgr.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+
+#include "catalog.h"
+#include "controller.h"
+#include "decode.h"
+#include "ingest.h"
+#include "writer.h"
+
+/* messages decoded in one subtransaction, then written */
+#define SW_INGEST_CHUNK		1000
+
+/* columns of source_writes.errors */
+#define Anum_e_source		1
+#define Anum_e_ts			2
+#define Anum_e_partition	3
+#define Anum_e_offset		4
+#define Anum_e_key			5
+#define Anum_e_value		6
+#define Anum_e_error		7
+#define Anum_e_timestamp	8
+#define Anum_e_header_names 9
+#define Anum_e_header_values 10
+#define Natts_e				10
+
+struct SwIngest
+{
+	Oid			relid;
+	SwOrigin	origin;
+	SwSourceTable *st;			/* the table's options, when created */
+	SwDecoder  *decoder;
+	TupleDesc	desc;			/* the table's rows */
+	TupleTableSlot *slots[SW_INGEST_CHUNK]; /* a chunk's rows */
+	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
+	BulkInsertState bistate;	/* for appends, across batches */
+
+	/* the current batch */
+	Relation	ftrel;
+	SwWriter   *writer;
+	int			nmessages;		/* buffered, not decoded yet */
+	const SwMessage *messages[SW_INGEST_CHUNK];
+	int64		written;
+	int64		kept;
+};
+
+/*
+ * Prepare to ingest messages into a source table, for any number of
+ * batches, in the current memory context: its options, decoder and slots,
+ * as they are now (a worker whose table changes starts again).
+ */
+SwIngest *
+sw_ingest_create(Relation ftrel, SwOrigin origin)
+{
+	SwIngest   *ing = palloc0(sizeof(SwIngest));
+
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
+	ing->relid = RelationGetRelid(ftrel);
+	ing->origin = origin;
+	ing->st = sw_source_table(ftrel);
+
+	/*
+	 * Preparing the decoder can run the owner's code (a default's immutable
+	 * functions are folded): as the owner, restricted, as when decoding.
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(ftrel->rd_rel->relowner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	sw_writer_safe_search_path();
+	ing->decoder = sw_decoder_create(ftrel, ing->st);
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	ing->desc = CreateTupleDescCopy(RelationGetDescr(ftrel));
+	for (int i = 0; i < SW_INGEST_CHUNK; i++)
+		ing->slots[i] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
+	ing->bistate = GetBulkInsertState();
+	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										   "source_writes ingestion chunk",
+										   ALLOCSET_DEFAULT_SIZES);
+	return ing;
+}
+
+/*
+ * Start a batch in the current transaction: the caller has opened the
+ * table (RowExclusiveLock) and has an active snapshot.
+ */
+void
+sw_ingest_begin(SwIngest *ing, Relation ftrel)
+{
+	Assert(RelationGetRelid(ftrel) == ing->relid);
+	ing->ftrel = ftrel;
+	ing->writer = sw_writer_open(ftrel, ing->origin, ftrel->rd_rel->relowner, NULL);
+	sw_writer_use_bulk_state(ing->writer, ing->bistate);
+	sw_writer_allow_subtransactions(ing->writer);
+	ing->nmessages = 0;
+	ing->written = 0;
+	ing->kept = 0;
+}
+
+/*
+ * Keep a message that could not be decoded in source_writes.errors, with
+ * the reason.  Written directly, as the catalog is: the owner we run as
+ * need not have any privilege on it.
+ */
+static void
+keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
+{
+	Oid			index;
+	Relation	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
+	Datum		values[Natts_e];
+	bool		nulls[Natts_e] = {0};
+	HeapTuple	tuple;
+
+	values[Anum_e_source - 1] = ObjectIdGetDatum(ing->relid);
+	values[Anum_e_ts - 1] = Int64GetDatum(sw_now_ms());
+	values[Anum_e_partition - 1] = Int32GetDatum(msg->partition);
+	values[Anum_e_offset - 1] = Int64GetDatum(msg->offset);
+	nulls[Anum_e_partition - 1] = nulls[Anum_e_offset - 1] = msg->offset < 0;
+	if (msg->key)
+	{
+		bytea	   *key = palloc(VARHDRSZ + msg->key_len);
+
+		SET_VARSIZE(key, VARHDRSZ + msg->key_len);
+		memcpy(VARDATA(key), msg->key, msg->key_len);
+		values[Anum_e_key - 1] = PointerGetDatum(key);
+	}
+	else
+		nulls[Anum_e_key - 1] = true;
+	if (msg->value)
+	{
+		bytea	   *value = palloc(VARHDRSZ + msg->value_len);
+
+		SET_VARSIZE(value, VARHDRSZ + msg->value_len);
+		memcpy(VARDATA(value), msg->value, msg->value_len);
+		values[Anum_e_value - 1] = PointerGetDatum(value);
+	}
+	else
+		nulls[Anum_e_value - 1] = true;
+	values[Anum_e_error - 1] = CStringGetTextDatum(error);
+	values[Anum_e_timestamp - 1] = Int64GetDatum(msg->timestamp_ms);
+	nulls[Anum_e_timestamp - 1] = msg->timestamp_ms < 0;
+	if (msg->nheaders == 0)
+		nulls[Anum_e_header_names - 1] = nulls[Anum_e_header_values - 1] = true;
+	else
+	{
+		Datum	   *names = palloc(sizeof(Datum) * msg->nheaders);
+		Datum	   *hvalues = palloc(sizeof(Datum) * msg->nheaders);
+		bool	   *hnulls = palloc(sizeof(bool) * msg->nheaders);
+		int			dims[1] = {msg->nheaders};
+		int			lbs[1] = {1};
+
+		for (int i = 0; i < msg->nheaders; i++)
+		{
+			const SwHeader *h = &msg->headers[i];
+
+			names[i] = CStringGetTextDatum(h->name);
+			hnulls[i] = h->value == NULL;
+			if (h->value)
+			{
+				bytea	   *v = palloc(VARHDRSZ + h->len);
+
+				SET_VARSIZE(v, VARHDRSZ + h->len);
+				memcpy(VARDATA(v), h->value, h->len);
+				hvalues[i] = PointerGetDatum(v);
+			}
+		}
+		values[Anum_e_header_names - 1] = PointerGetDatum(
+			construct_array(names, msg->nheaders, TEXTOID, -1, false, TYPALIGN_INT));
+		values[Anum_e_header_values - 1] = PointerGetDatum(
+			construct_md_array(hvalues, hnulls, 1, dims, lbs, BYTEAOID, -1, false,
+							   TYPALIGN_INT));
+	}
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+	ing->kept++;
+}
+
+/* what a user needs to fix a message: the error, where (CONTEXT), detail */
+static char *
+error_text(ErrorData *edata)
+{
+	char	   *error = edata->context
+		? psprintf("%s (%s)", edata->message, edata->context)
+		: pstrdup(edata->message);
+
+	if (edata->detail)
+		error = psprintf("%s: %s", error, edata->detail);
+	return error;
+}
+
+/*
+ * May a message be kept as an error for this one, rather than the batch
+ * fail and be tried again?  Not for errors that come and go with time or
+ * other sessions, nor for cancellations.
+ */
+static bool
+may_keep(ErrorData *edata)
+{
+	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
+	{
+		case ERRCODE_TRANSACTION_ROLLBACK:	/* serialization, deadlock */
+		case ERRCODE_INSUFFICIENT_RESOURCES:	/* disk full, out of memory */
+		case ERRCODE_OPERATOR_INTERVENTION: /* cancelled, shutting down */
+		case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:	/* lock not available */
+		case ERRCODE_SYSTEM_ERROR:
+		case ERRCODE_INTERNAL_ERROR:
+			return false;
+		default:
+			return true;
+	}
+}
+
+/* is this message a tombstone of an upsert source? */
+static inline bool
+is_tombstone(SwIngest *ing, const SwMessage *msg)
+{
+	return ing->st->upsert && msg->value == NULL;
+}
+
+/*
+ * Decode the messages [from, n) of the chunk into their slots, until one
+ * fails: returns its index (n if none did), with its error in *error.
+ */
+static int
+decode_run(SwIngest *ing, int from, int n, char **error)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile int i = from;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(ing->chunk_cxt);
+	PG_TRY();
+	{
+		for (; i < n; i++)
+		{
+			const SwMessage *msg = ing->messages[i];
+			TupleTableSlot *slot = ing->slots[i];
+
+			CHECK_FOR_INTERRUPTS();
+			if (is_tombstone(ing, msg))
+				sw_decode_key(ing->decoder, msg, slot);
+			else
+			{
+				sw_decode(ing->decoder, msg, slot);
+				sw_writer_complete_row(ing->writer, slot);
+			}
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		sw_writer_reset_checks(ing->writer);
+
+		*error = error_text(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return i;
+}
+
+/*
+ * Write the row of a decoded message: append it, or, on an upsert source,
+ * make it its key's current row, or retract its key's current row.
+ */
+static void
+write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
+{
+	if (!ing->st->upsert)
+		sw_writer_append(ing->writer, slot);
+	else if (is_tombstone(ing, msg))
+		(void) sw_writer_tombstone(ing->writer, slot);
+	else
+		sw_writer_upsert(ing->writer, slot);
+	ing->written++;
+}
+
+/*
+ * Write the decoded rows [from, to) of the chunk (all but those that
+ * failed to decode) in a subtransaction: true if it committed.  If it
+ * fails and holds one message, that message is kept as an error (a row
+ * the heap or an index refuses, say): a message that cannot be written
+ * must not stop the ones after it.  Errors that a retry may cure (a lock
+ * timeout, a full disk, a serialization failure) fail the batch instead.
+ */
+static bool
+write_run(SwIngest *ing, int from, int to, bool *failed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		written = ing->written;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		for (int i = from; i < to; i++)
+			if (!failed[i])
+				write_row(ing, ing->messages[i], ing->slots[i]);
+		sw_writer_sub_end(ing->writer, true);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (!may_keep(edata))
+			PG_RE_THROW();
+		FlushErrorState();
+		sw_writer_sub_end(ing->writer, false);
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ing->written = written;
+		if (to - from == 1)
+		{
+			keep_error(ing, ing->messages[from], error_text(edata));
+			failed[from] = true;
+		}
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Decode and write the buffered messages.
+ */
+static void
+flush_chunk(SwIngest *ing)
+{
+	int			n = ing->nmessages;
+	bool		failed[SW_INGEST_CHUNK] = {0};
+	int			i = 0;
+
+	if (n == 0)
+		return;
+	while (i < n)
+	{
+		char	   *error = NULL;
+
+		i = decode_run(ing, i, n, &error);
+		if (i < n)
+		{
+			keep_error(ing, ing->messages[i], error);
+			failed[i] = true;
+			i++;
+		}
+	}
+
+	/* write them all; if that fails, one at a time, to keep the culprit */
+	if (!write_run(ing, 0, n, failed))
+		for (i = 0; i < n; i++)
+			if (!failed[i])
+				(void) write_run(ing, i, i + 1, failed);
+	for (i = 0; i < n; i++)
+		ExecClearTuple(ing->slots[i]);
+	MemoryContextReset(ing->chunk_cxt);
+	ing->nmessages = 0;
+}
+
+/*
+ * Add a message to the batch.  Its memory must live until the next
+ * sw_ingest_consumed() or sw_ingest_end(), which write what is buffered.
+ */
+void
+sw_ingest_add(SwIngest *ing, const SwMessage *msg)
+{
+	ing->messages[ing->nmessages++] = msg;
+	if (ing->nmessages == SW_INGEST_CHUNK)
+		flush_chunk(ing);
+}
+
+/*
+ * The batch consumes the offsets [from, to) of a partition: when it is
+ * stamped, the stored progress must be at from, and moves to to (see
+ * sw_writer_consumed()).
+ */
+void
+sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to)
+{
+	flush_chunk(ing);
+	sw_writer_consumed(ing->writer, part, from, to);
+}
+
+/*
+ * Write what is buffered and close the batch's writer; the caller commits.
+ * Returns the rows written, and in *kept the messages kept as errors.
+ */
+int64
+sw_ingest_end(SwIngest *ing, int64 *kept)
+{
+	flush_chunk(ing);
+	sw_writer_close(ing->writer);
+	ing->writer = NULL;
+	ing->ftrel = NULL;
+	*kept = ing->kept;
+	return ing->written;
+}
+
+/*
+ * Forget the batch after its transaction aborted: the writer went with it,
+ * and so did the bulk-insert state's pin on its current buffer.
+ */
+void
+sw_ingest_abort(SwIngest *ing)
+{
+	ing->writer = NULL;
+	ing->ftrel = NULL;
+	ing->nmessages = 0;
+	ing->bistate->current_buf = InvalidBuffer;
+	for (int i = 0; i < SW_INGEST_CHUNK; i++)
+		ExecClearTuple(ing->slots[i]);
+	MemoryContextReset(ing->chunk_cxt);
+}
+
+/*
+ * The source's options, as the ingestion took them.
+ */
+const SwSourceTable *
+sw_ingest_source_table(SwIngest *ing)
+{
+	return ing->st;
+}
+
+/* a kept error, read back to decode again */
+typedef struct SwKeptError
+{
+	HeapTuple	tuple;			/* its row */
+	SwMessage	msg;
+} SwKeptError;
+
+/* the bytes of a bytea datum, and their length */
+static const char *
+bytes_of(Datum d, size_t *len)
+{
+	bytea	   *b = DatumGetByteaPP(d);
+
+	*len = VARSIZE_ANY_EXHDR(b);
+	return VARDATA_ANY(b);
+}
+
+/*
+ * The kept errors of a source, oldest partition and offset first, as the
+ * messages they were.
+ */
+static List *
+read_kept_errors(Relation rel, Oid index, SwIngest *ing)
+{
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	List	   *result = NIL;
+
+	ScanKeyInit(&key, Anum_e_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ing->relid));
+	scan = systable_beginscan_ordered(rel, index_open(index, AccessShareLock),
+									  GetActiveSnapshot(), 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		Datum		values[Natts_e];
+		bool		nulls[Natts_e];
+		SwKeptError *e = palloc0(sizeof(SwKeptError));
+		SwMessage  *m = &e->msg;
+
+		CHECK_FOR_INTERRUPTS();
+		/* the copy: the scan's buffer is not ours for long */
+		e->tuple = heap_copytuple(tuple);
+		heap_deform_tuple(e->tuple, RelationGetDescr(rel), values, nulls);
+		m->partition = nulls[Anum_e_partition - 1] ? -1 : DatumGetInt32(values[Anum_e_partition - 1]);
+		m->offset = nulls[Anum_e_offset - 1] ? -1 : DatumGetInt64(values[Anum_e_offset - 1]);
+		if (!nulls[Anum_e_key - 1])
+			m->key = bytes_of(values[Anum_e_key - 1], &m->key_len);
+		if (!nulls[Anum_e_value - 1])
+			m->value = bytes_of(values[Anum_e_value - 1], &m->value_len);
+		m->timestamp_ms = nulls[Anum_e_timestamp - 1] ? -1 : DatumGetInt64(values[Anum_e_timestamp - 1]);
+		m->topic = ing->st->topic;
+		if (!nulls[Anum_e_header_names - 1] && !nulls[Anum_e_header_values - 1])
+		{
+			Datum	   *names;
+			Datum	   *hvalues;
+			bool	   *hnulls;
+			int			nnames;
+			int			nvalues;
+			SwHeader   *headers;
+
+			deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_names - 1]),
+							  TEXTOID, -1, false, TYPALIGN_INT, &names, NULL, &nnames);
+			deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_values - 1]),
+							  BYTEAOID, -1, false, TYPALIGN_INT, &hvalues, &hnulls, &nvalues);
+			headers = palloc0(sizeof(SwHeader) * Max(nnames, 1));
+			for (int i = 0; i < nnames && i < nvalues; i++)
+			{
+				headers[i].name = TextDatumGetCString(names[i]);
+				if (!hnulls[i])
+					headers[i].value = bytes_of(hvalues[i], &headers[i].len);
+			}
+			m->headers = headers;
+			m->nheaders = Min(nnames, nvalues);
+		}
+		result = lappend(result, e);
+	}
+	index_close(scan->irel, AccessShareLock);
+	systable_endscan_ordered(scan);
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(source_writes_retry_errors);
+
+/*
+ * source_writes.retry_errors(source): decode the kept errors of a source
+ * again, after its table was fixed, and move those that now decode into
+ * it, as a batch of the source's origin written as the table's owner;
+ * those that still fail stay, with the new reason.  Takes SELECT, INSERT
+ * and DELETE on the table; retries of one source run one at a time.
+ * Returns how many moved.
+ */
+Datum
+source_writes_retry_errors(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	SwSource	source;
+	Relation	ftrel;
+	Relation	rel;
+	Oid			index;
+	SwIngest   *ing;
+	List	   *kept;
+	ListCell   *lc;
+	int64		moved = 0;
+	int64		kept_again;
+	AclResult	acl;
+
+	if (!sw_source_lookup(relid, &source))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	/* it reads the kept payloads, writes rows and deletes errors */
+	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (acl == ACLCHECK_OK)
+		acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT);
+	if (acl == ACLCHECK_OK)
+		acl = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	PreventCommandIfReadOnly("retry_errors()");
+
+	/* one retry of a source at a time; writers go on */
+	ftrel = table_open(relid, RowExclusiveLock);
+	LockRelationOid(relid, ShareUpdateExclusiveLock);
+	ing = sw_ingest_create(ftrel, source.kind == SW_KIND_KAFKA
+						   ? SW_ORIGIN_KAFKA : SW_ORIGIN_WEBHOOK);
+	sw_ingest_begin(ing, ftrel);
+
+	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
+	kept = read_kept_errors(rel, index, ing);
+	foreach(lc, kept)
+	{
+		SwKeptError *e = lfirst(lc);
+		char	   *error = NULL;
+		TM_FailureData tmfd;
+
+		ing->messages[0] = &e->msg;
+		if (decode_run(ing, 0, 1, &error) == 1)
+		{
+			/* it decodes: it leaves the errors, unless somebody took it */
+			if (table_tuple_delete(rel, &e->tuple->t_self, GetCurrentCommandId(true),
+								   GetActiveSnapshot(), InvalidSnapshot, true,
+								   &tmfd, false) == TM_Ok)
+			{
+				write_row(ing, &e->msg, ing->slots[0]);
+				moved++;
+			}
+		}
+		else
+		{
+			/* it still fails: say why now */
+			Datum		values[Natts_e] = {0};
+			bool		nulls[Natts_e] = {0};
+			bool		replace[Natts_e] = {0};
+			HeapTuple	tuple;
+
+			values[Anum_e_error - 1] = CStringGetTextDatum(error);
+			replace[Anum_e_error - 1] = true;
+			tuple = heap_modify_tuple(e->tuple, RelationGetDescr(rel), values, nulls, replace);
+			CatalogTupleUpdate(rel, &e->tuple->t_self, tuple);
+		}
+		ExecClearTuple(ing->slots[0]);
+		MemoryContextReset(ing->chunk_cxt);
+		CommandCounterIncrement();
+	}
+	table_close(rel, RowExclusiveLock);
+	(void) sw_ingest_end(ing, &kept_again);
+	table_close(ftrel, NoLock);
+	PG_RETURN_INT64(moved);
+}

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest.h
+ *		  Writing messages into a source: decoded, checked, kept as errors
+ *		  when they cannot be, and consumed exactly once
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_INGEST_H
+#define SW_INGEST_H
+
+#include "utils/relcache.h"
+
+#include "decode.h"
+#include "fdw_options.h"
+#include "source_writes.h"
+
+typedef struct SwIngest SwIngest;
+
+extern SwIngest *sw_ingest_create(Relation ftrel, SwOrigin origin);
+extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
+extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
+extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
+extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);
+extern void sw_ingest_abort(SwIngest *ing);
+extern const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
+
+#endif							/* SW_INGEST_H */

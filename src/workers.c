@@ -1,0 +1,839 @@
+/*-------------------------------------------------------------------------
+ *
+ * workers.c
+ *		  The ingestion workers of Kafka sources: their shared state, how
+ *		  the launcher keeps them running, and what they report
+ *
+ * Each Kafka source table of the database that source_writes.database
+ * names is ingested by a background worker of its own (kafka_worker.c, in
+ * the library source_writes_kafka, the only one linked with librdkafka).
+ * Shared memory holds a slot per source being ingested (as many as
+ * max_worker_processes, and some more for the sources that wait for a
+ * worker process): the source it ingests, the worker's pid and latch, the state it
+ * reports (what it is doing, its last error, each partition's next offset
+ * and high watermark) and wait_for()'s requests for fresh watermarks.
+ *
+ * The launcher supervises them about once a second and whenever a worker
+ * starts or stops (sw_workers_supervise()): it gives a slot to each new
+ * Kafka source and frees the slots of sources that are gone, starts a
+ * worker for each slot that has none, and starts a worker that stopped
+ * again, at once if it left to take new options and otherwise after a
+ * backoff that doubles with each failure, up to a minute.  A worker that
+ * finds its slot given to another source (a new generation) leaves.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/workers.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "workers.h"
+
+#define SW_STATE_LEN		64
+#define SW_ERROR_LEN		256
+
+/* slots beyond max_worker_processes */
+#define SW_EXTRA_SLOTS		64
+
+/* the longest wait before a failed worker is started again */
+#define SW_MAX_BACKOFF_MS	60000
+
+/* a worker that ran this long before it failed starts again at once */
+#define SW_HEALTHY_MS		60000
+
+/* one worker's slot */
+typedef struct SwWorkerSlot
+{
+	Oid			relid;			/* the source it ingests; InvalidOid: free */
+	Oid			dboid;
+	uint32		generation;		/* bumped each time the slot is given */
+	pid_t		pid;			/* its worker; 0 while none is attached */
+	Latch	   *latch;
+	bool		restart_now;	/* it left to take new options */
+	char		state[SW_STATE_LEN];
+	char		last_error[SW_ERROR_LEN];
+	uint64		wait_requested; /* wait_for()'s requests for watermarks */
+	uint64		wait_served;	/* the last request the worker answered */
+	int			npartitions;
+	SwPartitionReport partitions[SW_MAX_REPORTED_PARTITIONS];
+} SwWorkerSlot;
+
+typedef struct SwWorkersShared
+{
+	LWLock	   *lock;			/* protects the slots */
+	Latch	   *launcher_latch; /* to ask the launcher to supervise now */
+	ConditionVariable reported; /* broadcast when a worker reports */
+	int			nslots;
+	SwWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} SwWorkersShared;
+
+static SwWorkersShared *shared = NULL;
+
+/* the launcher's own view of each slot's worker */
+typedef struct SwSupervised
+{
+	BackgroundWorkerHandle *handle; /* NULL: none started */
+	TimestampTz started_at;
+	TimestampTz start_after;	/* backoff */
+	int			failures;
+} SwSupervised;
+
+static SwSupervised *supervised = NULL;
+
+/* a worker's own slot */
+static int	my_index = -1;
+static uint32 my_generation = 0;
+
+PG_FUNCTION_INFO_V1(source_writes_worker_status);
+PG_FUNCTION_INFO_V1(source_writes_partition_status);
+PG_FUNCTION_INFO_V1(source_writes_wait_for);
+
+/*
+ * A slot for each worker that can run, and more, so that sources waiting
+ * for a worker process can say so.
+ */
+static int
+slot_count(void)
+{
+	return max_worker_processes + SW_EXTRA_SLOTS;
+}
+
+Size
+sw_workers_shmem_size(void)
+{
+	return MAXALIGN(add_size(offsetof(SwWorkersShared, slots),
+							 mul_size(slot_count(), sizeof(SwWorkerSlot))));
+}
+
+/*
+ * Ask for the shared memory and lock, from the shmem_request_hook.
+ */
+void
+sw_workers_shmem_request(void)
+{
+	RequestAddinShmemSpace(sw_workers_shmem_size());
+	RequestNamedLWLockTranche("source_writes workers", 1);
+}
+
+/*
+ * Attach to the shared memory, from the shmem_startup_hook.
+ */
+void
+sw_workers_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("source_writes workers", sw_workers_shmem_size(), &found);
+	if (!found)
+	{
+		memset(shared, 0, sw_workers_shmem_size());
+		shared->lock = &(GetNamedLWLockTranche("source_writes workers"))->lock;
+		ConditionVariableInit(&shared->reported);
+		shared->nslots = slot_count();
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Set the state (and, if error is not NULL, the last error) of a slot that
+ * is still in the given generation.
+ */
+static void
+report(int index, uint32 generation, const char *state, const char *error)
+{
+	SwWorkerSlot *slot = &shared->slots[index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == generation)
+	{
+		strlcpy(slot->state, state, SW_STATE_LEN);
+		if (error)
+			strlcpy(slot->last_error, error, SW_ERROR_LEN);
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * The Kafka sources of the launcher's database, as a list of OIDs in the
+ * caller's memory context.
+ */
+static List *
+kafka_sources(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (sw_catalog_exists())
+	{
+		List	   *sources = sw_catalog_sources(InvalidOid);
+
+		foreach(lc, sources)
+		{
+			SwSource   *source = lfirst(lc);
+
+			if (source->kind == SW_KIND_KAFKA)
+			{
+				MemoryContext old = MemoryContextSwitchTo(cxt);
+
+				result = lappend_oid(result, source->relid);
+				MemoryContextSwitchTo(old);
+			}
+		}
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	return result;
+}
+
+/*
+ * Start the worker of a slot; false if no background worker could be
+ * registered (max_worker_processes are all taken).
+ */
+static bool
+start_worker(int index, uint32 generation, Oid relid)
+{
+	BackgroundWorker worker = {0};
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	bool		started;
+
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_kafka");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_kafka_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker for source %u", relid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes kafka worker");
+	worker.bgw_main_arg = Int32GetDatum(index);
+	memcpy(worker.bgw_extra, &generation, sizeof(generation));
+	worker.bgw_notify_pid = MyProcPid;
+	started = RegisterDynamicBackgroundWorker(&worker, &supervised[index].handle);
+	MemoryContextSwitchTo(old);
+	if (!started)
+		supervised[index].handle = NULL;
+	return started;
+}
+
+/*
+ * Give a free slot to a source; false if there is none.  Called with the
+ * lock held.
+ */
+static bool
+assign_slot(Oid relid)
+{
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwWorkerSlot *slot = &shared->slots[i];
+
+		/* free, and its last worker gone */
+		if (OidIsValid(slot->relid) || slot->pid != 0)
+			continue;
+		slot->relid = relid;
+		slot->dboid = MyDatabaseId;
+		slot->generation++;
+		slot->restart_now = false;
+		strlcpy(slot->state, "starting", SW_STATE_LEN);
+		slot->last_error[0] = '\0';
+		slot->npartitions = 0;
+		supervised[i].failures = 0;
+		supervised[i].start_after = 0;
+		return true;
+	}
+	return false;
+}
+
+/* the launcher leaves */
+static void
+forget_launcher(int code, Datum arg)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->launcher_latch == MyLatch)
+		shared->launcher_latch = NULL;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Keep a worker running for each Kafka source of the database, and none
+ * for sources that are gone.  Run by the launcher, outside a transaction.
+ */
+void
+sw_workers_supervise(void)
+{
+	List	   *sources;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	bool	   *to_stop;
+
+	if (shared == NULL)
+		return;
+	if (supervised == NULL)
+	{
+		supervised = MemoryContextAllocZero(TopMemoryContext,
+											sizeof(SwSupervised) * shared->nslots);
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		shared->launcher_latch = MyLatch;
+		LWLockRelease(shared->lock);
+		on_shmem_exit(forget_launcher, (Datum) 0);
+	}
+	sources = kafka_sources();
+	to_stop = palloc0(sizeof(bool) * shared->nslots);
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwWorkerSlot *slot = &shared->slots[i];
+
+		if (!OidIsValid(slot->relid))
+			continue;
+		/* a source that is gone, or a slot of another database left behind */
+		if ((slot->dboid == MyDatabaseId && !list_member_oid(sources, slot->relid)) ||
+			(slot->dboid != MyDatabaseId && slot->pid == 0))
+		{
+			slot->relid = InvalidOid;
+			slot->generation++;
+			to_stop[i] = true;
+		}
+	}
+	foreach(lc, sources)
+	{
+		Oid			relid = lfirst_oid(lc);
+		bool		found = false;
+
+		for (int i = 0; i < shared->nslots && !found; i++)
+			found = shared->slots[i].relid == relid &&
+				shared->slots[i].dboid == MyDatabaseId;
+		if (!found && !assign_slot(relid))
+			ereport(WARNING,
+					(errmsg("no worker slot is free for source table \"%s\"",
+							get_rel_name(relid)),
+					 errhint("Each Kafka source table takes a background worker; raise max_worker_processes.")));
+	}
+	LWLockRelease(shared->lock);
+
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwSupervised *sup = &supervised[i];
+		SwWorkerSlot *slot = &shared->slots[i];
+		pid_t		pid;
+		Oid			relid;
+		uint32		generation;
+		bool		restart_now;
+
+		if (to_stop[i] && sup->handle)
+			TerminateBackgroundWorker(sup->handle);
+
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		relid = slot->relid;
+		generation = slot->generation;
+		restart_now = slot->restart_now;
+		pid = slot->pid;
+		LWLockRelease(shared->lock);
+
+		/* a worker that an earlier launcher started is still at work */
+		if (sup->handle == NULL && pid != 0)
+			continue;
+		if (sup->handle &&
+			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
+			continue;			/* running, or starting */
+		if (sup->handle)
+		{
+			/* it stopped: start it again at once, or after a backoff */
+			pfree(sup->handle);
+			sup->handle = NULL;
+			if (restart_now ||
+				TimestampDifferenceExceeds(sup->started_at, now, SW_HEALTHY_MS))
+				sup->failures = 0;
+			else
+				sup->failures++;
+			sup->start_after = sup->failures == 0 ? 0 :
+				TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
+													 1000L << Min(sup->failures - 1, 6)));
+		}
+		if (!OidIsValid(relid) || shared->slots[i].dboid != MyDatabaseId ||
+			now < sup->start_after)
+			continue;
+
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		slot->restart_now = false;
+		LWLockRelease(shared->lock);
+		if (start_worker(i, generation, relid))
+			sup->started_at = now;
+		else
+		{
+			report(i, generation, "waiting for a background worker",
+				   "max_worker_processes are all in use");
+			sup->start_after = TimestampTzPlusMilliseconds(now, 1000);
+		}
+	}
+	pfree(to_stop);
+	list_free(sources);
+}
+
+/*
+ * Stop the workers the launcher started; when it leaves.
+ */
+void
+sw_workers_stop_all(void)
+{
+	if (supervised == NULL)
+		return;
+	for (int i = 0; i < shared->nslots; i++)
+		if (supervised[i].handle)
+			TerminateBackgroundWorker(supervised[i].handle);
+}
+
+/* a worker leaves its slot */
+static void
+detach_worker(int code, Datum arg)
+{
+	SwWorkerSlot *slot = &shared->slots[my_index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->pid == MyProcPid)
+	{
+		slot->pid = 0;
+		slot->latch = NULL;
+		if (slot->generation == my_generation && strcmp(slot->state, "running") == 0)
+			strlcpy(slot->state, "stopped", SW_STATE_LEN);
+	}
+	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->reported);
+}
+
+/*
+ * A worker takes its slot: returns the source it ingests, and in *dboid
+ * its database; InvalidOid if the slot was given to another source since
+ * the worker was started.
+ */
+Oid
+sw_worker_attach(int index, uint32 generation, Oid *dboid)
+{
+	SwWorkerSlot *slot;
+	Oid			relid = InvalidOid;
+
+	if (shared == NULL || index < 0 || index >= shared->nslots)
+		return InvalidOid;
+	slot = &shared->slots[index];
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == generation && OidIsValid(slot->relid) &&
+		(slot->pid == 0 || slot->pid == MyProcPid))
+	{
+		relid = slot->relid;
+		*dboid = slot->dboid;
+		slot->pid = MyProcPid;
+		slot->latch = MyLatch;
+		strlcpy(slot->state, "starting", SW_STATE_LEN);
+		slot->npartitions = 0;
+	}
+	LWLockRelease(shared->lock);
+	if (!OidIsValid(relid))
+		return InvalidOid;
+	my_index = index;
+	my_generation = generation;
+	before_shmem_exit(detach_worker, (Datum) 0);
+	return relid;
+}
+
+/*
+ * Is the worker's slot still its own?  When the launcher gives it to
+ * another source, or frees it, the worker leaves.
+ */
+bool
+sw_worker_still_assigned(void)
+{
+	bool		mine;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	mine = shared->slots[my_index].generation == my_generation;
+	LWLockRelease(shared->lock);
+	return mine;
+}
+
+/*
+ * Report what the worker is doing and, if error is not NULL, its last
+ * error (the empty string clears it).
+ */
+void
+sw_worker_report_state(const char *state, const char *error)
+{
+	report(my_index, my_generation, state, error);
+}
+
+/*
+ * Report the partitions the worker ingests: the next offset of each, as
+ * committed, and its high watermark.  Wakes whoever waits for ingestion.
+ */
+void
+sw_worker_report_partitions(int n, const SwPartitionReport *parts)
+{
+	SwWorkerSlot *slot = &shared->slots[my_index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == my_generation)
+	{
+		slot->npartitions = Min(n, SW_MAX_REPORTED_PARTITIONS);
+		memcpy(slot->partitions, parts, sizeof(SwPartitionReport) * slot->npartitions);
+	}
+	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->reported);
+}
+
+/*
+ * The last request of wait_for() for fresh watermarks.  The worker answers
+ * it with sw_worker_wait_served() once it has reported, after the request,
+ * the high watermark of every partition its topic has.
+ */
+uint64
+sw_worker_wait_requested(void)
+{
+	uint64		request;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	request = shared->slots[my_index].wait_requested;
+	LWLockRelease(shared->lock);
+	return request;
+}
+
+void
+sw_worker_wait_served(uint64 request)
+{
+	SwWorkerSlot *slot = &shared->slots[my_index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == my_generation)
+		slot->wait_served = Max(slot->wait_served, request);
+	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->reported);
+}
+
+/*
+ * The worker leaves to take new options: the launcher starts it again at
+ * once, without a backoff.
+ */
+void
+sw_worker_restart_soon(void)
+{
+	SwWorkerSlot *slot = &shared->slots[my_index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == my_generation)
+		slot->restart_now = true;
+	LWLockRelease(shared->lock);
+}
+
+/* the slot of a source of this database, or NULL; with the lock held */
+static SwWorkerSlot *
+find_slot(Oid relid)
+{
+	for (int i = 0; i < shared->nslots; i++)
+		if (shared->slots[i].relid == relid && shared->slots[i].dboid == MyDatabaseId)
+			return &shared->slots[i];
+	return NULL;
+}
+
+/* how far a slot's worker is behind the high watermarks it reported */
+static int64
+slot_lag(const SwWorkerSlot *slot)
+{
+	int64		lag = 0;
+
+	for (int i = 0; i < slot->npartitions; i++)
+		if (slot->partitions[i].high > slot->partitions[i].next_offset)
+			lag += slot->partitions[i].high - slot->partitions[i].next_offset;
+	return lag;
+}
+
+/* may the current user read this table (false if it is gone)? */
+static bool
+may_read(Oid relid)
+{
+	bool		missing = false;
+
+	return pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &missing) == ACLCHECK_OK &&
+		!missing;
+}
+
+/*
+ * source_writes.worker_status(): what the workers of the current database
+ * report, for the sources the current user may read.
+ */
+Datum
+source_writes_worker_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SwWorkerSlot *copy;
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (shared == NULL)
+		return (Datum) 0;
+
+	copy = palloc(sizeof(SwWorkerSlot) * shared->nslots);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots; i++)
+		if (OidIsValid(shared->slots[i].relid) && shared->slots[i].dboid == MyDatabaseId)
+			copy[n++] = shared->slots[i];
+	LWLockRelease(shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {0};
+
+		if (!may_read(copy[i].relid))
+			continue;
+		values[0] = ObjectIdGetDatum(copy[i].relid);
+		values[1] = CStringGetTextDatum(copy[i].state);
+		values[2] = CStringGetTextDatum(copy[i].last_error);
+		nulls[2] = copy[i].last_error[0] == '\0';
+		values[3] = Int32GetDatum(copy[i].pid);
+		nulls[3] = copy[i].pid == 0;
+		values[4] = Int64GetDatum(slot_lag(&copy[i]));
+		nulls[4] = copy[i].npartitions == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * source_writes.partition_status(): each partition the workers of the
+ * current database report, for the sources the current user may read.
+ */
+Datum
+source_writes_partition_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SwWorkerSlot *copy;
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (shared == NULL)
+		return (Datum) 0;
+
+	copy = palloc(sizeof(SwWorkerSlot) * shared->nslots);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots; i++)
+		if (OidIsValid(shared->slots[i].relid) && shared->slots[i].dboid == MyDatabaseId)
+			copy[n++] = shared->slots[i];
+	LWLockRelease(shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!may_read(copy[i].relid))
+			continue;
+		for (int p = 0; p < copy[i].npartitions; p++)
+		{
+			SwPartitionReport *part = &copy[i].partitions[p];
+			Datum		values[5];
+			bool		nulls[5] = {0};
+
+			values[0] = ObjectIdGetDatum(copy[i].relid);
+			values[1] = Int32GetDatum(part->partition);
+			values[2] = Int64GetDatum(part->next_offset);
+			values[3] = Int64GetDatum(part->high);
+			nulls[3] = part->high < 0;
+			values[4] = Int32GetDatum(copy[i].pid);
+			nulls[4] = copy[i].pid == 0;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
+
+/*
+ * Did the current transaction create or alter the table (its pg_class row
+ * or its options), which the worker cannot see before the commit?
+ */
+static bool
+changed_by_us(Oid relid)
+{
+	int			caches[2] = {RELOID, FOREIGNTABLEREL};
+	bool		ours = false;
+
+	for (int i = 0; i < 2 && !ours; i++)
+	{
+		HeapTuple	tuple = SearchSysCache1(caches[i], ObjectIdGetDatum(relid));
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		ReleaseSysCache(tuple);
+	}
+	return ours;
+}
+
+/* the next offset a slot reports for a partition; -1 if none */
+static int64
+reported_next(const SwWorkerSlot *slot, int32 partition)
+{
+	for (int i = 0; i < slot->npartitions; i++)
+		if (slot->partitions[i].partition == partition)
+			return slot->partitions[i].next_offset;
+	return -1;
+}
+
+/*
+ * source_writes.wait_for(source, timeout): return once the source's worker
+ * has committed every message its topic held when we asked.  We ask the
+ * worker for fresh high watermarks, take those it reports after answering
+ * as targets, and wait until each partition's next offset reaches its
+ * target.  While no worker runs (the launcher has not started one yet, or
+ * starts it again), we wait for one.
+ */
+Datum
+source_writes_wait_for(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Interval   *timeout = PG_GETARG_INTERVAL_P(1);
+	int64		timeout_us;
+	TimestampTz deadline;
+	SwSource	source;
+	uint32		generation = 0;
+	uint64		request = 0;
+	bool		have_targets = false;
+	int			ntargets = 0;
+	SwPartitionReport *targets = palloc(sizeof(SwPartitionReport) * SW_MAX_REPORTED_PARTITIONS);
+	char		state[SW_STATE_LEN] = "no worker";
+	char		last_error[SW_ERROR_LEN] = "";
+	int64		left = -1;
+
+	if (!sw_source_lookup(relid, &source))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	if (!may_read(relid))
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	if (source.kind != SW_KIND_KAFKA)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source table \"%s\" is not a Kafka source", get_rel_name(relid)),
+				 errdetail("wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.")));
+	if (changed_by_us(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot wait for source table \"%s\" in the transaction that created or altered it",
+						get_rel_name(relid)),
+				 errdetail("Its worker starts with the table as committed."),
+				 errhint("Commit first, then call wait_for().")));
+	if (shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" is not ingested: source_writes is not loaded at server start",
+						get_rel_name(relid)),
+				 errhint("Add source_writes to shared_preload_libraries and restart the server.")));
+
+	timeout_us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
+		(int64) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (timeout_us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must not be negative")));
+	deadline = GetCurrentTimestamp() + timeout_us;
+
+	ConditionVariablePrepareToSleep(&shared->reported);
+	for (;;)
+	{
+		SwWorkerSlot *slot;
+		Latch	   *wake = NULL;
+		bool		done = false;
+		long		remaining;
+
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		slot = find_slot(relid);
+		if (slot == NULL && generation == 0)
+		{
+			/* a new source: the launcher gives it a worker now, not in a second */
+			wake = shared->launcher_latch;
+			generation = PG_UINT32_MAX;
+		}
+		if (slot && slot->generation != generation)
+		{
+			/* a worker's slot, new to us: ask it for fresh watermarks */
+			generation = slot->generation;
+			request = ++slot->wait_requested;
+			have_targets = false;
+			wake = slot->latch;
+		}
+		if (slot && !have_targets && slot->wait_served >= request && slot->pid != 0)
+		{
+			ntargets = slot->npartitions;
+			memcpy(targets, slot->partitions, sizeof(SwPartitionReport) * ntargets);
+			have_targets = true;
+		}
+		if (slot && have_targets)
+		{
+			done = true;
+			left = 0;
+			for (int i = 0; i < ntargets; i++)
+			{
+				int64		next = reported_next(slot, targets[i].partition);
+
+				if (next < targets[i].high)
+				{
+					done = false;
+					left += targets[i].high - Max(next, 0);
+				}
+			}
+		}
+		if (slot)
+		{
+			strlcpy(state, slot->state, SW_STATE_LEN);
+			strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
+			if (slot->pid == 0)
+				strlcpy(state, "no worker", SW_STATE_LEN);
+		}
+		LWLockRelease(shared->lock);
+
+		if (wake)
+			SetLatch(wake);
+		if (done)
+			break;
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("source table \"%s\" did not catch up with its topic within %s",
+							get_rel_name(relid),
+							DatumGetCString(DirectFunctionCall1(interval_out,
+																IntervalPGetDatum(timeout)))),
+					 left >= 0
+					 ? errdetail("Its state is \"%s\", with " INT64_FORMAT " messages left to ingest.",
+								 state, left)
+					 : errdetail("Its state is \"%s\".", state),
+					 last_error[0] ? errhint("Its last error was: %s.", last_error) : 0));
+		}
+		(void) ConditionVariableTimedSleep(&shared->reported, Min(remaining, 100),
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * workers.h
+ *		  The ingestion workers of Kafka sources: their shared state, how
+ *		  the launcher keeps them running, and what they report
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/workers.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_WORKERS_H
+#define SW_WORKERS_H
+
+#include "storage/latch.h"
+
+/* partitions a worker reports (it ingests any number) */
+#define SW_MAX_REPORTED_PARTITIONS	256
+
+/* what a worker reports of a partition it ingests */
+typedef struct SwPartitionReport
+{
+	int32		partition;
+	int64		next_offset;	/* the next offset to ingest, as committed */
+	int64		high;			/* the high watermark last seen; -1 if none */
+} SwPartitionReport;
+
+/* shared memory, from the hooks in source_writes.c */
+extern Size sw_workers_shmem_size(void);
+extern void sw_workers_shmem_request(void);
+extern void sw_workers_shmem_startup(void);
+
+/* the launcher */
+extern void sw_workers_supervise(void);
+extern void sw_workers_stop_all(void);
+
+/* a worker, about its own slot */
+extern Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid);
+extern bool sw_worker_still_assigned(void);
+extern void sw_worker_report_state(const char *state, const char *error);
+extern void sw_worker_report_partitions(int n, const SwPartitionReport *parts);
+extern uint64 sw_worker_wait_requested(void);
+extern void sw_worker_wait_served(uint64 request);
+extern void sw_worker_restart_soon(void);
+
+#endif							/* SW_WORKERS_H */

@@ -1,0 +1,111 @@
+# The owner's code that ingestion runs (defaults, CHECK constraints) runs
+# as the owner, never as the superuser the worker connects as; a CHECK that
+# fails while it is prepared is not skipped afterwards; retry_errors()
+# takes SELECT, INSERT and DELETE, and moves each kept error once, as
+# itself, even when the errors outnumber shared buffers.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1' ]);
+my $bootstrap = $broker->{bootstrap};
+my $node = SwTest::node('owner_code', conf => "max_worker_processes = 24\nshared_buffers = 1MB\n");
+my $dir = PostgreSQL::Test::Utils::tempdir();
+
+sub produce
+{
+	my ($topic, @lines) = @_;
+	my $file = "$dir/messages";
+	open(my $fh, '>', $file) or die;
+	print $fh map { "$_\n" } @lines;
+	close $fh;
+	my ($out, $err) = run_command(
+		[ 'kcat', '-P', '-b', $bootstrap, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
+	die "kcat: $err" if $err ne '';
+}
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$bootstrap');
+	CREATE ROLE attacker LOGIN; GRANT USAGE ON FOREIGN SERVER k TO attacker;
+	GRANT CREATE ON SCHEMA public TO attacker});
+
+# an immutable function in a default is folded when the decoder is made:
+# as the owner, so it cannot make its owner a superuser
+$node->safe_psql('postgres', q{
+CREATE FUNCTION public.doit() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+    EXECUTE 'ALTER ROLE attacker SUPERUSER';
+  END IF;
+  RETURN 1;
+END $$;
+CREATE FUNCTION public.evil() RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN RETURN public.doit(); END $$;
+CREATE FOREIGN TABLE public.esc (id int, x int DEFAULT public.evil())
+  SERVER k OPTIONS (topic 'esc');
+CREATE FOREIGN TABLE public.esc2 (id int, p int OPTIONS (source 'partition') DEFAULT public.evil())
+  SERVER k OPTIONS (topic 'esc2', format 'csv');
+}, extra_params => [ '-U', 'attacker' ]);
+produce('esc', "a\t{\"id\": 1}");
+produce('esc2', "a\t1");
+sql(q{SELECT source_writes.wait_for('esc'); SELECT source_writes.wait_for('esc2')});
+is(sql(q{SELECT count(*) FROM esc}) + sql(q{SELECT count(*) FROM esc2}), 2, 'both sources ingested');
+is(sql(q{SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'}), 'f',
+	'the owner\'s default ran as the owner, not as a superuser (json and csv)');
+
+# a CHECK whose preparation fails once (an immutable function folded) is
+# prepared again for the next row, not skipped
+sql(q{CREATE SEQUENCE public.calls;
+CREATE FUNCTION public.boom(int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF pg_catalog.nextval('public.calls') = 1 THEN RAISE EXCEPTION 'boom while prepared'; END IF;
+  RETURN true;
+END $$;
+CREATE FOREIGN TABLE chk (id int CHECK (id > 0), b int CHECK (public.boom(1) AND b > 0))
+  SERVER k OPTIONS (topic 'chk')});
+produce('chk', "a\t{\"id\": 1, \"b\": 1}", "b\t{\"id\": -5, \"b\": -5}", "c\t{\"id\": 3, \"b\": 3}");
+sql(q{SELECT source_writes.wait_for('chk')});
+is(sql(q{SELECT count(*) FROM chk WHERE id < 0 OR b < 0}), '0', 'no row that breaks a CHECK is written');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM chk}), '3', 'the good row after them is');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'chk'::regclass}), '2',
+	'the others are kept as errors');
+
+# a message whose row cannot be written (its key is too big for the key's
+# index) is kept as an error; the ones after it go on
+sql(q{CREATE FOREIGN TABLE big (k text, v int) SERVER k OPTIONS (topic 'big', envelope 'upsert', key 'k')});
+my @chars = ('a' .. 'z', 'A' .. 'Z', '0' .. '9');
+my $huge = join('', map { $chars[ int(rand(@chars)) ] } 1 .. 20000);
+produce('big', "a\t{\"k\": \"small\", \"v\": 1}", "b\t{\"k\": \"$huge\", \"v\": 2}",
+	"c\t{\"k\": \"after\", \"v\": 3}");
+is(sql(q{SELECT source_writes.wait_for('big', '60 s')}), '', 'a row that cannot be written does not stop the source');
+is(sql(q{SELECT string_agg(k || '=' || v, ',' ORDER BY k) FROM big}), 'after=3,small=1', 'the others are in');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'big'::regclass}),
+	qr/index row/, 'it is kept as an error, with the reason');
+
+# retry_errors(): the privileges it takes, and 5000 errors over 1 MB of
+# shared buffers, each moved once, as itself
+sql(q{CREATE FOREIGN TABLE ret (id int, pad text) SERVER k OPTIONS (topic 'ret');
+	CREATE ROLE deleter LOGIN; GRANT DELETE ON ret TO deleter;
+	CREATE ROLE inserter LOGIN; GRANT SELECT, INSERT ON ret TO inserter;
+	INSERT INTO source_writes.errors (source, ts, partition, "offset", value, error)
+	SELECT 'ret'::regclass, 0, 0, g,
+	       convert_to('{"id": ' || g || ', "pad": "' || repeat('x', 1300) || '"}', 'UTF8'), 'e'
+	FROM generate_series(1, 5000) g});
+for my $role ('deleter', 'inserter')
+{
+	my ($ret, $out, $err) = $node->psql('postgres', q{SELECT source_writes.retry_errors('ret')},
+		extra_params => [ '-U', $role ]);
+	like($err, qr/permission denied/, "retry_errors refuses $role");
+}
+is(sql(q{SELECT source_writes.retry_errors('ret')}), '5000', 'all 5000 errors move');
+is(sql(q{SELECT count(*), count(DISTINCT id), min(id), max(id), bool_and(length(pad) = 1300) FROM ret}),
+	'5000|5000|1|5000|t', 'each kept error moved once, as itself');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'ret'::regclass}), '0',
+	'and left the errors');
+
+done_testing();
