@@ -49,7 +49,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 

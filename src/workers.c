@@ -581,6 +581,27 @@ may_read(Oid relid)
 }
 
 /*
+ * A copy of the slots in use in the current database, taken under the lock
+ * (the caller then checks privileges without holding it); *n of them.
+ */
+static SwWorkerSlot *
+copy_slots(int *n)
+{
+	SwWorkerSlot *copy;
+
+	*n = 0;
+	if (shared == NULL)
+		return NULL;
+	copy = palloc(sizeof(SwWorkerSlot) * shared->nslots);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots; i++)
+		if (OidIsValid(shared->slots[i].relid) && shared->slots[i].dboid == MyDatabaseId)
+			copy[(*n)++] = shared->slots[i];
+	LWLockRelease(shared->lock);
+	return copy;
+}
+
+/*
  * source_writes.worker_status(): what the workers of the current database
  * report, for the sources the current user may read.
  */
@@ -589,18 +610,10 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SwWorkerSlot *copy;
-	int			n = 0;
+	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (shared == NULL)
-		return (Datum) 0;
-
-	copy = palloc(sizeof(SwWorkerSlot) * shared->nslots);
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < shared->nslots; i++)
-		if (OidIsValid(shared->slots[i].relid) && shared->slots[i].dboid == MyDatabaseId)
-			copy[n++] = shared->slots[i];
-	LWLockRelease(shared->lock);
+	copy = copy_slots(&n);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -631,18 +644,10 @@ source_writes_partition_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SwWorkerSlot *copy;
-	int			n = 0;
+	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (shared == NULL)
-		return (Datum) 0;
-
-	copy = palloc(sizeof(SwWorkerSlot) * shared->nslots);
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < shared->nslots; i++)
-		if (OidIsValid(shared->slots[i].relid) && shared->slots[i].dboid == MyDatabaseId)
-			copy[n++] = shared->slots[i];
-	LWLockRelease(shared->lock);
+	copy = copy_slots(&n);
 
 	for (int i = 0; i < n; i++)
 	{
