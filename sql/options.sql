@@ -198,6 +198,17 @@ CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '-1:5');
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', start_offset '0:1200, 1:800');
 DROP FOREIGN TABLE t;
+-- workers: how many share a source's partitions
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '0');
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '17');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers 'two');
+CREATE FOREIGN TABLE t (v jsonb) SERVER hooks OPTIONS (workers '2');
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '16');
+ALTER FOREIGN TABLE t OPTIONS (SET workers '2');
+ALTER FOREIGN TABLE t OPTIONS (SET workers '-2');
+DROP FOREIGN TABLE t;
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', retain_history 'forever');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', retain_history '-1 day');

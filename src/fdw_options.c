@@ -41,6 +41,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -77,6 +78,7 @@ static void check_start_offset(const char *option, const char *value);
 static void check_key_list(const char *option, const char *value);
 static void check_interval(const char *option, const char *value);
 static void check_byte_size(const char *option, const char *value);
+static void check_workers(const char *option, const char *value);
 static void check_http_token(const char *option, const char *value);
 static void rdkafka_bad_value(DefElem *def, const char *value, bool show_value,
 							  const char *detail, const char *hint) pg_attribute_noreturn();
@@ -103,6 +105,7 @@ static const SwOption sw_options[] = {
 	{"envelope", ForeignTableRelationId, SW_KIND_KAFKA, envelopes, NULL},
 	{"key", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_key_list},
 	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
+	{"workers", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_workers},
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
 	{"signature_header", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_http_token},
@@ -634,6 +637,27 @@ static void
 check_byte_size(const char *option, const char *value)
 {
 	(void) parse_byte_size(option, value);
+}
+
+/* how many workers ingest a Kafka source, its partitions shared out */
+static int
+parse_workers(const char *option, const char *value)
+{
+	int			workers;
+
+	if (!parse_int(value, &workers, 0, NULL) ||
+		workers < 1 || workers > SW_MAX_SOURCE_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+				 errhint("Give a number of workers between 1 and %d.", SW_MAX_SOURCE_WORKERS)));
+	return workers;
+}
+
+static void
+check_workers(const char *option, const char *value)
+{
+	(void) parse_workers(option, value);
 }
 
 /*
@@ -1360,6 +1384,35 @@ check_key(SwSourceTable *st, Relation rel)
 }
 
 /*
+ * How many workers ingest a Kafka source table (its option workers); 0 if
+ * the table is gone.  Read from the catalog row alone, for the launcher.
+ */
+int
+sw_source_workers(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
+	Datum		datum;
+	bool		isnull;
+	int			workers = 1;
+	ListCell   *lc;
+
+	if (!HeapTupleIsValid(tuple))
+		return 0;
+	datum = SysCacheGetAttr(FOREIGNTABLEREL, tuple, Anum_pg_foreign_table_ftoptions,
+							&isnull);
+	if (!isnull)
+		foreach(lc, untransformRelOptions(datum))
+		{
+			DefElem    *def = lfirst(lc);
+
+			if (strcmp(def->defname, "workers") == 0)
+				workers = parse_workers(def->defname, defGetString(def));
+		}
+	ReleaseSysCache(tuple);
+	return workers;
+}
+
+/*
  * Read the options of a source table, its server and its columns, check
  * them all together, and return what they say.
  */
@@ -1381,6 +1434,7 @@ sw_source_table(Relation rel)
 	st->format = SW_FORMAT_JSON;
 	st->retain_history_ms = -1;
 	st->max_body_bytes = SW_DEFAULT_MAX_BODY;
+	st->workers = 1;
 
 	foreach(lc, table->options)
 	{
@@ -1403,6 +1457,8 @@ sw_source_table(Relation rel)
 		else if (strcmp(def->defname, "start_offset") == 0)
 			st->start_offsets = parse_start_offset(def->defname, value,
 												   &st->start_latest);
+		else if (strcmp(def->defname, "workers") == 0)
+			st->workers = parse_workers(def->defname, value);
 		else if (strcmp(def->defname, "retain_history") == 0)
 			(void) parse_interval_ms(value, &st->retain_history_ms);
 		else if (strcmp(def->defname, "max_body_bytes") == 0)

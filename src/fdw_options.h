@@ -57,6 +57,9 @@ typedef struct SwColumn
 
 /* everything the options of a source table and its server say */
 /* a partition's offset in option start_offset */
+/* the most workers that may share the partitions of a Kafka source */
+#define SW_MAX_SOURCE_WORKERS	16
+
 typedef struct SwStartOffset
 {
 	int32		partition;
@@ -74,6 +77,7 @@ typedef struct SwSourceTable
 	List	   *key;			/* Kafka upsert: key column names */
 	bool		start_latest;	/* Kafka: start_offset 'latest' */
 	List	   *start_offsets;	/* ... or offsets of partitions: SwStartOffset */
+	int			workers;		/* Kafka: workers that share the partitions */
 	int64		retain_history_ms;	/* -1: keep all history */
 	int			max_body_bytes; /* webhook */
 	char	   *signature_header;
@@ -87,6 +91,7 @@ typedef struct SwSourceTable
 extern const char *sw_kind_name(SwKind kind);
 extern SwKind sw_server_kind(ForeignServer *server);
 extern SwSourceTable *sw_source_table(Relation rel);
+extern int	sw_source_workers(Oid relid);
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 extern int64 sw_retention_ms(Oid relid);
 

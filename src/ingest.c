@@ -18,9 +18,19 @@
  * fails, the subtransaction rolls back, the message is kept as an error,
  * and decoding goes on after it in a new one.  Rows decoded before the
  * failure live in memory of our own, which the rollback does not touch.
- * Then the chunk's rows are written, outside any subtransaction: writes
- * that fail (a lock timeout, a full disk) fail the batch, and the worker
- * tries it again.
+ * Then the chunk's rows are written, in one subtransaction too; if that
+ * fails, one at a time, and the row the heap or an index refuses is kept
+ * as an error.  Errors that time or other sessions may cure (a lock
+ * timeout, a full disk) fail the batch instead, and the worker tries it
+ * again.
+ *
+ * An upsert source keeps only the last message of each key: a batch is
+ * one transaction and one timestamp, and the rows that later messages of
+ * the batch replace would appear and vanish at the same time.  So an
+ * upsert batch merges its rows by key in memory, with PostgreSQL's tuple
+ * hash tables and the key types' own hash and equality functions, and
+ * writes each key once, at the end.  Its batches may then run long: the
+ * worker asks sw_ingest_full() when to end one.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -38,6 +48,7 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -52,6 +63,7 @@
 #include "storage/lmgr.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 
 #include "catalog.h"
 #include "controller.h"
@@ -61,6 +73,9 @@
 
 /* messages decoded in one subtransaction, then written */
 #define SW_INGEST_CHUNK		1000
+
+/* an upsert batch is full when its pending rows take this much memory */
+#define SW_INGEST_MERGE_BYTES	(48 * 1024 * 1024)
 
 /* columns of source_writes.errors */
 #define Anum_e_source		1
@@ -75,6 +90,16 @@
 #define Anum_e_header_values 10
 #define Natts_e				10
 
+/*
+ * An upsert batch's last message of a key, copied, to be decoded again and
+ * written when the batch ends.  Keeping the message rather than its row
+ * takes less memory, and keeps what to store if the row cannot be written.
+ */
+typedef struct SwLastMessage
+{
+	SwMessage	msg;			/* its bytes follow, in the same allocation */
+} SwLastMessage;
+
 struct SwIngest
 {
 	Oid			relid;
@@ -86,6 +111,15 @@ struct SwIngest
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
 	BulkInsertState bistate;	/* for appends, across batches */
 
+	/* upsert sources whose key types can be hashed: merging by key */
+	int			nkey;			/* 0: rows are written as they come */
+	AttrNumber *key_cols;		/* the key's columns, in the table's rows */
+	TupleTableSlot *key_slot;	/* a row's key alone */
+	Oid		   *key_eqfuncs;
+	FmgrInfo   *key_hashfuncs;
+	Oid		   *key_collations;
+	MemoryContext merge_cxt;	/* the batch's hash table and pending messages */
+
 	/* the current batch */
 	Relation	ftrel;
 	SwWriter   *writer;
@@ -93,7 +127,14 @@ struct SwIngest
 	const SwMessage *messages[SW_INGEST_CHUNK];
 	int64		written;
 	int64		kept;
+	TupleHashTable keys;		/* upsert: key -> index into pending */
+	SwLastMessage **pending;		/* the keys' last messages, in the order the
+								 * keys first came */
+	int			npending;
+	int			maxpending;
 };
+
+static void prepare_merge(SwIngest *ing);
 
 /*
  * Prepare to ingest messages into a source table, for any number of
@@ -134,7 +175,66 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
 										   ALLOCSET_DEFAULT_SIZES);
+	if (ing->st->upsert)
+		prepare_merge(ing);
 	return ing;
+}
+
+/*
+ * Upsert sources: prepare to merge a batch's rows by key, with the hash
+ * functions that go with the equality of the key's index (its columns'
+ * default btree operator classes).  A key with a type that has none is not
+ * merged: its rows are written as they come.
+ */
+static void
+prepare_merge(SwIngest *ing)
+{
+	int			nkey = list_length(ing->st->key);
+	AttrNumber *cols = palloc(sizeof(AttrNumber) * nkey);
+	Oid		   *eqops = palloc(sizeof(Oid) * nkey);
+	Oid		   *collations = palloc(sizeof(Oid) * nkey);
+	TupleDesc	key_desc = CreateTemplateTupleDesc(nkey);
+	ListCell   *lc;
+	int			k = 0;
+
+	foreach(lc, ing->st->key)
+	{
+		const char *name = lfirst(lc);
+		Form_pg_attribute att = NULL;
+		TypeCacheEntry *type;
+		Oid			lhs;
+		Oid			rhs;
+
+		for (int i = 0; i < ing->desc->natts; i++)
+		{
+			Form_pg_attribute a = TupleDescAttr(ing->desc, i);
+
+			if (!a->attisdropped && strcmp(NameStr(a->attname), name) == 0)
+				att = a;
+		}
+		if (att == NULL)
+			return;				/* the options were checked: cannot happen */
+		type = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
+		if (!OidIsValid(type->eq_opr) ||
+			!get_op_hash_functions(type->eq_opr, &lhs, &rhs) || lhs != rhs)
+			return;
+		cols[k] = att->attnum;
+		eqops[k] = type->eq_opr;
+		collations[k] = att->attcollation;
+		TupleDescInitEntry(key_desc, k + 1, NameStr(att->attname),
+						   att->atttypid, att->atttypmod, 0);
+		TupleDescInitEntryCollation(key_desc, k + 1, att->attcollation);
+		k++;
+	}
+
+	execTuplesHashPrepare(nkey, eqops, &ing->key_eqfuncs, &ing->key_hashfuncs);
+	ing->nkey = nkey;
+	ing->key_cols = cols;
+	ing->key_collations = collations;
+	ing->key_slot = MakeSingleTupleTableSlot(key_desc, &TTSOpsVirtual);
+	ing->merge_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										   "source_writes upsert batch",
+										   ALLOCSET_DEFAULT_SIZES);
 }
 
 /*
@@ -280,6 +380,7 @@ is_tombstone(SwIngest *ing, const SwMessage *msg)
 /*
  * Decode the messages [from, n) of the chunk into their slots, until one
  * fails: returns its index (n if none did), with its error in *error.
+ * Errors that are not the message's fault (see may_keep()) are raised.
  */
 static int
 decode_run(SwIngest *ing, int from, int n, char **error)
@@ -316,6 +417,8 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+		if (!may_keep(edata))
+			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
@@ -399,13 +502,125 @@ write_run(SwIngest *ing, int from, int to, bool *failed)
 }
 
 /*
- * Decode and write the buffered messages.
+ * A copy of a message in the batch's merge memory, in one allocation.
+ */
+static SwLastMessage *
+copy_message(SwIngest *ing, const SwMessage *msg)
+{
+	Size		size = MAXALIGN(sizeof(SwLastMessage)) +
+		sizeof(SwHeader) * msg->nheaders + msg->key_len + msg->value_len;
+	SwLastMessage  *p;
+	SwHeader   *headers;
+	char	   *bytes;
+
+	for (int i = 0; i < msg->nheaders; i++)
+		size += strlen(msg->headers[i].name) + 1 + msg->headers[i].len;
+	p = MemoryContextAlloc(ing->merge_cxt, size);
+	p->msg = *msg;
+	headers = (SwHeader *) ((char *) p + MAXALIGN(sizeof(SwLastMessage)));
+	bytes = (char *) (headers + msg->nheaders);
+	for (int i = 0; i < msg->nheaders; i++)
+	{
+		size_t		len = strlen(msg->headers[i].name) + 1;
+
+		headers[i] = msg->headers[i];
+		headers[i].name = memcpy(bytes, msg->headers[i].name, len);
+		bytes += len;
+		if (msg->headers[i].value)
+		{
+			headers[i].value = memcpy(bytes, msg->headers[i].value, msg->headers[i].len);
+			bytes += msg->headers[i].len;
+		}
+	}
+	p->msg.headers = msg->nheaders > 0 ? headers : NULL;
+	if (msg->key)
+	{
+		p->msg.key = memcpy(bytes, msg->key, msg->key_len);
+		bytes += msg->key_len;
+	}
+	if (msg->value)
+		p->msg.value = memcpy(bytes, msg->value, msg->value_len);
+	return p;
+}
+
+/*
+ * Upsert sources: take the decoded rows of the chunk that have a whole key
+ * out of it (done), keeping each one's message as its key's last one of the
+ * batch.  Rows with a null key stay, to be refused when written.
  */
 static void
-flush_chunk(SwIngest *ing)
+merge_rows(SwIngest *ing, int n, bool *done)
+{
+	TupleTableSlot *key_slot = ing->key_slot;
+
+	if (ing->keys == NULL)
+	{
+		AttrNumber *cols = MemoryContextAlloc(ing->merge_cxt, sizeof(AttrNumber) * ing->nkey);
+
+		for (int k = 0; k < ing->nkey; k++)
+			cols[k] = k + 1;
+		ing->keys = BuildTupleHashTableExt(NULL, key_slot->tts_tupleDescriptor,
+										   ing->nkey, cols, ing->key_eqfuncs,
+										   ing->key_hashfuncs, ing->key_collations,
+										   1024, 0, ing->merge_cxt, ing->merge_cxt,
+										   ing->chunk_cxt, false);
+	}
+
+	for (int i = 0; i < n; i++)
+	{
+		TupleHashEntry entry;
+		bool		isnew;
+		bool		whole = true;
+		int			at;
+
+		if (done[i])
+			continue;
+		ExecClearTuple(key_slot);
+		for (int k = 0; k < ing->nkey; k++)
+		{
+			key_slot->tts_values[k] = slot_getattr(ing->slots[i], ing->key_cols[k],
+												   &key_slot->tts_isnull[k]);
+			whole &= !key_slot->tts_isnull[k];
+		}
+		if (!whole)
+			continue;
+		ExecStoreVirtualTuple(key_slot);
+
+		entry = LookupTupleHashEntry(ing->keys, key_slot, &isnew, NULL);
+		if (isnew)
+		{
+			if (ing->npending == ing->maxpending)
+			{
+				ing->maxpending = Max(1024, ing->maxpending * 2);
+				ing->pending = ing->pending == NULL
+					? MemoryContextAlloc(ing->merge_cxt, sizeof(SwLastMessage *) * ing->maxpending)
+					: repalloc(ing->pending, sizeof(SwLastMessage *) * ing->maxpending);
+			}
+			at = ing->npending++;
+			entry->additional = (void *) (intptr_t) at;
+		}
+		else
+		{
+			/* a later message of the key replaces the earlier one */
+			at = (int) (intptr_t) entry->additional;
+			pfree(ing->pending[at]);
+			ing->written++;
+		}
+		ing->pending[at] = copy_message(ing, ing->messages[i]);
+		done[i] = true;
+	}
+}
+
+/*
+ * Decode the buffered messages, keeping those that fail as errors; then
+ * write their rows, or on an upsert source merge them by key (merge), to
+ * be written at the end of the batch.
+ */
+static void
+flush_chunk(SwIngest *ing, bool merge)
 {
 	int			n = ing->nmessages;
-	bool		failed[SW_INGEST_CHUNK] = {0};
+	bool		done[SW_INGEST_CHUNK] = {0};
 	int			i = 0;
 
 	if (n == 0)
@@ -418,20 +633,65 @@ flush_chunk(SwIngest *ing)
 		if (i < n)
 		{
 			keep_error(ing, ing->messages[i], error);
-			failed[i] = true;
+			done[i] = true;
 			i++;
 		}
 	}
 
+	if (merge && ing->nkey > 0)
+		merge_rows(ing, n, done);
+
 	/* write them all; if that fails, one at a time, to keep the culprit */
-	if (!write_run(ing, 0, n, failed))
+	for (i = 0; i < n && done[i]; i++)
+		;
+	if (i < n && !write_run(ing, 0, n, done))
 		for (i = 0; i < n; i++)
-			if (!failed[i])
-				(void) write_run(ing, i, i + 1, failed);
+			if (!done[i])
+				(void) write_run(ing, i, i + 1, done);
 	for (i = 0; i < n; i++)
 		ExecClearTuple(ing->slots[i]);
 	MemoryContextReset(ing->chunk_cxt);
 	ing->nmessages = 0;
+}
+
+/*
+ * Upsert sources, at the end of a batch: write the last message of each key.
+ */
+static void
+write_pending(SwIngest *ing)
+{
+	int			i = 0;
+
+	while (i < ing->npending)
+	{
+		while (ing->nmessages < SW_INGEST_CHUNK && i < ing->npending)
+			ing->messages[ing->nmessages++] = &ing->pending[i++]->msg;
+		flush_chunk(ing, false);
+	}
+}
+
+/* forget the batch's merged keys */
+static void
+reset_merge(SwIngest *ing)
+{
+	if (ing->merge_cxt == NULL)
+		return;
+	MemoryContextReset(ing->merge_cxt);
+	ing->keys = NULL;
+	ing->pending = NULL;
+	ing->npending = 0;
+	ing->maxpending = 0;
+}
+
+/*
+ * Should the batch end, to bound the memory of an upsert batch's merged
+ * keys?
+ */
+bool
+sw_ingest_full(SwIngest *ing)
+{
+	return ing->merge_cxt != NULL &&
+		MemoryContextMemAllocated(ing->merge_cxt, false) >= SW_INGEST_MERGE_BYTES;
 }
 
 /*
@@ -443,7 +703,17 @@ sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 {
 	ing->messages[ing->nmessages++] = msg;
 	if (ing->nmessages == SW_INGEST_CHUNK)
-		flush_chunk(ing);
+		flush_chunk(ing, true);
+}
+
+/*
+ * Decode and write (or merge) what is buffered: the caller is about to free
+ * the messages it added.
+ */
+void
+sw_ingest_flush(SwIngest *ing)
+{
+	flush_chunk(ing, true);
 }
 
 /*
@@ -454,7 +724,7 @@ sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 void
 sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to)
 {
-	flush_chunk(ing);
+	flush_chunk(ing, true);
 	sw_writer_consumed(ing->writer, part, from, to);
 }
 
@@ -465,7 +735,9 @@ sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to)
 int64
 sw_ingest_end(SwIngest *ing, int64 *kept)
 {
-	flush_chunk(ing);
+	flush_chunk(ing, true);
+	write_pending(ing);
+	reset_merge(ing);
 	sw_writer_close(ing->writer);
 	ing->writer = NULL;
 	ing->ftrel = NULL;
@@ -487,6 +759,7 @@ sw_ingest_abort(SwIngest *ing)
 	for (int i = 0; i < SW_INGEST_CHUNK; i++)
 		ExecClearTuple(ing->slots[i]);
 	MemoryContextReset(ing->chunk_cxt);
+	reset_merge(ing);
 }
 
 /*

@@ -5,11 +5,15 @@
  *
  * This is the library source_writes_kafka, the only one linked with
  * librdkafka: backends that read and edit source tables never map it.  The
- * launcher starts one worker per Kafka source (workers.c); the worker
- * consumes the source's topic and writes each batch of messages in a
+ * launcher starts one worker per Kafka source, or as many as its option
+ * workers says, each with its share of the partitions (workers.c).  A
+ * worker consumes its partitions and writes each batch of messages in a
  * transaction of its own, through an ingestion (ingest.c) that decodes
  * them as the table's owner, keeps what cannot be decoded as errors, and
- * consumes their offsets in the same transaction.
+ * consumes their offsets in the same transaction.  A batch takes what the
+ * brokers hold, up to a bound: on an upsert source, whose batches keep
+ * only the last message of each key, the more it takes the fewer rows it
+ * writes.
  *
  * Exactly once: the worker does not trust the broker with its position.
  * It assigns itself the topic's partitions explicitly, at the offsets
@@ -67,6 +71,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -88,9 +93,14 @@ PG_MODULE_MAGIC;
 
 PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 
-/* a batch: at most this many messages, or bytes */
-#define SW_KAFKA_BATCH_MESSAGES	20000
-#define SW_KAFKA_BATCH_BYTES	(16 * 1024 * 1024)
+/*
+ * A batch takes what the brokers hold, up to a bound: on an append source
+ * this many messages; on an upsert source, whose batch keeps each key's
+ * last message in memory, what sw_ingest_full() allows.  And it lasts at
+ * most this long.
+ */
+#define SW_KAFKA_BATCH_MESSAGES	50000
+#define SW_KAFKA_BATCH_MS		5000
 
 /* messages taken from the queue at a time, and how long we wait for them */
 #define SW_KAFKA_CONSUME_STEP	1000
@@ -133,8 +143,13 @@ static rd_kafka_topic_partition_list_t *assigned;	/* the same, for librdkafka */
 static int	npartitions;
 static bool topic_exists = false;
 static bool first_start;		/* no partition had stored progress */
+static int	member;				/* our share of the partitions: those p */
+static int	members;			/* ... with p % members = member */
+static Bitmapset *seen;			/* the partitions found, ours or not */
 static MemoryContext worker_cxt;
-static MemoryContext batch_cxt;
+static MemoryContext step_cxt;	/* the messages taken from the queue */
+static rd_kafka_message_t **msgs;	/* ... */
+static int	nmsgs;
 
 /* set by callbacks */
 static bool options_changed = false;
@@ -447,8 +462,11 @@ start_offsets(int n, const int32 *parts, int64 *offsets)
 
 /*
  * Find the topic's partitions through metadata, and assign the new ones
- * at their stored offsets (storing first where they start, if they have
- * none).  False if the brokers could not be asked.
+ * that are ours at their stored offsets.  Where a new partition starts is
+ * stored first, if it has no progress yet, by whichever worker of the
+ * source finds it first, ours or not: so the source's first start, when
+ * it applies start_offset, is one for all its workers.  False if the
+ * brokers could not be asked.
  */
 static bool
 refresh_partitions(void)
@@ -489,15 +507,20 @@ refresh_partitions(void)
 	set_state("running", NULL);
 	topic_exists = true;
 	for (int i = 0; i < t->partition_cnt; i++)
-		if (find_partition(t->partitions[i].id) == NULL)
+		if (!bms_is_member(t->partitions[i].id, seen))
 			fresh = lappend_int(fresh, t->partitions[i].id);
 	rd_kafka_metadata_destroy(md);
 	if (fresh == NIL)
 		return true;
 
-	/* where the new partitions start, stored once, in a transaction */
+	/*
+	 * Where the new partitions start, stored once, in a transaction; the
+	 * other workers of the source wait for it (retry_errors() too, for a
+	 * moment).
+	 */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	LockRelationOid(source_relid, ShareUpdateExclusiveLock);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	{
 		List	   *stored = sw_catalog_progress(source_relid);
@@ -506,6 +529,7 @@ refresh_partitions(void)
 		int32	   *parts = palloc(sizeof(int32) * list_length(fresh));
 		int64	   *offsets = palloc(sizeof(int64) * list_length(fresh));
 		int			n = 0;
+		int			ours = 0;
 
 		first_start = (stored == NIL);
 		foreach(lc, fresh)
@@ -527,15 +551,23 @@ refresh_partitions(void)
 		stored = sw_catalog_progress(source_relid);
 
 		old = MemoryContextSwitchTo(worker_cxt);
+		foreach(lc, fresh)
+		{
+			seen = bms_add_member(seen, lfirst_int(lc));
+			ours += lfirst_int(lc) % members == member;
+		}
 		partitions = partitions
-			? repalloc(partitions, sizeof(KafkaPartition) * (npartitions + list_length(fresh)))
-			: palloc(sizeof(KafkaPartition) * list_length(fresh));
+			? repalloc(partitions, sizeof(KafkaPartition) * (npartitions + ours))
+			: palloc(sizeof(KafkaPartition) * Max(ours, 1));
 		MemoryContextSwitchTo(old);
 		foreach(lc, fresh)
 		{
-			KafkaPartition *p = &partitions[npartitions++];
+			KafkaPartition *p;
 			ListCell   *lc2;
 
+			if (lfirst_int(lc) % members != member)
+				continue;
+			p = &partitions[npartitions++];
 			p->partition = lfirst_int(lc);
 			p->next = 0;
 			p->high = -1;
@@ -649,28 +681,112 @@ wake_fetcher(void)
 }
 
 /*
- * Write a batch of messages in a transaction of our own, and consume their
- * offsets in it; then move the partitions on.  Messages at offsets already
- * ingested are skipped.
+ * Take the next messages from the queue, up to a step, waiting up to
+ * wait_ms for the first; error events are reported, not kept.  Returns how
+ * many there are.
  */
-static void
-ingest_batch(rd_kafka_message_t **msgs, int n)
+static int
+take_messages(int wait_ms)
 {
-	SwMessage  *m = palloc0(sizeof(SwMessage) * n);
-	Relation	ftrel;
-	int64		written;
-	int64		kept;
+	ssize_t		got;
 
+	Assert(nmsgs == 0);
+	got = rd_kafka_consume_batch_queue(queue, wait_ms, msgs, SW_KAFKA_CONSUME_STEP);
+	for (int i = 0; i < got; i++)
+	{
+		if (msgs[i]->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			set_state("broker error", rd_kafka_message_errstr(msgs[i]));
+			rd_kafka_message_destroy(msgs[i]);
+			continue;
+		}
+		msgs[nmsgs++] = msgs[i];
+	}
+	return nmsgs;
+}
+
+/* let go of the messages taken, and of what they took in our memory */
+static void
+drop_messages(void)
+{
+	for (int i = 0; i < nmsgs; i++)
+		rd_kafka_message_destroy(msgs[i]);
+	nmsgs = 0;
+	MemoryContextReset(step_cxt);
+}
+
+/*
+ * Has librdkafka fetched every partition up to the high watermark it last
+ * saw?  If not, more messages are on their way.
+ */
+static bool
+fetched_all(void)
+{
 	for (int i = 0; i < npartitions; i++)
-		partitions[i].batch_to = partitions[i].next;
+	{
+		int64		low;
+		int64		high;
+		int64		position = partitions[i].batch_to;
+		rd_kafka_topic_partition_list_t *list;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "ingesting a batch");
-	ftrel = table_open(source_relid, RowExclusiveLock);
-	sw_ingest_begin(ingest, ftrel);
-	for (int i = 0; i < n; i++)
+		if (rd_kafka_get_watermark_offsets(rk, topic, partitions[i].partition,
+										   &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+			high <= position)
+			continue;
+		/* messages not ingested yet may be in the queue, or on their way */
+		list = rd_kafka_topic_partition_list_new(1);
+		rd_kafka_topic_partition_list_add(list, topic, partitions[i].partition);
+		if (rd_kafka_position(rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+			list->elems[0].offset >= 0)
+			position = list->elems[0].offset;
+		rd_kafka_topic_partition_list_destroy(list);
+		if (high > position)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The first offset of a partition that the brokers still hold, as
+ * librdkafka last heard it; -1 if unknown.
+ */
+static int64
+first_held(KafkaPartition *p)
+{
+	int64		low;
+	int64		high;
+
+	if (rd_kafka_get_watermark_offsets(rk, topic, p->partition, &low, &high) !=
+		RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
+	return low;
+}
+
+/*
+ * Have the brokers deleted messages of ours (by retention) before we could
+ * ingest them?  A batch then consumes their offsets, empty handed.
+ */
+static bool
+deleted_ahead(void)
+{
+	for (int i = 0; i < npartitions; i++)
+		if (first_held(&partitions[i]) > partitions[i].next)
+			return true;
+	return false;
+}
+
+/*
+ * Hand the messages taken to the batch, and let go of them.  Messages at
+ * offsets already ingested are skipped.  Returns how many were added.
+ */
+static int
+add_messages(void)
+{
+	MemoryContext old = MemoryContextSwitchTo(step_cxt);
+	SwMessage  *m = palloc0(sizeof(SwMessage) * Max(nmsgs, 1));
+	int			added = 0;
+
+	for (int i = 0; i < nmsgs; i++)
 	{
 		rd_kafka_message_t *rkm = msgs[i];
 		KafkaPartition *p = find_partition(rkm->partition);
@@ -691,6 +807,71 @@ ingest_batch(rd_kafka_message_t **msgs, int n)
 		message_headers(rkm, &m[i]);
 		sw_ingest_add(ingest, &m[i]);
 		p->batch_to = rkm->offset + 1;
+		added++;
+	}
+	MemoryContextSwitchTo(old);
+	sw_ingest_flush(ingest);
+	drop_messages();
+	return added;
+}
+
+/*
+ * Write a batch in a transaction of our own, starting with the messages
+ * taken, and consume their offsets in it; then move the partitions on.
+ * The batch goes on taking messages while the brokers have more for us,
+ * up to a bound.
+ */
+static void
+ingest_batch(void)
+{
+	Relation	ftrel;
+	int64		added = 0;
+	int64		written;
+	int64		kept;
+	TimestampTz start = GetCurrentTimestamp();
+
+	for (int i = 0; i < npartitions; i++)
+		partitions[i].batch_to = partitions[i].next;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "ingesting a batch");
+	ftrel = table_open(source_relid, RowExclusiveLock);
+	sw_ingest_begin(ingest, ftrel);
+	for (;;)
+	{
+		added += add_messages();
+		if (sw_ingest_full(ingest) ||
+			(!sw_ingest_source_table(ingest)->upsert && added >= SW_KAFKA_BATCH_MESSAGES) ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), SW_KAFKA_BATCH_MS) ||
+			ConfigReloadPending || options_changed)
+			break;
+		if (take_messages(0) > 0)
+			continue;
+		/* the queue is empty: wait for more if the brokers have more */
+		if (fetched_all())
+			break;
+		wake_fetcher();
+		if (take_messages(SW_KAFKA_WAIT_MS) == 0)
+			break;
+	}
+	for (int i = 0; i < npartitions; i++)
+	{
+		KafkaPartition *p = &partitions[i];
+		int64		first = first_held(p);
+
+		if (first > p->batch_to)
+		{
+			char	   *error = psprintf("the brokers deleted offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d before they were ingested",
+										 p->batch_to, first - 1, p->partition);
+
+			ereport(WARNING,
+					(errmsg("source_writes kafka worker for \"%s\": %s", source_name, error),
+					 errhint("The topic's retention is shorter than the time the source was behind.")));
+			set_state("running", error);
+			p->batch_to = first;
+		}
 	}
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
@@ -700,7 +881,7 @@ ingest_batch(rd_kafka_message_t **msgs, int n)
 	table_close(ftrel, NoLock);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	MemoryContextSwitchTo(batch_cxt);
+	MemoryContextSwitchTo(worker_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	for (int i = 0; i < npartitions; i++)
@@ -715,14 +896,14 @@ ingest_batch(rd_kafka_message_t **msgs, int n)
  * whether the batch committed.
  */
 static bool
-try_batch(rd_kafka_message_t **msgs, int n, int *failures)
+try_batch(int *failures)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		ok = true;
 
 	PG_TRY();
 	{
-		ingest_batch(msgs, n);
+		ingest_batch();
 	}
 	PG_CATCH();
 	{
@@ -735,6 +916,7 @@ try_batch(rd_kafka_message_t **msgs, int n, int *failures)
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
 		sw_ingest_abort(ingest);
+		drop_messages();
 		RESUME_INTERRUPTS();
 		set_state("retrying after an error", edata->message);
 		FreeErrorData(edata);
@@ -819,9 +1001,6 @@ source_writes_kafka_main(Datum main_arg)
 	int			index = DatumGetInt32(main_arg);
 	uint32		generation;
 	Oid			dboid = InvalidOid;
-	rd_kafka_message_t **msgs;
-	int			nmsgs = 0;
-	size_t		batch_bytes = 0;
 	int			failures = 0;
 	uint64		served = 0;
 	TimestampTz last_metadata = 0;
@@ -832,7 +1011,7 @@ source_writes_kafka_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
-	source_relid = sw_worker_attach(index, generation, &dboid);
+	source_relid = sw_worker_attach(index, generation, &dboid, &member, &members);
 	if (!OidIsValid(source_relid))
 		proc_exit(0);			/* the slot went to another source */
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
@@ -840,10 +1019,10 @@ source_writes_kafka_main(Datum main_arg)
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes kafka worker",
 									   ALLOCSET_DEFAULT_SIZES);
-	batch_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes kafka batch",
-									  ALLOCSET_DEFAULT_SIZES);
+	step_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes kafka messages",
+									 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(worker_cxt);
-	msgs = palloc(sizeof(rd_kafka_message_t *) * SW_KAFKA_BATCH_MESSAGES);
+	msgs = palloc(sizeof(rd_kafka_message_t *) * SW_KAFKA_CONSUME_STEP);
 
 	CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, syscache_callback, (Datum) 0);
@@ -871,7 +1050,6 @@ source_writes_kafka_main(Datum main_arg)
 	for (;;)
 	{
 		TimestampTz now;
-		int			got;
 		uint64		requested;
 
 		CHECK_FOR_INTERRUPTS();
@@ -923,50 +1101,17 @@ source_writes_kafka_main(Datum main_arg)
 		}
 
 		/*
-		 * A batch: what the queue holds, up to a bound, waiting a moment for
-		 * the first messages (the latch and the requests are looked at that
-		 * often).
+		 * A batch, when messages come (we wait a moment for them: the latch
+		 * and the requests are looked at that often), or when the brokers
+		 * deleted some before we could take them.
 		 */
-		MemoryContextSwitchTo(batch_cxt);
-		for (;;)
+		if (take_messages(SW_KAFKA_WAIT_MS) > 0 || deleted_ahead())
 		{
-			int			want = Min(SW_KAFKA_CONSUME_STEP, SW_KAFKA_BATCH_MESSAGES - nmsgs);
-			int			kept = nmsgs;
-
-			got = (int) rd_kafka_consume_batch_queue(queue, nmsgs == 0 ? SW_KAFKA_WAIT_MS : 0,
-													 msgs + nmsgs, want);
-			for (int i = nmsgs; i < nmsgs + Max(got, 0); i++)
-			{
-				if (msgs[i]->err != RD_KAFKA_RESP_ERR_NO_ERROR)
-				{
-					/* an error event, not a message */
-					set_state("broker error", rd_kafka_message_errstr(msgs[i]));
-					rd_kafka_message_destroy(msgs[i]);
-					continue;
-				}
-				batch_bytes += msgs[i]->len + msgs[i]->key_len;
-				msgs[kept++] = msgs[i];
-			}
-			nmsgs = kept;
-			if (got < want || nmsgs == SW_KAFKA_BATCH_MESSAGES ||
-				batch_bytes >= SW_KAFKA_BATCH_BYTES)
-				break;
-		}
-
-		if (nmsgs > 0)
-		{
-			if (got < SW_KAFKA_CONSUME_STEP)
-				wake_fetcher();
-			if (try_batch(msgs, nmsgs, &failures))
+			if (try_batch(&failures))
 				set_state("running", NULL);
-			for (int i = 0; i < nmsgs; i++)
-				rd_kafka_message_destroy(msgs[i]);
-			nmsgs = 0;
-			batch_bytes = 0;
 			last_report = 0;	/* report now */
 		}
 		MemoryContextSwitchTo(worker_cxt);
-		MemoryContextReset(batch_cxt);
 
 		now = GetCurrentTimestamp();
 		if (TimestampDifferenceExceeds(last_report, now, SW_REPORT_MS))

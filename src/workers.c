@@ -5,21 +5,24 @@
  *		  the launcher keeps them running, and what they report
  *
  * Each Kafka source table of the database that source_writes.database
- * names is ingested by a background worker of its own (kafka_worker.c, in
- * the library source_writes_kafka, the only one linked with librdkafka).
- * Shared memory holds a slot per source being ingested (as many as
- * max_worker_processes, and some more for the sources that wait for a
- * worker process): the source it ingests, the worker's pid and latch, the state it
- * reports (what it is doing, its last error, each partition's next offset
- * and high watermark) and wait_for()'s requests for fresh watermarks.
+ * names is ingested by background workers of its own (kafka_worker.c, in
+ * the library source_writes_kafka, the only one linked with librdkafka):
+ * one, or as many as its option workers says, which share its partitions
+ * out (worker m of n takes the partitions p with p % n = m).  Shared memory
+ * holds a slot per worker (as many as max_worker_processes, and some more
+ * for the workers that wait for a process): the source it ingests and its
+ * share, the worker's pid and latch, the state it reports (what it is
+ * doing, its last error, each partition's next offset and high watermark)
+ * and wait_for()'s requests for fresh watermarks.
  *
  * The launcher supervises them about once a second and whenever a worker
- * starts or stops (sw_workers_supervise()): it gives a slot to each new
- * Kafka source and frees the slots of sources that are gone, starts a
- * worker for each slot that has none, and starts a worker that stopped
- * again, at once if it left to take new options and otherwise after a
- * backoff that doubles with each failure, up to a minute.  A worker that
- * finds its slot given to another source (a new generation) leaves.
+ * starts or stops (sw_workers_supervise()): it gives slots to each new
+ * Kafka source and frees the slots of sources that are gone or now want
+ * another number of workers, starts a worker for each slot that has none,
+ * and starts a worker that stopped again, at once if it left to take new
+ * options and otherwise after a backoff that doubles with each failure, up
+ * to a minute.  A worker that finds its slot given to another source (a
+ * new generation) leaves.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -49,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "fdw_options.h"
 #include "workers.h"
 
 #define SW_STATE_LEN		64
@@ -68,6 +72,8 @@ typedef struct SwWorkerSlot
 {
 	Oid			relid;			/* the source it ingests; InvalidOid: free */
 	Oid			dboid;
+	int			member;			/* its share of the partitions: member of */
+	int			members;		/* ... members */
 	uint32		generation;		/* bumped each time the slot is given */
 	pid_t		pid;			/* its worker; 0 while none is attached */
 	Latch	   *latch;
@@ -101,6 +107,13 @@ typedef struct SwSupervised
 } SwSupervised;
 
 static SwSupervised *supervised = NULL;
+
+/* a Kafka source, and how many workers it wants */
+typedef struct SwWanted
+{
+	Oid			relid;
+	int			workers;
+} SwWanted;
 
 /* a worker's own slot */
 static int	my_index = -1;
@@ -177,8 +190,8 @@ report(int index, uint32 generation, const char *state, const char *error)
 }
 
 /*
- * The Kafka sources of the launcher's database, as a list of OIDs in the
- * caller's memory context.
+ * The Kafka sources of the launcher's database, and how many workers each
+ * wants, as a list of SwWanted in the caller's memory context.
  */
 static List *
 kafka_sources(void)
@@ -198,11 +211,17 @@ kafka_sources(void)
 		{
 			SwSource   *source = lfirst(lc);
 
-			if (source->kind == SW_KIND_KAFKA)
+			int			workers;
+
+			if (source->kind == SW_KIND_KAFKA &&
+				(workers = sw_source_workers(source->relid)) > 0)
 			{
 				MemoryContext old = MemoryContextSwitchTo(cxt);
+				SwWanted   *w = palloc(sizeof(SwWanted));
 
-				result = lappend_oid(result, source->relid);
+				w->relid = source->relid;
+				w->workers = workers;
+				result = lappend(result, w);
 				MemoryContextSwitchTo(old);
 			}
 		}
@@ -218,7 +237,7 @@ kafka_sources(void)
  * registered (max_worker_processes are all taken).
  */
 static bool
-start_worker(int index, uint32 generation, Oid relid)
+start_worker(int index, uint32 generation, Oid relid, int member)
 {
 	BackgroundWorker worker = {0};
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -229,7 +248,11 @@ start_worker(int index, uint32 generation, Oid relid)
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_kafka");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_kafka_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker for source %u", relid);
+	if (member == 0)
+		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker for source %u", relid);
+	else
+		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker %d for source %u",
+				 member + 1, relid);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes kafka worker");
 	worker.bgw_main_arg = Int32GetDatum(index);
 	memcpy(worker.bgw_extra, &generation, sizeof(generation));
@@ -242,11 +265,11 @@ start_worker(int index, uint32 generation, Oid relid)
 }
 
 /*
- * Give a free slot to a source; false if there is none.  Called with the
- * lock held.
+ * Give a free slot to a worker of a source; false if there is none.
+ * Called with the lock held.
  */
 static bool
-assign_slot(Oid relid)
+assign_slot(Oid relid, int member, int members)
 {
 	for (int i = 0; i < shared->nslots; i++)
 	{
@@ -257,6 +280,8 @@ assign_slot(Oid relid)
 			continue;
 		slot->relid = relid;
 		slot->dboid = MyDatabaseId;
+		slot->member = member;
+		slot->members = members;
 		slot->generation++;
 		slot->restart_now = false;
 		strlcpy(slot->state, "starting", SW_STATE_LEN);
@@ -279,8 +304,20 @@ forget_launcher(int code, Datum arg)
 	LWLockRelease(shared->lock);
 }
 
+/* how many workers a source wants, in a list of SwWanted; 0 if none */
+static int
+wanted_workers(List *sources, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, sources)
+		if (((SwWanted *) lfirst(lc))->relid == relid)
+			return ((SwWanted *) lfirst(lc))->workers;
+	return 0;
+}
+
 /*
- * Keep a worker running for each Kafka source of the database, and none
+ * Keep the workers of each Kafka source of the database running, and none
  * for sources that are gone.  Run by the launcher, outside a transaction.
  */
 void
@@ -312,8 +349,13 @@ sw_workers_supervise(void)
 
 		if (!OidIsValid(slot->relid))
 			continue;
-		/* a source that is gone, or a slot of another database left behind */
-		if ((slot->dboid == MyDatabaseId && !list_member_oid(sources, slot->relid)) ||
+		/*
+		 * A source that is gone or wants another number of workers (its
+		 * partitions are shared out anew), or a slot of another database
+		 * left behind
+		 */
+		if ((slot->dboid == MyDatabaseId &&
+			 wanted_workers(sources, slot->relid) != slot->members) ||
 			(slot->dboid != MyDatabaseId && slot->pid == 0))
 		{
 			slot->relid = InvalidOid;
@@ -323,17 +365,22 @@ sw_workers_supervise(void)
 	}
 	foreach(lc, sources)
 	{
-		Oid			relid = lfirst_oid(lc);
-		bool		found = false;
+		SwWanted   *w = lfirst(lc);
 
-		for (int i = 0; i < shared->nslots && !found; i++)
-			found = shared->slots[i].relid == relid &&
-				shared->slots[i].dboid == MyDatabaseId;
-		if (!found && !assign_slot(relid))
-			ereport(WARNING,
-					(errmsg("no worker slot is free for source table \"%s\"",
-							get_rel_name(relid)),
-					 errhint("Each Kafka source table takes a background worker; raise max_worker_processes.")));
+		for (int m = 0; m < w->workers; m++)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < shared->nslots && !found; i++)
+				found = shared->slots[i].relid == w->relid &&
+					shared->slots[i].dboid == MyDatabaseId &&
+					shared->slots[i].member == m;
+			if (!found && !assign_slot(w->relid, m, w->workers))
+				ereport(WARNING,
+						(errmsg("no worker slot is free for source table \"%s\"",
+								get_rel_name(w->relid)),
+						 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+		}
 	}
 	LWLockRelease(shared->lock);
 
@@ -345,6 +392,7 @@ sw_workers_supervise(void)
 		Oid			relid;
 		uint32		generation;
 		bool		restart_now;
+		int			member;
 
 		if (to_stop[i] && sup->handle)
 			TerminateBackgroundWorker(sup->handle);
@@ -354,6 +402,7 @@ sw_workers_supervise(void)
 		generation = slot->generation;
 		restart_now = slot->restart_now;
 		pid = slot->pid;
+		member = slot->member;
 		LWLockRelease(shared->lock);
 
 		/* a worker that an earlier launcher started is still at work */
@@ -383,7 +432,7 @@ sw_workers_supervise(void)
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		slot->restart_now = false;
 		LWLockRelease(shared->lock);
-		if (start_worker(i, generation, relid))
+		if (start_worker(i, generation, relid, member))
 			sup->started_at = now;
 		else
 		{
@@ -428,12 +477,13 @@ detach_worker(int code, Datum arg)
 }
 
 /*
- * A worker takes its slot: returns the source it ingests, and in *dboid
- * its database; InvalidOid if the slot was given to another source since
- * the worker was started.
+ * A worker takes its slot: returns the source it ingests, in *dboid its
+ * database and in *member and *members its share of the partitions;
+ * InvalidOid if the slot was given to another source since the worker was
+ * started.
  */
 Oid
-sw_worker_attach(int index, uint32 generation, Oid *dboid)
+sw_worker_attach(int index, uint32 generation, Oid *dboid, int *member, int *members)
 {
 	SwWorkerSlot *slot;
 	Oid			relid = InvalidOid;
@@ -447,6 +497,8 @@ sw_worker_attach(int index, uint32 generation, Oid *dboid)
 	{
 		relid = slot->relid;
 		*dboid = slot->dboid;
+		*member = slot->member;
+		*members = slot->members;
 		slot->pid = MyProcPid;
 		slot->latch = MyLatch;
 		strlcpy(slot->state, "starting", SW_STATE_LEN);
@@ -548,16 +600,6 @@ sw_worker_restart_soon(void)
 	LWLockRelease(shared->lock);
 }
 
-/* the slot of a source of this database, or NULL; with the lock held */
-static SwWorkerSlot *
-find_slot(Oid relid)
-{
-	for (int i = 0; i < shared->nslots; i++)
-		if (shared->slots[i].relid == relid && shared->slots[i].dboid == MyDatabaseId)
-			return &shared->slots[i];
-	return NULL;
-}
-
 /* how far a slot's worker is behind the high watermarks it reported */
 static int64
 slot_lag(const SwWorkerSlot *slot)
@@ -602,8 +644,52 @@ copy_slots(int *n)
 }
 
 /*
+ * What the workers of a source say together, from the copies of their
+ * slots (those of copy[from..n) with the source's relid): the state and
+ * last error of the first (in member order) that is not simply running,
+ * the pid of the first, and their lag.
+ */
+static void
+source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nulls)
+{
+	const SwWorkerSlot *first = NULL;
+	const SwWorkerSlot *telling = NULL;
+	const SwWorkerSlot *erring = NULL;
+	int64		lag = 0;
+	int			npartitions = 0;
+
+	for (int i = from; i < n; i++)
+	{
+		const SwWorkerSlot *s = &copy[i];
+
+		if (s->relid != copy[from].relid)
+			continue;
+		if (first == NULL || s->member < first->member)
+			first = s;
+		if (strcmp(s->state, "running") != 0 &&
+			(telling == NULL || s->member < telling->member))
+			telling = s;
+		if (s->last_error[0] != '\0' &&
+			(erring == NULL || s->member < erring->member))
+			erring = s;
+		lag += slot_lag(s);
+		npartitions += s->npartitions;
+	}
+	if (telling == NULL)
+		telling = first;
+	values[0] = ObjectIdGetDatum(first->relid);
+	values[1] = CStringGetTextDatum(telling->state);
+	values[2] = erring ? CStringGetTextDatum(erring->last_error) : (Datum) 0;
+	nulls[2] = erring == NULL;
+	values[3] = Int32GetDatum(first->pid);
+	nulls[3] = first->pid == 0;
+	values[4] = Int64GetDatum(lag);
+	nulls[4] = npartitions == 0;
+}
+
+/*
  * source_writes.worker_status(): what the workers of the current database
- * report, for the sources the current user may read.
+ * report, a row per source the current user may read.
  */
 Datum
 source_writes_worker_status(PG_FUNCTION_ARGS)
@@ -619,17 +705,13 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {0};
+		bool		seen = false;
 
-		if (!may_read(copy[i].relid))
+		for (int j = 0; j < i && !seen; j++)
+			seen = copy[j].relid == copy[i].relid;
+		if (seen || !may_read(copy[i].relid))
 			continue;
-		values[0] = ObjectIdGetDatum(copy[i].relid);
-		values[1] = CStringGetTextDatum(copy[i].state);
-		values[2] = CStringGetTextDatum(copy[i].last_error);
-		nulls[2] = copy[i].last_error[0] == '\0';
-		values[3] = Int32GetDatum(copy[i].pid);
-		nulls[3] = copy[i].pid == 0;
-		values[4] = Int64GetDatum(slot_lag(&copy[i]));
-		nulls[4] = copy[i].npartitions == 0;
+		source_report(copy, i, n, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -704,13 +786,23 @@ reported_next(const SwWorkerSlot *slot, int32 partition)
 	return -1;
 }
 
+/* what wait_for() knows of one worker of the source */
+typedef struct SwWaitedWorker
+{
+	uint32		generation;		/* of its slot, when we asked it; 0: not yet */
+	uint64		request;		/* our request for fresh watermarks */
+	bool		have_targets;	/* it answered: targets are its watermarks */
+	int			ntargets;
+	SwPartitionReport targets[SW_MAX_REPORTED_PARTITIONS];
+} SwWaitedWorker;
+
 /*
- * source_writes.wait_for(source, timeout): return once the source's worker
- * has committed every message its topic held when we asked.  We ask the
+ * source_writes.wait_for(source, timeout): return once the source's workers
+ * have committed every message its topic held when we asked.  We ask each
  * worker for fresh high watermarks, take those it reports after answering
  * as targets, and wait until each partition's next offset reaches its
- * target.  While no worker runs (the launcher has not started one yet, or
- * starts it again), we wait for one.
+ * target.  While a worker does not run (the launcher has not started it
+ * yet, or starts it again), we wait for it.
  */
 Datum
 source_writes_wait_for(PG_FUNCTION_ARGS)
@@ -720,11 +812,8 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	int64		timeout_us;
 	TimestampTz deadline;
 	SwSource	source;
-	uint32		generation = 0;
-	uint64		request = 0;
-	bool		have_targets = false;
-	int			ntargets = 0;
-	SwPartitionReport *targets = palloc(sizeof(SwPartitionReport) * SW_MAX_REPORTED_PARTITIONS);
+	bool		launcher_woken = false;
+	SwWaitedWorker *waited = palloc0(sizeof(SwWaitedWorker) * SW_MAX_SOURCE_WORKERS);
 	char		state[SW_STATE_LEN] = "no worker";
 	char		last_error[SW_ERROR_LEN] = "";
 	int64		left = -1;
@@ -765,59 +854,85 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	ConditionVariablePrepareToSleep(&shared->reported);
 	for (;;)
 	{
-		SwWorkerSlot *slot;
-		Latch	   *wake = NULL;
-		bool		done = false;
+		Latch	   *wake[SW_MAX_SOURCE_WORKERS + 1];
+		int			nwake = 0;
+		int			members = 0;
+		int			nslots = 0;
+		int			told = -1;	/* the member whose state we tell */
+		bool		told_bad = false;
+		bool		done = true;
 		long		remaining;
 
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		slot = find_slot(relid);
-		if (slot == NULL && generation == 0)
+		left = -1;
+		for (int i = 0; i < shared->nslots; i++)
 		{
-			/* a new source: the launcher gives it a worker now, not in a second */
-			wake = shared->launcher_latch;
-			generation = PG_UINT32_MAX;
-		}
-		if (slot && slot->generation != generation)
-		{
-			/* a worker's slot, new to us: ask it for fresh watermarks */
-			generation = slot->generation;
-			request = ++slot->wait_requested;
-			have_targets = false;
-			wake = slot->latch;
-		}
-		if (slot && !have_targets && slot->wait_served >= request && slot->pid != 0)
-		{
-			ntargets = slot->npartitions;
-			memcpy(targets, slot->partitions, sizeof(SwPartitionReport) * ntargets);
-			have_targets = true;
-		}
-		if (slot && have_targets)
-		{
-			done = true;
-			left = 0;
-			for (int i = 0; i < ntargets; i++)
-			{
-				int64		next = reported_next(slot, targets[i].partition);
+			SwWorkerSlot *slot = &shared->slots[i];
+			SwWaitedWorker *w;
+			bool		bad;
 
-				if (next < targets[i].high)
+			if (slot->relid != relid || slot->dboid != MyDatabaseId ||
+				slot->member < 0 || slot->member >= SW_MAX_SOURCE_WORKERS)
+				continue;
+			w = &waited[slot->member];
+			members = slot->members;
+			nslots++;
+			if (slot->generation != w->generation)
+			{
+				/* a worker's slot, new to us: ask it for fresh watermarks */
+				w->generation = slot->generation;
+				w->request = ++slot->wait_requested;
+				w->have_targets = false;
+				if (slot->latch)
+					wake[nwake++] = slot->latch;
+			}
+			if (!w->have_targets && slot->wait_served >= w->request && slot->pid != 0)
+			{
+				w->ntargets = slot->npartitions;
+				memcpy(w->targets, slot->partitions, sizeof(SwPartitionReport) * w->ntargets);
+				w->have_targets = true;
+			}
+			if (!w->have_targets)
+				done = false;
+			else
+			{
+				left = Max(left, 0);
+				for (int t = 0; t < w->ntargets; t++)
 				{
-					done = false;
-					left += targets[i].high - Max(next, 0);
+					int64		next = reported_next(slot, w->targets[t].partition);
+
+					if (next < w->targets[t].high)
+					{
+						done = false;
+						left += w->targets[t].high - Max(next, 0);
+					}
 				}
 			}
+
+			/* tell the state of the first worker that is not simply running */
+			bad = slot->pid == 0 || strcmp(slot->state, "running") != 0;
+			if (told < 0 || (bad && !told_bad) ||
+				(bad == told_bad && slot->member < told))
+			{
+				told = slot->member;
+				told_bad = bad;
+				strlcpy(state, slot->pid == 0 ? "no worker" : slot->state, SW_STATE_LEN);
+				strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
+			}
 		}
-		if (slot)
+		if (nslots == 0 && !launcher_woken)
 		{
-			strlcpy(state, slot->state, SW_STATE_LEN);
-			strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
-			if (slot->pid == 0)
-				strlcpy(state, "no worker", SW_STATE_LEN);
+			/* a new source: the launcher gives it workers now, not in a second */
+			if (shared->launcher_latch)
+				wake[nwake++] = shared->launcher_latch;
+			launcher_woken = true;
 		}
+		if (nslots == 0 || nslots < members)
+			done = false;		/* some worker has no slot yet */
 		LWLockRelease(shared->lock);
 
-		if (wake)
-			SetLatch(wake);
+		for (int i = 0; i < nwake; i++)
+			SetLatch(wake[i]);
 		if (done)
 			break;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);

@@ -37,7 +37,8 @@ extern void sw_workers_supervise(void);
 extern void sw_workers_stop_all(void);
 
 /* a worker, about its own slot */
-extern Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid);
+extern Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid,
+							 int *member, int *members);
 extern bool sw_worker_still_assigned(void);
 extern void sw_worker_report_state(const char *state, const char *error);
 extern void sw_worker_report_partitions(int n, const SwPartitionReport *parts);
