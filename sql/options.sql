@@ -203,6 +203,8 @@ CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '0');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '17');
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers 'two');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '1.5');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '0x2');
 CREATE FOREIGN TABLE t (v jsonb) SERVER hooks OPTIONS (workers '2');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', workers '16');

@@ -1265,6 +1265,18 @@ sw_catalog_progress(Oid relid)
 }
 
 /*
+ * Let the workers of a source store where its new partitions start one at
+ * a time, until the end of the transaction: a lock on an object of our own
+ * catalog, which no user command takes.
+ */
+void
+sw_catalog_lock_progress(Oid relid)
+{
+	require_catalog();
+	LockDatabaseObject(oids.progress, relid, 0, ExclusiveLock);
+}
+
+/*
  * Store where a partition that has no progress yet starts, without a
  * batch; a no-op if it has some (another writer was first: its wins, and
  * the caller reads it again).

@@ -181,6 +181,7 @@ typedef struct SwProgress
 } SwProgress;
 
 extern List *sw_catalog_progress(Oid relid);
+extern void sw_catalog_lock_progress(Oid relid);
 extern void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset);
 
 #endif							/* SW_CATALOG_H */

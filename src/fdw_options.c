@@ -643,15 +643,18 @@ check_byte_size(const char *option, const char *value)
 static int
 parse_workers(const char *option, const char *value)
 {
-	int			workers;
+	char	   *end;
+	long		workers;
 
-	if (!parse_int(value, &workers, 0, NULL) ||
+	errno = 0;
+	workers = strtol(value, &end, 10);
+	if (errno != 0 || end == value || *end != '\0' || !isdigit((unsigned char) *value) ||
 		workers < 1 || workers > SW_MAX_SOURCE_WORKERS)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
 				 errhint("Give a number of workers between 1 and %d.", SW_MAX_SOURCE_WORKERS)));
-	return workers;
+	return (int) workers;
 }
 
 static void

@@ -57,14 +57,14 @@ typedef struct SwColumn
 
 /* everything the options of a source table and its server say */
 /* a partition's offset in option start_offset */
-/* the most workers that may share the partitions of a Kafka source */
-#define SW_MAX_SOURCE_WORKERS	16
-
 typedef struct SwStartOffset
 {
 	int32		partition;
 	int64		offset;
 } SwStartOffset;
+
+/* the most workers that may share the partitions of a Kafka source */
+#define SW_MAX_SOURCE_WORKERS	16
 
 typedef struct SwSourceTable
 {

@@ -28,9 +28,11 @@
  * one transaction and one timestamp, and the rows that later messages of
  * the batch replace would appear and vanish at the same time.  So an
  * upsert batch merges its rows by key in memory, with PostgreSQL's tuple
- * hash tables and the key types' own hash and equality functions, and
- * writes each key once, at the end.  Its batches may then run long: the
- * worker asks sw_ingest_full() when to end one.
+ * hash tables and the key types' own hash and equality functions, keeps
+ * the last message of each key, and at the end decodes and writes each
+ * once, all in one subtransaction (falling back to a chunk at a time).
+ * Its batches may then run long: the worker asks sw_ingest_full() when to
+ * end one.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -74,8 +76,19 @@
 /* messages decoded in one subtransaction, then written */
 #define SW_INGEST_CHUNK		1000
 
-/* an upsert batch is full when its pending rows take this much memory */
+/*
+ * A batch is full with this many messages; one that merges by key, when
+ * the messages it keeps take this much memory.
+ */
+#define SW_INGEST_BATCH_MESSAGES	50000
 #define SW_INGEST_MERGE_BYTES	(48 * 1024 * 1024)
+
+/*
+ * A message whose decoding or writing fails with an error that is not its
+ * fault (a lock timeout, say) fails the batch; if it fails this many times
+ * in a row, it is kept as an error all the same.
+ */
+#define SW_INGEST_MAX_FAILURES	3
 
 /* columns of source_writes.errors */
 #define Anum_e_source		1
@@ -97,6 +110,7 @@
  */
 typedef struct SwLastMessage
 {
+	uint32		hash;			/* its key's: the order keys are written in */
 	SwMessage	msg;			/* its bytes follow, in the same allocation */
 } SwLastMessage;
 
@@ -125,6 +139,7 @@ struct SwIngest
 	SwWriter   *writer;
 	int			nmessages;		/* buffered, not decoded yet */
 	const SwMessage *messages[SW_INGEST_CHUNK];
+	int64		added;			/* messages */
 	int64		written;
 	int64		kept;
 	TupleHashTable keys;		/* upsert: key -> index into pending */
@@ -132,6 +147,11 @@ struct SwIngest
 								 * keys first came */
 	int			npending;
 	int			maxpending;
+
+	/* the last message that failed a batch with an error not its own */
+	int32		failing_partition;
+	int64		failing_offset;
+	int			failures;		/* how many times in a row */
 };
 
 static void prepare_merge(SwIngest *ing);
@@ -213,11 +233,26 @@ prepare_merge(SwIngest *ing)
 				att = a;
 		}
 		if (att == NULL)
-			return;				/* the options were checked: cannot happen */
-		type = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
-		if (!OidIsValid(type->eq_opr) ||
+			elog(ERROR, "key column \"%s\" of source table \"%s\" does not exist",
+				 name, get_rel_name(ing->relid));
+
+		/*
+		 * The typcache knows whether an array, a record or a range can be
+		 * hashed (their elements can); the operator's hash functions say
+		 * which ones go with its equality.
+		 */
+		type = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR | TYPECACHE_HASH_PROC);
+		if (!OidIsValid(type->eq_opr) || !OidIsValid(type->hash_proc) ||
 			!get_op_hash_functions(type->eq_opr, &lhs, &rhs) || lhs != rhs)
+		{
+			elog(DEBUG1, "source table \"%s\" does not merge its batches by key: the type of key column \"%s\" cannot be hashed",
+				 get_rel_name(ing->relid), name);
+			pfree(cols);
+			pfree(eqops);
+			pfree(collations);
+			FreeTupleDesc(key_desc);
 			return;
+		}
 		cols[k] = att->attnum;
 		eqops[k] = type->eq_opr;
 		collations[k] = att->attcollation;
@@ -250,6 +285,7 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	sw_writer_use_bulk_state(ing->writer, ing->bistate);
 	sw_writer_allow_subtransactions(ing->writer);
 	ing->nmessages = 0;
+	ing->added = 0;
 	ing->written = 0;
 	ing->kept = 0;
 }
@@ -378,9 +414,63 @@ is_tombstone(SwIngest *ing, const SwMessage *msg)
 }
 
 /*
+ * In the PG_CATCH of a subtransaction the ingestion began in memory context
+ * cxt and resource owner owner: roll the subtransaction back (and what the
+ * writer did in it, if writing) and return the error, copied into cxt.
+ */
+static ErrorData *
+roll_back_sub(SwIngest *ing, MemoryContext cxt, ResourceOwner owner, bool writing)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	if (writing)
+		sw_writer_sub_end(ing->writer, false);
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (!writing)
+		sw_writer_reset_checks(ing->writer);
+	return edata;
+}
+
+/* is the error a cancellation, or a shutdown? */
+static inline bool
+is_interruption(ErrorData *edata)
+{
+	return ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION;
+}
+
+/*
+ * May a message be kept as an error for this one?  Yes if the error is the
+ * message's (see may_keep()); for other errors, once the message has
+ * failed its batch this many times in a row: an input function or a
+ * constraint's code that raises such an error for one message must not
+ * stop its partition for ever.
+ */
+static bool
+may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
+{
+	if (may_keep(edata))
+		return true;
+	if (is_interruption(edata))
+		return false;			/* never its fault */
+	if (msg->offset >= 0 && msg->partition == ing->failing_partition &&
+		msg->offset == ing->failing_offset)
+		return ++ing->failures >= SW_INGEST_MAX_FAILURES;
+	ing->failing_partition = msg->partition;
+	ing->failing_offset = msg->offset;
+	ing->failures = 1;
+	return false;
+}
+
+/*
  * Decode the messages [from, n) of the chunk into their slots, until one
  * fails: returns its index (n if none did), with its error in *error.
- * Errors that are not the message's fault (see may_keep()) are raised.
+ * Errors that are not the message's fault (see may_keep_message()) are
+ * raised again.
  */
 static int
 decode_run(SwIngest *ing, int from, int n, char **error)
@@ -413,17 +503,10 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = roll_back_sub(ing, cxt, owner, false);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (!may_keep(edata))
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		sw_writer_reset_checks(ing->writer);
+		if (!may_keep_message(ing, ing->messages[i], edata))
+			ReThrowError(edata);
 
 		*error = error_text(edata);
 		FreeErrorData(edata);
@@ -449,15 +532,16 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 }
 
 /*
- * Write the decoded rows [from, to) of the chunk (all but those that
- * failed to decode) in a subtransaction: true if it committed.  If it
- * fails and holds one message, that message is kept as an error (a row
- * the heap or an index refuses, say): a message that cannot be written
- * must not stop the ones after it.  Errors that a retry may cure (a lock
- * timeout, a full disk, a serialization failure) fail the batch instead.
+ * Write the decoded rows [from, to) of the chunk (all but those done) in a
+ * subtransaction: true if it committed.  If it fails and holds one
+ * message, that message is kept as an error (a row the heap or an index
+ * refuses, say): a message that cannot be written must not stop the ones
+ * after it.  Errors that a retry may cure (a lock timeout, a full disk, a
+ * serialization failure) fail the batch instead, unless the message has
+ * failed it too often (see may_keep_message()).
  */
 static bool
-write_run(SwIngest *ing, int from, int to, bool *failed)
+write_run(SwIngest *ing, int from, int to, bool *done)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -468,7 +552,7 @@ write_run(SwIngest *ing, int from, int to, bool *failed)
 	PG_TRY();
 	{
 		for (int i = from; i < to; i++)
-			if (!failed[i])
+			if (!done[i])
 				write_row(ing, ing->messages[i], ing->slots[i]);
 		sw_writer_sub_end(ing->writer, true);
 		ReleaseCurrentSubTransaction();
@@ -477,22 +561,17 @@ write_run(SwIngest *ing, int from, int to, bool *failed)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = roll_back_sub(ing, cxt, owner, true);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (!may_keep(edata))
-			PG_RE_THROW();
-		FlushErrorState();
-		sw_writer_sub_end(ing->writer, false);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
 		ing->written = written;
+		if (is_interruption(edata))
+			ReThrowError(edata);
 		if (to - from == 1)
 		{
+			if (!may_keep_message(ing, ing->messages[from], edata))
+				ReThrowError(edata);
 			keep_error(ing, ing->messages[from], error_text(edata));
-			failed[from] = true;
+			done[from] = true;
 		}
 		FreeErrorData(edata);
 		ok = false;
@@ -571,6 +650,7 @@ merge_rows(SwIngest *ing, int n, bool *done)
 		TupleHashEntry entry;
 		bool		isnew;
 		bool		whole = true;
+		uint32		hash;
 		int			at;
 
 		if (done[i])
@@ -586,7 +666,7 @@ merge_rows(SwIngest *ing, int n, bool *done)
 			continue;
 		ExecStoreVirtualTuple(key_slot);
 
-		entry = LookupTupleHashEntry(ing->keys, key_slot, &isnew, NULL);
+		entry = LookupTupleHashEntry(ing->keys, key_slot, &isnew, &hash);
 		if (isnew)
 		{
 			if (ing->npending == ing->maxpending)
@@ -604,11 +684,44 @@ merge_rows(SwIngest *ing, int n, bool *done)
 			/* a later message of the key replaces the earlier one */
 			at = (int) (intptr_t) entry->additional;
 			pfree(ing->pending[at]);
-			ing->written++;
 		}
 		ing->pending[at] = copy_message(ing, ing->messages[i]);
+		ing->pending[at]->hash = hash;
 		done[i] = true;
 	}
+}
+
+/*
+ * Decode the buffered messages into their slots, keeping those that fail as
+ * errors (done).
+ */
+static void
+decode_chunk(SwIngest *ing, bool *done)
+{
+	int			i = 0;
+
+	while (i < ing->nmessages)
+	{
+		char	   *error = NULL;
+
+		i = decode_run(ing, i, ing->nmessages, &error);
+		if (i < ing->nmessages)
+		{
+			keep_error(ing, ing->messages[i], error);
+			done[i] = true;
+			i++;
+		}
+	}
+}
+
+/* forget the buffered messages and their rows */
+static void
+clear_chunk(SwIngest *ing)
+{
+	for (int i = 0; i < ing->nmessages; i++)
+		ExecClearTuple(ing->slots[i]);
+	MemoryContextReset(ing->chunk_cxt);
+	ing->nmessages = 0;
 }
 
 /*
@@ -621,23 +734,11 @@ flush_chunk(SwIngest *ing, bool merge)
 {
 	int			n = ing->nmessages;
 	bool		done[SW_INGEST_CHUNK] = {0};
-	int			i = 0;
+	int			i;
 
 	if (n == 0)
 		return;
-	while (i < n)
-	{
-		char	   *error = NULL;
-
-		i = decode_run(ing, i, n, &error);
-		if (i < n)
-		{
-			keep_error(ing, ing->messages[i], error);
-			done[i] = true;
-			i++;
-		}
-	}
-
+	decode_chunk(ing, done);
 	if (merge && ing->nkey > 0)
 		merge_rows(ing, n, done);
 
@@ -648,24 +749,86 @@ flush_chunk(SwIngest *ing, bool merge)
 		for (i = 0; i < n; i++)
 			if (!done[i])
 				(void) write_run(ing, i, i + 1, done);
-	for (i = 0; i < n; i++)
-		ExecClearTuple(ing->slots[i]);
-	MemoryContextReset(ing->chunk_cxt);
-	ing->nmessages = 0;
+	clear_chunk(ing);
+}
+
+/* the order keys are written in: by their hashes */
+static int
+pending_cmp(const void *a, const void *b)
+{
+	uint32		ha = (*(SwLastMessage *const *) a)->hash;
+	uint32		hb = (*(SwLastMessage *const *) b)->hash;
+
+	return ha < hb ? -1 : ha > hb ? 1 : 0;
+}
+
+/* buffer the pending messages from *next on, a chunk of them */
+static void
+buffer_pending(SwIngest *ing, int *next)
+{
+	while (ing->nmessages < SW_INGEST_CHUNK && *next < ing->npending)
+		ing->messages[ing->nmessages++] = &ing->pending[(*next)++]->msg;
 }
 
 /*
- * Upsert sources, at the end of a batch: write the last message of each key.
+ * Upsert sources, at the end of a batch: write the last message of each
+ * key, decoding it again.  They are written in the order of their keys'
+ * hashes, so that workers that share keys (from different partitions)
+ * take them in the same order and do not deadlock; and all in one
+ * subtransaction (a sub-XID per chunk would soon overflow the snapshots of
+ * other sessions).  If that fails, they are written again a chunk at a
+ * time, to keep the culprit as an error.
  */
 static void
 write_pending(SwIngest *ing)
 {
-	int			i = 0;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		written = ing->written;
+	int64		kept = ing->kept;
+	bool		ok = true;
+	int			next = 0;
 
-	while (i < ing->npending)
+	if (ing->npending == 0)
+		return;
+	qsort(ing->pending, ing->npending, sizeof(SwLastMessage *), pending_cmp);
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
 	{
-		while (ing->nmessages < SW_INGEST_CHUNK && i < ing->npending)
-			ing->messages[ing->nmessages++] = &ing->pending[i++]->msg;
+		while (next < ing->npending)
+		{
+			bool		done[SW_INGEST_CHUNK] = {0};
+
+			buffer_pending(ing, &next);
+			decode_chunk(ing, done);
+			for (int i = 0; i < ing->nmessages; i++)
+				if (!done[i])
+					write_row(ing, ing->messages[i], ing->slots[i]);
+			clear_chunk(ing);
+		}
+		sw_writer_sub_end(ing->writer, true);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = roll_back_sub(ing, cxt, owner, true);
+
+		clear_chunk(ing);
+		ing->written = written;
+		ing->kept = kept;
+		if (is_interruption(edata))
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+
+	for (next = 0; !ok && next < ing->npending;)
+	{
+		buffer_pending(ing, &next);
 		flush_chunk(ing, false);
 	}
 }
@@ -684,16 +847,17 @@ reset_merge(SwIngest *ing)
 }
 
 /*
- * Should the batch end, to bound the memory of an upsert batch's merged
- * keys?
+ * Should the batch end?  When it has SW_INGEST_BATCH_MESSAGES messages; or,
+ * if it merges them by key, when the messages it keeps take
+ * SW_INGEST_MERGE_BYTES.
  */
 bool
 sw_ingest_full(SwIngest *ing)
 {
-	return ing->merge_cxt != NULL &&
-		MemoryContextMemAllocated(ing->merge_cxt, false) >= SW_INGEST_MERGE_BYTES;
+	if (ing->nkey == 0)
+		return ing->added >= SW_INGEST_BATCH_MESSAGES;
+	return MemoryContextMemAllocated(ing->merge_cxt, true) >= SW_INGEST_MERGE_BYTES;
 }
-
 /*
  * Add a message to the batch.  Its memory must live until the next
  * sw_ingest_consumed() or sw_ingest_end(), which write what is buffered.
@@ -702,6 +866,7 @@ void
 sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 {
 	ing->messages[ing->nmessages++] = msg;
+	ing->added++;
 	if (ing->nmessages == SW_INGEST_CHUNK)
 		flush_chunk(ing, true);
 }

@@ -71,7 +71,6 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lmgr.h"
 #include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -94,12 +93,10 @@ PG_MODULE_MAGIC;
 PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 
 /*
- * A batch takes what the brokers hold, up to a bound: on an append source
- * this many messages; on an upsert source, whose batch keeps each key's
- * last message in memory, what sw_ingest_full() allows.  And it lasts at
- * most this long.
+ * A batch takes what the brokers hold, up to what sw_ingest_full() allows
+ * (a number of messages, or on an upsert source, whose batch keeps each
+ * key's last message in memory, their size), and at most this long.
  */
-#define SW_KAFKA_BATCH_MESSAGES	50000
 #define SW_KAFKA_BATCH_MS		5000
 
 /* messages taken from the queue at a time, and how long we wait for them */
@@ -127,6 +124,9 @@ typedef struct KafkaPartition
 								 * are committed */
 	int64		high;			/* the high watermark last seen, -1 if none */
 	int64		batch_to;		/* the current batch: one past its last */
+	int64		batch_first;	/* ... and its first, -1 if none */
+	int64		deleted_to;		/* the brokers deleted the offsets before it
+								 * that we did not take; -1 if none */
 } KafkaPartition;
 
 /* the worker's state */
@@ -514,13 +514,13 @@ refresh_partitions(void)
 		return true;
 
 	/*
-	 * Where the new partitions start, stored once, in a transaction; the
-	 * other workers of the source wait for it (retry_errors() too, for a
-	 * moment).
+	 * Where the new partitions start, stored once, in a transaction that
+	 * the other workers of the source wait for; its snapshot is taken once
+	 * they are done.
 	 */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	LockRelationOid(source_relid, ShareUpdateExclusiveLock);
+	sw_catalog_lock_progress(source_relid);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	{
 		List	   *stored = sw_catalog_progress(source_relid);
@@ -571,6 +571,8 @@ refresh_partitions(void)
 			p->partition = lfirst_int(lc);
 			p->next = 0;
 			p->high = -1;
+			p->batch_first = -1;
+			p->deleted_to = -1;
 			foreach(lc2, stored)
 				if (((SwProgress *) lfirst(lc2))->part == p->partition)
 					p->next = ((SwProgress *) lfirst(lc2))->next_offset;
@@ -747,44 +749,71 @@ fetched_all(void)
 }
 
 /*
- * The first offset of a partition that the brokers still hold, as
- * librdkafka last heard it; -1 if unknown.
- */
-static int64
-first_held(KafkaPartition *p)
-{
-	int64		low;
-	int64		high;
-
-	if (rd_kafka_get_watermark_offsets(rk, topic, p->partition, &low, &high) !=
-		RD_KAFKA_RESP_ERR_NO_ERROR)
-		return -1;
-	return low;
-}
-
-/*
  * Have the brokers deleted messages of ours (by retention) before we could
- * ingest them?  A batch then consumes their offsets, empty handed.
+ * take them?  Their first offset, as librdkafka last heard it from them,
+ * has passed a partition's next offset: noted in deleted_to.  Looked at
+ * before the queue, so that a message librdkafka fetched before it heard
+ * of the deletion is taken by the next batch (it is in the queue): only a
+ * partition whose next batch brings nothing from before deleted_to lost
+ * those messages.
  */
 static bool
 deleted_ahead(void)
 {
+	bool		any = false;
+
 	for (int i = 0; i < npartitions; i++)
-		if (first_held(&partitions[i]) > partitions[i].next)
-			return true;
-	return false;
+	{
+		KafkaPartition *p = &partitions[i];
+		int64		low;
+		int64		high;
+
+		p->deleted_to = -1;
+		if (rd_kafka_get_watermark_offsets(rk, topic, p->partition, &low, &high) ==
+			RD_KAFKA_RESP_ERR_NO_ERROR && low > p->next)
+		{
+			p->deleted_to = low;
+			any = true;
+		}
+	}
+	return any;
+}
+
+/*
+ * At the end of a batch: consume the offsets the brokers deleted before we
+ * took them, and say so.
+ */
+static void
+consume_deleted(void)
+{
+	for (int i = 0; i < npartitions; i++)
+	{
+		KafkaPartition *p = &partitions[i];
+		char	   *error;
+
+		if (p->deleted_to <= p->next ||
+			(p->batch_first >= 0 && p->batch_first < p->deleted_to))
+			continue;
+		error = psprintf("the brokers deleted offsets " INT64_FORMAT " to " INT64_FORMAT
+						 " of partition %d before they were ingested",
+						 p->next, p->deleted_to - 1, p->partition);
+		ereport(WARNING,
+				(errmsg("source_writes kafka worker for \"%s\": %s", source_name, error),
+				 errhint("The topic's retention is shorter than the time the source was behind.")));
+		set_state("running", error);
+		p->batch_to = Max(p->batch_to, p->deleted_to);
+	}
 }
 
 /*
  * Hand the messages taken to the batch, and let go of them.  Messages at
- * offsets already ingested are skipped.  Returns how many were added.
+ * offsets already ingested are skipped.
  */
-static int
+static void
 add_messages(void)
 {
 	MemoryContext old = MemoryContextSwitchTo(step_cxt);
 	SwMessage  *m = palloc0(sizeof(SwMessage) * Max(nmsgs, 1));
-	int			added = 0;
 
 	for (int i = 0; i < nmsgs; i++)
 	{
@@ -806,13 +835,13 @@ add_messages(void)
 		m[i].topic = topic;
 		message_headers(rkm, &m[i]);
 		sw_ingest_add(ingest, &m[i]);
+		if (p->batch_first < 0)
+			p->batch_first = rkm->offset;
 		p->batch_to = rkm->offset + 1;
-		added++;
 	}
 	MemoryContextSwitchTo(old);
 	sw_ingest_flush(ingest);
 	drop_messages();
-	return added;
 }
 
 /*
@@ -825,13 +854,15 @@ static void
 ingest_batch(void)
 {
 	Relation	ftrel;
-	int64		added = 0;
 	int64		written;
 	int64		kept;
 	TimestampTz start = GetCurrentTimestamp();
 
 	for (int i = 0; i < npartitions; i++)
+	{
 		partitions[i].batch_to = partitions[i].next;
+		partitions[i].batch_first = -1;
+	}
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -841,9 +872,8 @@ ingest_batch(void)
 	sw_ingest_begin(ingest, ftrel);
 	for (;;)
 	{
-		added += add_messages();
+		add_messages();
 		if (sw_ingest_full(ingest) ||
-			(!sw_ingest_source_table(ingest)->upsert && added >= SW_KAFKA_BATCH_MESSAGES) ||
 			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), SW_KAFKA_BATCH_MS) ||
 			ConfigReloadPending || options_changed)
 			break;
@@ -856,23 +886,7 @@ ingest_batch(void)
 		if (take_messages(SW_KAFKA_WAIT_MS) == 0)
 			break;
 	}
-	for (int i = 0; i < npartitions; i++)
-	{
-		KafkaPartition *p = &partitions[i];
-		int64		first = first_held(p);
-
-		if (first > p->batch_to)
-		{
-			char	   *error = psprintf("the brokers deleted offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d before they were ingested",
-										 p->batch_to, first - 1, p->partition);
-
-			ereport(WARNING,
-					(errmsg("source_writes kafka worker for \"%s\": %s", source_name, error),
-					 errhint("The topic's retention is shorter than the time the source was behind.")));
-			set_state("running", error);
-			p->batch_to = first;
-		}
-	}
+	consume_deleted();
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
 			sw_ingest_consumed(ingest, partitions[i].partition,
@@ -1051,6 +1065,7 @@ source_writes_kafka_main(Datum main_arg)
 	{
 		TimestampTz now;
 		uint64		requested;
+		bool		deleted;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -1105,7 +1120,8 @@ source_writes_kafka_main(Datum main_arg)
 		 * and the requests are looked at that often), or when the brokers
 		 * deleted some before we could take them.
 		 */
-		if (take_messages(SW_KAFKA_WAIT_MS) > 0 || deleted_ahead())
+		deleted = deleted_ahead();
+		if (take_messages(SW_KAFKA_WAIT_MS) > 0 || deleted)
 		{
 			if (try_batch(&failures))
 				set_state("running", NULL);

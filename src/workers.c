@@ -112,8 +112,13 @@ static SwSupervised *supervised = NULL;
 typedef struct SwWanted
 {
 	Oid			relid;
+	char	   *name;			/* for messages */
 	int			workers;
+	bool		short_of_slots; /* some of its workers got no slot */
 } SwWanted;
+
+/* the launcher: the sources it warned about having no slot, until they get one */
+static List *warned_no_slot = NIL;
 
 /* a worker's own slot */
 static int	my_index = -1;
@@ -210,20 +215,24 @@ kafka_sources(void)
 		foreach(lc, sources)
 		{
 			SwSource   *source = lfirst(lc);
-
 			int			workers;
+			char	   *name;
+			MemoryContext old;
+			SwWanted   *w;
 
-			if (source->kind == SW_KIND_KAFKA &&
-				(workers = sw_source_workers(source->relid)) > 0)
-			{
-				MemoryContext old = MemoryContextSwitchTo(cxt);
-				SwWanted   *w = palloc(sizeof(SwWanted));
-
-				w->relid = source->relid;
-				w->workers = workers;
-				result = lappend(result, w);
-				MemoryContextSwitchTo(old);
-			}
+			if (source->kind != SW_KIND_KAFKA)
+				continue;
+			workers = sw_source_workers(source->relid);
+			name = get_rel_name(source->relid);
+			if (workers == 0 || name == NULL)
+				continue;		/* dropped meanwhile */
+			old = MemoryContextSwitchTo(cxt);
+			w = palloc0(sizeof(SwWanted));
+			w->relid = source->relid;
+			w->name = pstrdup(name);
+			w->workers = workers;
+			result = lappend(result, w);
+			MemoryContextSwitchTo(old);
 		}
 	}
 	PopActiveSnapshot();
@@ -376,13 +385,30 @@ sw_workers_supervise(void)
 					shared->slots[i].dboid == MyDatabaseId &&
 					shared->slots[i].member == m;
 			if (!found && !assign_slot(w->relid, m, w->workers))
-				ereport(WARNING,
-						(errmsg("no worker slot is free for source table \"%s\"",
-								get_rel_name(w->relid)),
-						 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+				w->short_of_slots = true;
 		}
 	}
 	LWLockRelease(shared->lock);
+
+	/* say so once for each source short of slots, until it has them */
+	foreach(lc, sources)
+	{
+		SwWanted   *w = lfirst(lc);
+		bool		warned = list_member_oid(warned_no_slot, w->relid);
+
+		if (w->short_of_slots && !warned)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			warned_no_slot = lappend_oid(warned_no_slot, w->relid);
+			MemoryContextSwitchTo(old);
+			ereport(WARNING,
+					(errmsg("no worker slot is free for source table \"%s\"", w->name),
+					 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+		}
+		else if (!w->short_of_slots && warned)
+			warned_no_slot = list_delete_oid(warned_no_slot, w->relid);
+	}
 
 	for (int i = 0; i < shared->nslots; i++)
 	{
@@ -442,7 +468,9 @@ sw_workers_supervise(void)
 		}
 	}
 	pfree(to_stop);
-	list_free(sources);
+	foreach(lc, sources)
+		pfree(((SwWanted *) lfirst(lc))->name);
+	list_free_deep(sources);
 }
 
 /*
@@ -647,7 +675,7 @@ copy_slots(int *n)
  * What the workers of a source say together, from the copies of their
  * slots (those of copy[from..n) with the source's relid): the state and
  * last error of the first (in member order) that is not simply running,
- * the pid of the first, and their lag.
+ * or that some have no slot; the pid of the first; their lag.
  */
 static void
 source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nulls)
@@ -657,6 +685,8 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 	const SwWorkerSlot *erring = NULL;
 	int64		lag = 0;
 	int			npartitions = 0;
+	int			nworkers = 0;
+	const char *state;
 
 	for (int i = from; i < n; i++)
 	{
@@ -664,6 +694,7 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 
 		if (s->relid != copy[from].relid)
 			continue;
+		nworkers++;
 		if (first == NULL || s->member < first->member)
 			first = s;
 		if (strcmp(s->state, "running") != 0 &&
@@ -675,10 +706,12 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 		lag += slot_lag(s);
 		npartitions += s->npartitions;
 	}
-	if (telling == NULL)
-		telling = first;
+	state = telling ? telling->state : first->state;
+	if (telling == NULL && nworkers < first->members)
+		state = "waiting for a background worker";	/* the others have no slot */
+
 	values[0] = ObjectIdGetDatum(first->relid);
-	values[1] = CStringGetTextDatum(telling->state);
+	values[1] = CStringGetTextDatum(state);
 	values[2] = erring ? CStringGetTextDatum(erring->last_error) : (Datum) 0;
 	nulls[2] = erring == NULL;
 	values[3] = Int32GetDatum(first->pid);

@@ -101,6 +101,23 @@ sub broker_control
 	return $answer;
 }
 
+# Produce messages to a topic of a broker with kcat, one a line, each
+# "key<TAB>value"; an empty key or value is none.
+my $produce_dir;
+
+sub produce
+{
+	my ($broker, $topic, @lines) = @_;
+	$produce_dir //= PostgreSQL::Test::Utils::tempdir();
+	my $file = "$produce_dir/messages";
+	open(my $fh, '>', $file) or die "cannot write $file: $!";
+	print $fh map { "$_\n" } @lines;
+	close $fh;
+	my ($out, $err) = PostgreSQL::Test::Utils::run_command(
+		[ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
+	die "kcat: $err" if $err ne '';
+}
+
 # Stop a broker with SIGTERM and wait for it; returns its exit status.
 sub stop_broker
 {

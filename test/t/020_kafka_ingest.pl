@@ -16,17 +16,7 @@ my $node = SwTest::node('kafka', conf => "log_min_messages = debug1\nmax_worker_
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
 # produce lines "key<TAB>value" to a topic; an empty key or value is none
-sub produce
-{
-	my ($topic, @lines) = @_;
-	my $file = "$dir/messages";
-	open(my $fh, '>', $file) or die;
-	print $fh map { "$_\n" } @lines;
-	close $fh;
-	my ($out, $err) = run_command(
-		[ 'kcat', '-P', '-b', $bootstrap, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
-	die "kcat: $err" if $err ne '';
-}
+sub produce { SwTest::produce($broker, @_); }
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 

@@ -15,17 +15,7 @@ my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('owner_code', conf => "max_worker_processes = 24\nshared_buffers = 1MB\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
-sub produce
-{
-	my ($topic, @lines) = @_;
-	my $file = "$dir/messages";
-	open(my $fh, '>', $file) or die;
-	print $fh map { "$_\n" } @lines;
-	close $fh;
-	my ($out, $err) = run_command(
-		[ 'kcat', '-P', '-b', $bootstrap, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
-	die "kcat: $err" if $err ne '';
-}
+sub produce { SwTest::produce($broker, @_); }
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 

@@ -12,24 +12,14 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'keyed:2', 'shared:8', 'big:1', 'bad:1', 'gone:1' ]);
+my $broker = SwTest::broker(topics => [ 'keyed:2', 'shared:8', 'big:1', 'bad:1', 'gone:1', 'mk:1', 'rt:1', 'dl:2', 'wide:4', 'late:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('batches',
 	conf => "restart_after_crash = on\nmax_worker_processes = 16\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
-# produce lines "key<TAB>value" to a topic; an empty value is none
-sub produce
-{
-	my ($topic, @lines) = @_;
-	my $file = "$dir/messages";
-	open(my $fh, '>', $file) or die;
-	print $fh map { "$_\n" } @lines;
-	close $fh;
-	my ($out, $err) = run_command(
-		[ 'kcat', '-P', '-b', $bootstrap, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
-	die "kcat: $err" if $err ne '';
-}
+# produce lines "key<TAB>value" to a topic; an empty key or value is none
+sub produce { SwTest::produce($broker, @_); }
 
 sub sql
 {
@@ -270,5 +260,109 @@ like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'gone'::r
 	'the source says so');
 like(slurp_file($node->logfile), qr/WARNING:  source_writes kafka worker for "gone": the brokers deleted offsets/,
 	'and so does the server log');
+
+#
+# 5. Keys and failures
+#
+# a key whose type has an equality but whose elements cannot be hashed: the
+# source writes its messages one by one
+produce('mk', "x\t{\"k\": \"{1.50}\", \"v\": 1}", "x\t{\"k\": \"{1.50}\", \"v\": 2}",
+	"x\t{\"k\": \"{2.50}\", \"v\": 3}");
+sql(q{CREATE FOREIGN TABLE mk (k money[], v int)
+	SERVER k OPTIONS (topic 'mk', envelope 'upsert', key 'k')});
+sql(q{SELECT source_writes.wait_for('mk')});
+is(sql(q{SELECT string_agg(k::text || '=' || v, ',' ORDER BY v) FROM mk}), '{$1.50}=2,{$2.50}=3',
+	'a key type that cannot be hashed (money[]) is ingested, without merging');
+
+# retry_errors() when the owner's code fails with an error that is not the
+# message's: the error reaches the caller, whose session goes on
+sql(q{CREATE TABLE flag (busy bool); INSERT INTO flag VALUES (false);
+	CREATE FUNCTION public.ok(v int) RETURNS bool LANGUAGE plpgsql AS $$
+	BEGIN
+		IF v = 13 AND (SELECT bool_or(busy) FROM public.flag) THEN
+			RAISE EXCEPTION 'busy' USING ERRCODE = 'lock_not_available';
+		END IF;
+		RETURN v <> 13;
+	END $$;
+	CREATE FOREIGN TABLE rt (v int CHECK (public.ok(v))) SERVER k OPTIONS (topic 'rt')});
+produce('rt', "\t{\"v\": 13}", "\t{\"v\": 1}");
+sql(q{SELECT source_writes.wait_for('rt')});
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'rt'::regclass}), '1',
+	'the message that breaks the CHECK is kept');
+sql(q{UPDATE flag SET busy = true});
+my ($ret, $out, $err) = $node->psql('postgres', q{
+	DO $$
+	BEGIN
+		BEGIN
+			PERFORM source_writes.retry_errors('rt');
+		EXCEPTION WHEN lock_not_available THEN
+			RAISE NOTICE 'caught';
+		END;
+		INSERT INTO public.flag VALUES (NULL);
+	END $$;
+	SELECT 'after';});
+is($out, 'after', 'a PL/pgSQL block that catches the error of retry_errors() goes on');
+like($err, qr/NOTICE:  caught/, 'the error is the owner code\'s');
+is(sql(q{SELECT count(*) FROM flag WHERE busy IS NULL}), '1', 'what the block wrote after it is committed');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT source_writes.retry_errors('rt')});
+like($err, qr/ERROR:  busy/, 'uncaught, the error reaches the caller');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'rt'::regclass
+	  AND error LIKE 'new row for relation%violates check constraint%'}), '1',
+	'and the message stays kept, with its first reason');
+
+# two workers of an upsert source whose key comes from the value: the same
+# keys in both partitions, in opposite orders; they write them in one order
+for my $part (0, 1)
+{
+	my @ids = $part == 0 ? (1 .. 20000) : reverse(1 .. 20000);
+	my $file = "$dir/dl$part";
+	open(my $fh, '>', $file) or die;
+	print $fh map { "{\"id\": $_, \"v\": $part}\n" } @ids;
+	close $fh;
+	my ($o, $e) = run_command([ 'kcat', '-P', '-b', $bootstrap, '-t', 'dl', '-p', $part, '-l', $file ]);
+	die "kcat: $e" if $e ne '';
+}
+sql(q{CREATE FOREIGN TABLE dl (id int, v int)
+	SERVER k OPTIONS (topic 'dl', envelope 'upsert', key 'id', workers '2')});
+sql(q{SELECT source_writes.wait_for('dl', '60 s')});
+is(sql(q{SELECT count(*) FROM dl}), '20000', 'every key is in once');
+unlike(slurp_file($node->logfile), qr/deadlock detected/,
+	'the workers of one source do not deadlock each other');
+
+# a source with more workers than there are free slots says so; the
+# launcher warns once, and does not stop
+sql(q{CREATE FOREIGN TABLE wide (id int) SERVER k OPTIONS (topic 'wide', workers '16')});
+ok($node->poll_query_until('postgres', q{
+	SELECT state = 'waiting for a background worker' FROM source_writes.sources
+	WHERE source = 'wide'::regclass}), 'a source short of worker processes says so');
+sql(q{ALTER FOREIGN TABLE wide OPTIONS (SET workers '1')});
+produce('wide', "\t{\"id\": 1}");
+is(sql(q{SELECT source_writes.wait_for('wide', '60 s')}), '', 'with one worker it runs');
+is(sql(q{SELECT count(*) FROM dl}) . ',' . sql(q{SELECT count(*) FROM wide}), '20000,1',
+	'and the other sources were not disturbed');
+
+# a role with USAGE on the server alone wants more workers than there are
+# slots (max_worker_processes + 64): the launcher warns, once a source,
+# and goes on
+sql(q{CREATE ROLE alice LOGIN; GRANT USAGE ON FOREIGN SERVER k TO alice;
+	GRANT CREATE ON SCHEMA public TO alice});
+my $log_from = -s $node->logfile;
+for my $i (1 .. 5)
+{
+	$node->safe_psql('postgres', qq{CREATE FOREIGN TABLE crowd$i (v text) SERVER k
+		OPTIONS (topic 'crowd$i', format 'text', workers '16')}, extra_params => [ '-U', 'alice' ]);
+}
+ok($node->wait_for_log(qr/WARNING:  no worker slot is free for source table "crowd\d"/),
+	'the launcher warns that a source has no slot');
+sql(q{DROP FOREIGN TABLE crowd1, crowd2, crowd3, crowd4, crowd5});
+sql(q{CREATE FOREIGN TABLE late (v text) SERVER k OPTIONS (topic 'late', format 'text')});
+produce('late', "\tlate");
+is(sql(q{SELECT source_writes.wait_for('late', '60 s')}) . sql(q{SELECT v FROM late}), 'late',
+	'the launcher goes on: a new source is ingested');
+my $log = substr(slurp_file($node->logfile), $log_from);
+my %warnings;
+$warnings{$1}++ while $log =~ /no worker slot is free for source table "(crowd\d)"/g;
+ok(!grep({ $_ > 1 } values %warnings), 'each source short of slots is warned about once');
+unlike($log, qr/terminated by signal|server process .* was terminated/, 'no process crashed');
 
 done_testing();
