@@ -262,8 +262,15 @@ make_conf(ForeignServer *server, List *mapping)
 	set_property(conf, "enable.partition.eof", "false");
 	set_property(conf, "auto.offset.reset", "earliest");
 	set_property(conf, "log.queue", "true");
-	/* a bounded prefetch: the worker's memory stays small */
-	set_property(conf, "queued.max.messages.kbytes", "8192");
+	/*
+	 * A small prefetch, in small fetches: the worker's memory stays small
+	 * (librdkafka's defaults keep up to 64 MB of messages and 50 MB a fetch),
+	 * and a worker that writes no faster is not slowed down.  A message
+	 * bigger than a fetch still comes, alone.
+	 */
+	set_property(conf, "queued.max.messages.kbytes", "2048");
+	set_property(conf, "fetch.max.bytes", "2097152");
+	set_property(conf, "max.partition.fetch.bytes", "262144");
 	set_property(conf, "fetch.wait.max.ms", "100");
 
 	for (int i = 0; i < 2; i++)
