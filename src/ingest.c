@@ -110,7 +110,8 @@
  */
 typedef struct SwLastMessage
 {
-	uint32		hash;			/* its key's: the order keys are written in */
+	uint32		hash;			/* its key's hash, and its key (in the hash */
+	MinimalTuple key;			/* table): the order keys are written in */
 	SwMessage	msg;			/* its bytes follow, in the same allocation */
 } SwLastMessage;
 
@@ -131,7 +132,10 @@ struct SwIngest
 	TupleTableSlot *key_slot;	/* a row's key alone */
 	Oid		   *key_eqfuncs;
 	FmgrInfo   *key_hashfuncs;
+	FmgrInfo   *key_cmpfuncs;	/* btree comparisons */
 	Oid		   *key_collations;
+	TupleTableSlot *key_a;		/* two keys to compare */
+	TupleTableSlot *key_b;
 	MemoryContext merge_cxt;	/* the batch's hash table and pending messages */
 
 	/* the current batch */
@@ -149,9 +153,11 @@ struct SwIngest
 	int			maxpending;
 
 	/* the last message that failed a batch with an error not its own */
+	uint64		batch;			/* batches begun */
 	int32		failing_partition;
 	int64		failing_offset;
-	int			failures;		/* how many times in a row */
+	uint64		failing_batch;	/* the last batch it failed */
+	int			failures;		/* how many batches in a row */
 };
 
 static void prepare_merge(SwIngest *ing);
@@ -213,6 +219,7 @@ prepare_merge(SwIngest *ing)
 	AttrNumber *cols = palloc(sizeof(AttrNumber) * nkey);
 	Oid		   *eqops = palloc(sizeof(Oid) * nkey);
 	Oid		   *collations = palloc(sizeof(Oid) * nkey);
+	FmgrInfo   *cmpfuncs = palloc(sizeof(FmgrInfo) * nkey);
 	TupleDesc	key_desc = CreateTemplateTupleDesc(nkey);
 	ListCell   *lc;
 	int			k = 0;
@@ -241,8 +248,10 @@ prepare_merge(SwIngest *ing)
 		 * hashed (their elements can); the operator's hash functions say
 		 * which ones go with its equality.
 		 */
-		type = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR | TYPECACHE_HASH_PROC);
+		type = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR | TYPECACHE_HASH_PROC |
+								 TYPECACHE_CMP_PROC_FINFO);
 		if (!OidIsValid(type->eq_opr) || !OidIsValid(type->hash_proc) ||
+			!OidIsValid(type->cmp_proc) ||
 			!get_op_hash_functions(type->eq_opr, &lhs, &rhs) || lhs != rhs)
 		{
 			elog(DEBUG1, "source table \"%s\" does not merge its batches by key: the type of key column \"%s\" cannot be hashed",
@@ -250,11 +259,13 @@ prepare_merge(SwIngest *ing)
 			pfree(cols);
 			pfree(eqops);
 			pfree(collations);
+			pfree(cmpfuncs);
 			FreeTupleDesc(key_desc);
 			return;
 		}
 		cols[k] = att->attnum;
 		eqops[k] = type->eq_opr;
+		fmgr_info_copy(&cmpfuncs[k], &type->cmp_proc_finfo, CurrentMemoryContext);
 		collations[k] = att->attcollation;
 		TupleDescInitEntry(key_desc, k + 1, NameStr(att->attname),
 						   att->atttypid, att->atttypmod, 0);
@@ -266,7 +277,10 @@ prepare_merge(SwIngest *ing)
 	ing->nkey = nkey;
 	ing->key_cols = cols;
 	ing->key_collations = collations;
+	ing->key_cmpfuncs = cmpfuncs;
 	ing->key_slot = MakeSingleTupleTableSlot(key_desc, &TTSOpsVirtual);
+	ing->key_a = MakeSingleTupleTableSlot(key_desc, &TTSOpsMinimalTuple);
+	ing->key_b = MakeSingleTupleTableSlot(key_desc, &TTSOpsMinimalTuple);
 	ing->merge_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes upsert batch",
 										   ALLOCSET_DEFAULT_SIZES);
@@ -288,6 +302,7 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	ing->added = 0;
 	ing->written = 0;
 	ing->kept = 0;
+	ing->batch++;
 }
 
 /*
@@ -445,25 +460,39 @@ is_interruption(ErrorData *edata)
 
 /*
  * May a message be kept as an error for this one?  Yes if the error is the
- * message's (see may_keep()); for other errors, once the message has
- * failed its batch this many times in a row: an input function or a
- * constraint's code that raises such an error for one message must not
- * stop its partition for ever.
+ * message's (see may_keep()).  Errors of the server's state (resources, a
+ * lock not available, I/O, serialization, cancellation) never are.  Others,
+ * such as an internal error that an input function or a constraint's code
+ * raises for one message, are, once the message has failed that many
+ * batches in a row: it must not stop its partition for ever.
  */
 static bool
 may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
 {
 	if (may_keep(edata))
 		return true;
-	if (is_interruption(edata))
-		return false;			/* never its fault */
-	if (msg->offset >= 0 && msg->partition == ing->failing_partition &&
-		msg->offset == ing->failing_offset)
-		return ++ing->failures >= SW_INGEST_MAX_FAILURES;
-	ing->failing_partition = msg->partition;
-	ing->failing_offset = msg->offset;
-	ing->failures = 1;
-	return false;
+	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
+	{
+		case ERRCODE_TRANSACTION_ROLLBACK:
+		case ERRCODE_INSUFFICIENT_RESOURCES:
+		case ERRCODE_OPERATOR_INTERVENTION:
+		case ERRCODE_SYSTEM_ERROR:
+			return false;
+	}
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE || msg->offset < 0)
+		return false;
+	if (msg->partition != ing->failing_partition || msg->offset != ing->failing_offset)
+	{
+		ing->failing_partition = msg->partition;
+		ing->failing_offset = msg->offset;
+		ing->failures = 0;
+	}
+	if (ing->failing_batch != ing->batch)
+	{
+		ing->failing_batch = ing->batch;	/* once a batch */
+		ing->failures++;
+	}
+	return ing->failures >= SW_INGEST_MAX_FAILURES;
 }
 
 /*
@@ -505,7 +534,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 	{
 		ErrorData  *edata = roll_back_sub(ing, cxt, owner, false);
 
-		if (!may_keep_message(ing, ing->messages[i], edata))
+		if (i >= n || !may_keep_message(ing, ing->messages[i], edata))
 			ReThrowError(edata);
 
 		*error = error_text(edata);
@@ -687,6 +716,7 @@ merge_rows(SwIngest *ing, int n, bool *done)
 		}
 		ing->pending[at] = copy_message(ing, ing->messages[i]);
 		ing->pending[at]->hash = hash;
+		ing->pending[at]->key = entry->firstTuple;
 		done[i] = true;
 	}
 }
@@ -752,14 +782,34 @@ flush_chunk(SwIngest *ing, bool merge)
 	clear_chunk(ing);
 }
 
-/* the order keys are written in: by their hashes */
+/*
+ * The order keys are written in: by their hashes, then (the rare keys that
+ * share one) by the keys themselves, with their btree comparisons.
+ */
 static int
-pending_cmp(const void *a, const void *b)
+pending_cmp(const void *a, const void *b, void *arg)
 {
-	uint32		ha = (*(SwLastMessage *const *) a)->hash;
-	uint32		hb = (*(SwLastMessage *const *) b)->hash;
+	const SwLastMessage *pa = *(SwLastMessage *const *) a;
+	const SwLastMessage *pb = *(SwLastMessage *const *) b;
+	SwIngest   *ing = arg;
 
-	return ha < hb ? -1 : ha > hb ? 1 : 0;
+	if (pa->hash != pb->hash)
+		return pa->hash < pb->hash ? -1 : 1;
+	ExecStoreMinimalTuple(pa->key, ing->key_a, false);
+	ExecStoreMinimalTuple(pb->key, ing->key_b, false);
+	for (int k = 0; k < ing->nkey; k++)
+	{
+		bool		isnull;
+		Datum		va = slot_getattr(ing->key_a, k + 1, &isnull);
+		Datum		vb = slot_getattr(ing->key_b, k + 1, &isnull);
+		int32		cmp = DatumGetInt32(FunctionCall2Coll(&ing->key_cmpfuncs[k],
+														  ing->key_collations[k],
+														  va, vb));
+
+		if (cmp != 0)
+			return cmp < 0 ? -1 : 1;
+	}
+	return 0;
 }
 
 /* buffer the pending messages from *next on, a chunk of them */
@@ -791,7 +841,9 @@ write_pending(SwIngest *ing)
 
 	if (ing->npending == 0)
 		return;
-	qsort(ing->pending, ing->npending, sizeof(SwLastMessage *), pending_cmp);
+	qsort_arg(ing->pending, ing->npending, sizeof(SwLastMessage *), pending_cmp, ing);
+	ExecClearTuple(ing->key_a);
+	ExecClearTuple(ing->key_b);
 
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
@@ -907,6 +959,7 @@ sw_ingest_end(SwIngest *ing, int64 *kept)
 	ing->writer = NULL;
 	ing->ftrel = NULL;
 	*kept = ing->kept;
+	ing->failures = 0;			/* whatever failed before went through */
 	return ing->written;
 }
 

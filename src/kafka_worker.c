@@ -71,6 +71,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -527,6 +528,14 @@ refresh_partitions(void)
 	 */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	LockRelationOid(source_relid, AccessShareLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source_relid)))
+	{
+		/* dropped: we leave at the next look at our slot */
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(worker_cxt);
+		return true;
+	}
 	sw_catalog_lock_progress(source_relid);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	{
@@ -788,10 +797,13 @@ deleted_ahead(void)
 
 /*
  * At the end of a batch: consume the offsets the brokers deleted before we
- * took them, and say so.
+ * took them, and say so.  They are gone if the batch brought messages of
+ * the partition from after them only; or none, and it ended with the queue
+ * empty (drained): had librdkafka fetched any of them before it heard of
+ * the deletion, they would have been in the queue.
  */
 static void
-consume_deleted(void)
+consume_deleted(bool drained)
 {
 	for (int i = 0; i < npartitions; i++)
 	{
@@ -799,7 +811,7 @@ consume_deleted(void)
 		char	   *error;
 
 		if (p->deleted_to <= p->next ||
-			(p->batch_first >= 0 && p->batch_first < p->deleted_to))
+			(p->batch_first >= 0 ? p->batch_first < p->deleted_to : !drained))
 			continue;
 		error = psprintf("the brokers deleted offsets " INT64_FORMAT " to " INT64_FORMAT
 						 " of partition %d before they were ingested",
@@ -863,6 +875,7 @@ ingest_batch(void)
 	Relation	ftrel;
 	int64		written;
 	int64		kept;
+	bool		drained = false;
 	TimestampTz start = GetCurrentTimestamp();
 
 	for (int i = 0; i < npartitions; i++)
@@ -887,13 +900,15 @@ ingest_batch(void)
 		if (take_messages(0) > 0)
 			continue;
 		/* the queue is empty: wait for more if the brokers have more */
+		drained = true;
 		if (fetched_all())
 			break;
 		wake_fetcher();
 		if (take_messages(SW_KAFKA_WAIT_MS) == 0)
 			break;
+		drained = false;
 	}
-	consume_deleted();
+	consume_deleted(drained);
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
 			sw_ingest_consumed(ingest, partitions[i].partition,
@@ -921,6 +936,7 @@ try_batch(int *failures)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		ok = true;
+	TimestampTz deadline;
 
 	PG_TRY();
 	{
@@ -952,11 +968,21 @@ try_batch(int *failures)
 		return true;
 	}
 	(*failures)++;
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 Min(SW_MAX_RETRY_MS, 500L << Min(*failures, 6)),
-					 PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
+
+	/* the whole backoff: wait_for() requests set the latch meanwhile */
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Min(SW_MAX_RETRY_MS, 500L << Min(*failures, 6)));
+	while (!ConfigReloadPending)
+	{
+		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+		if (remaining <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 remaining, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 	rewind_partitions();
 	return false;
 }

@@ -391,23 +391,25 @@ sw_workers_supervise(void)
 	LWLockRelease(shared->lock);
 
 	/* say so once for each source short of slots, until it has them */
-	foreach(lc, sources)
 	{
-		SwWanted   *w = lfirst(lc);
-		bool		warned = list_member_oid(warned_no_slot, w->relid);
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		List	   *short_of_slots = NIL;
 
-		if (w->short_of_slots && !warned)
+		foreach(lc, sources)
 		{
-			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+			SwWanted   *w = lfirst(lc);
 
-			warned_no_slot = lappend_oid(warned_no_slot, w->relid);
-			MemoryContextSwitchTo(old);
-			ereport(WARNING,
-					(errmsg("no worker slot is free for source table \"%s\"", w->name),
-					 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+			if (!w->short_of_slots)
+				continue;
+			if (!list_member_oid(warned_no_slot, w->relid))
+				ereport(WARNING,
+						(errmsg("no worker slot is free for source table \"%s\"", w->name),
+						 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+			short_of_slots = lappend_oid(short_of_slots, w->relid);
 		}
-		else if (!w->short_of_slots && warned)
-			warned_no_slot = list_delete_oid(warned_no_slot, w->relid);
+		list_free(warned_no_slot);
+		warned_no_slot = short_of_slots;
+		MemoryContextSwitchTo(old);
 	}
 
 	for (int i = 0; i < shared->nslots; i++)

@@ -12,7 +12,7 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'keyed:2', 'shared:8', 'big:1', 'bad:1', 'gone:1', 'mk:1', 'rt:1', 'dl:2', 'wide:4', 'late:1' ]);
+my $broker = SwTest::broker(topics => [ 'keyed:2', 'shared:8', 'big:1', 'bad:1', 'gone:1', 'mk:1', 'rt:1', 'dl:2', 'wide:4', 'late:1', 'px:1', 'ax:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('batches',
 	conf => "restart_after_crash = on\nmax_worker_processes = 16\n");
@@ -309,6 +309,42 @@ like($err, qr/ERROR:  busy/, 'uncaught, the error reaches the caller');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'rt'::regclass
 	  AND error LIKE 'new row for relation%violates check constraint%'}), '1',
 	'and the message stays kept, with its first reason');
+
+# owner code that fails for a message with an error not the message's: a
+# serialization failure (the server's state) fails the batch as often as
+# it comes, and the message goes in once it passes; an internal error
+# fails three batches in a row, then the message is kept
+sql(q{CREATE SEQUENCE public.calls;
+	CREATE FUNCTION public.chk(v int, lo int, hi int) RETURNS bool LANGUAGE plpgsql AS $$
+	DECLARE n bigint;
+	BEGIN
+		IF v = 13 THEN
+			n := nextval('public.calls');
+			IF n BETWEEN lo AND hi THEN
+				RAISE EXCEPTION 'transient failure, call %', n USING ERRCODE = 'serialization_failure';
+			END IF;
+		ELSIF v = 666 THEN
+			RAISE EXCEPTION 'a bug' USING ERRCODE = 'internal_error';
+		END IF;
+		RETURN true;
+	END $$;
+	CREATE FOREIGN TABLE px (id int, v int CHECK (public.chk(v, 2, 5)))
+	  SERVER k OPTIONS (topic 'px', envelope 'upsert', key 'id');
+	CREATE FOREIGN TABLE ax (id int, v int CHECK (public.chk(v, 0, 0))) SERVER k OPTIONS (topic 'ax')});
+produce('px', "\t{\"id\": 1, \"v\": 13}");
+produce('ax', "\t{\"id\": 1, \"v\": 666}", "\t{\"id\": 2, \"v\": 1}");
+sql(q{SELECT source_writes.wait_for('px', '60 s')});
+sql(q{SELECT source_writes.wait_for('ax', '60 s')});
+is(sql(q{SELECT string_agg(id || ':' || v, ',') FROM px}) . ' '
+	. sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'px'::regclass}), '1:13 0',
+	'a message that meets serialization failures goes in once they pass, and is never kept');
+cmp_ok(sql(q{SELECT last_value FROM public.calls}), '>=', 6, 'after the failures');
+is(sql(q{SELECT string_agg(id || ':' || v, ',') FROM ax}) . ' '
+	. sql(q{SELECT string_agg(split_part(error, ' (', 1), ',') FROM source_writes.errors
+	  WHERE source = 'ax'::regclass}),
+	'2:1 a bug', 'a message that meets an internal error three batches in a row is kept, and the next goes in');
+my $failed_batches = () = slurp_file($node->logfile) =~ /ERROR:  a bug/g;
+is($failed_batches, 2, 'the first two batches failed, the third kept it');
 
 # two workers of an upsert source whose key comes from the value: the same
 # keys in both partitions, in opposite orders; they write them in one order
