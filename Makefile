@@ -47,7 +47,8 @@ TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
-	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o
+	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o \
+	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
@@ -64,16 +65,25 @@ PROVE_FLAGS = -I test/perl
 # source_writes, which the server has loaded before it.
 KAFKA_SHLIB = source_writes_kafka$(DLSUFFIX)
 
-all: $(KAFKA_SHLIB)
+# The webhook server's library, the only one linked with libmicrohttpd.
+WEBHOOK_SHLIB = source_writes_webhook$(DLSUFFIX)
+
+all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
 
 $(KAFKA_SHLIB): src/kafka_worker.o
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
 
-install: install-kafka
+$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -pthread
 
-.PHONY: install-kafka
+install: install-kafka install-webhook
+
+.PHONY: install-kafka install-webhook
 install-kafka: $(KAFKA_SHLIB) installdirs
 	$(INSTALL_SHLIB) $(KAFKA_SHLIB) '$(DESTDIR)$(pkglibdir)/$(KAFKA_SHLIB)'
+
+install-webhook: $(WEBHOOK_SHLIB) installdirs
+	$(INSTALL_SHLIB) $(WEBHOOK_SHLIB) '$(DESTDIR)$(pkglibdir)/$(WEBHOOK_SHLIB)'
 
 # the embedded Kafka broker for tests, demo and benchmarks
 test/kafka_broker: test/kafka_broker.c

@@ -934,6 +934,24 @@ sw_ingest_flush(SwIngest *ing)
 }
 
 /*
+ * Decode a message and write its row now, raising the first error: for
+ * webhooks, whose caller answers a request that fails with the error,
+ * having written nothing of it.
+ */
+void
+sw_ingest_write(SwIngest *ing, const SwMessage *msg)
+{
+	MemoryContext old = MemoryContextSwitchTo(ing->chunk_cxt);
+
+	sw_decode(ing->decoder, msg, ing->slots[0]);
+	sw_writer_complete_row(ing->writer, ing->slots[0]);
+	write_row(ing, msg, ing->slots[0]);
+	MemoryContextSwitchTo(old);
+	ExecClearTuple(ing->slots[0]);
+	MemoryContextReset(ing->chunk_cxt);
+}
+
+/*
  * The batch consumes the offsets [from, to) of a partition: when it is
  * stamped, the stored progress must be at from, and moves to to (see
  * sw_writer_consumed()).

@@ -26,6 +26,7 @@ extern SwIngest *sw_ingest_create(Relation ftrel, SwOrigin origin);
 extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
 extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
 extern void sw_ingest_flush(SwIngest *ing);
+extern void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
 extern bool sw_ingest_full(SwIngest *ing);
 extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
 extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);

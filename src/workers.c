@@ -199,7 +199,7 @@ report(int index, uint32 generation, const char *state, const char *error)
  * wants, as a list of SwWanted in the caller's memory context.
  */
 static List *
-kafka_sources(void)
+kafka_sources(bool *webhooks)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
@@ -220,6 +220,8 @@ kafka_sources(void)
 			MemoryContext old;
 			SwWanted   *w;
 
+			if (source->kind == SW_KIND_WEBHOOK)
+				*webhooks = true;
 			if (source->kind != SW_KIND_KAFKA)
 				continue;
 			workers = sw_source_workers(source->relid);
@@ -313,6 +315,66 @@ forget_launcher(int code, Datum arg)
 	LWLockRelease(shared->lock);
 }
 
+/* the launcher's webhook server worker */
+static BackgroundWorkerHandle *webhook_handle = NULL;
+static TimestampTz webhook_started_at = 0;
+static TimestampTz webhook_start_after = 0;
+static int	webhook_failures = 0;
+
+/*
+ * Keep the webhook server's worker running while the database has webhook
+ * sources, and none while it has none; one that stops is started again
+ * after a backoff that doubles, up to a minute (at once after a minute of
+ * good health).
+ */
+static void
+supervise_webhook_server(bool wanted, TimestampTz now)
+{
+	pid_t		pid;
+
+	if (webhook_handle &&
+		GetBackgroundWorkerPid(webhook_handle, &pid) == BGWH_STOPPED)
+	{
+		pfree(webhook_handle);
+		webhook_handle = NULL;
+		if (TimestampDifferenceExceeds(webhook_started_at, now, SW_HEALTHY_MS))
+			webhook_failures = 0;
+		else
+			webhook_failures++;
+		webhook_start_after = webhook_failures == 0 ? 0 :
+			TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
+												 1000L << Min(webhook_failures - 1, 6)));
+	}
+	if (!wanted)
+	{
+		if (webhook_handle)
+			TerminateBackgroundWorker(webhook_handle);
+		return;
+	}
+	if (webhook_handle == NULL && now >= webhook_start_after)
+	{
+		BackgroundWorker worker = {0};
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = BGW_NEVER_RESTART;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_webhook");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_webhook_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes webhook server");
+		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes webhook server");
+		worker.bgw_notify_pid = MyProcPid;
+		if (RegisterDynamicBackgroundWorker(&worker, &webhook_handle))
+			webhook_started_at = now;
+		else
+		{
+			webhook_handle = NULL;
+			webhook_start_after = TimestampTzPlusMilliseconds(now, 1000);
+		}
+		MemoryContextSwitchTo(old);
+	}
+}
+
 /* how many workers a source wants, in a list of SwWanted; 0 if none */
 static int
 wanted_workers(List *sources, Oid relid)
@@ -336,6 +398,7 @@ sw_workers_supervise(void)
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
 	bool	   *to_stop;
+	bool		webhooks = false;
 
 	if (shared == NULL)
 		return;
@@ -348,7 +411,8 @@ sw_workers_supervise(void)
 		LWLockRelease(shared->lock);
 		on_shmem_exit(forget_launcher, (Datum) 0);
 	}
-	sources = kafka_sources();
+	sources = kafka_sources(&webhooks);
+	supervise_webhook_server(webhooks, now);
 	to_stop = palloc0(sizeof(bool) * shared->nslots);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -481,6 +545,8 @@ sw_workers_supervise(void)
 void
 sw_workers_stop_all(void)
 {
+	if (webhook_handle)
+		TerminateBackgroundWorker(webhook_handle);
 	if (supervised == NULL)
 		return;
 	for (int i = 0; i < shared->nslots; i++)

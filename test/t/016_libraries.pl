@@ -20,6 +20,7 @@ my $so = $node->config_data('--pkglibdir') . '/source_writes.so';
 my $ldd = `ldd '$so' 2>&1`;
 is($?, 0, "ldd $so runs") or diag($ldd);
 unlike($ldd, qr/librdkafka/, 'source_writes.so is not linked with librdkafka');
+unlike($ldd, qr/libmicrohttpd/, 'nor with libmicrohttpd, which only the webhook server loads');
 
 # the files mapped into server process $pid (it runs as our OS user, so
 # we may read its maps), one each
@@ -41,6 +42,8 @@ sub check_maps
 	ok((grep { m{/source_writes\.so$} } @files), "$who (pid $pid) has source_writes.so mapped");
 	my @rdkafka = grep { /librdkafka/ } @files;
 	ok(!@rdkafka, "$who has no librdkafka mapped") or diag("mapped: @rdkafka");
+	my @microhttpd = grep { /libmicrohttpd/ } @files;
+	ok(!@microhttpd, "$who has no libmicrohttpd mapped") or diag("mapped: @microhttpd");
 }
 
 # 2. a session that creates a kafka source, edits and reads it, and stays

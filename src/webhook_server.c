@@ -1,0 +1,367 @@
+/*-------------------------------------------------------------------------
+ *
+ * webhook_server.c
+ *		  The webhook worker's HTTP server: libmicrohttpd's threads, which
+ *		  never call PostgreSQL, and the requests they hand over
+ *
+ * libmicrohttpd serves the connections in threads of its own.  Those
+ * threads must never run PostgreSQL code (no palloc, no ereport, no
+ * latch): this file includes no PostgreSQL header.  A thread reads a
+ * request whole into malloc'd memory, puts it on a queue under a mutex,
+ * writes a byte into a pipe that the worker's main thread waits on, and
+ * suspends the connection.  The main thread takes the queue, writes the
+ * requests in one transaction and, after the commit, answers each one,
+ * which resumes its connection: libmicrohttpd then calls us again in its
+ * thread, and we send the answer.  The request is freed when libmicrohttpd
+ * is done with the connection.
+ *
+ * Requests that need no database are answered here at once: methods other
+ * than POST (405), bodies over SW_WEBHOOK_MAX_BODY (413), and everything
+ * while the server shuts down (503).
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/webhook_server.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "webhook_server.h"
+
+/* how long an idle or dribbling connection may stay, in seconds */
+#define SW_WEBHOOK_CONNECTION_TIMEOUT	30
+
+static struct MHD_Daemon *daemon_handle = NULL;
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static SwRequest *queue_head = NULL;
+static SwRequest *queue_tail = NULL;
+static bool shutting_down = false;
+static int	wake_pipe[2] = {-1, -1};
+
+/* a copy of a string, or NULL when out of memory */
+static char *
+copy_string(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void
+free_request(SwRequest *r)
+{
+	for (int i = 0; i < r->nheaders; i++)
+	{
+		free(r->headers[i].name);
+		free(r->headers[i].value);
+	}
+	free(r->headers);
+	free(r->method);
+	free(r->path);
+	free(r->body);
+	free(r->text);
+	free(r);
+}
+
+/* libmicrohttpd's iterator over the request headers: keep each one */
+static enum MHD_Result
+keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+{
+	SwRequest  *r = cls;
+	SwRequestHeader *headers;
+
+	headers = realloc(r->headers, sizeof(SwRequestHeader) * (r->nheaders + 1));
+	if (headers == NULL)
+		return MHD_NO;
+	r->headers = headers;
+	r->headers[r->nheaders].name = copy_string(name);
+	r->headers[r->nheaders].value = copy_string(value);
+	r->nheaders++;
+	return MHD_YES;
+}
+
+/* keep the path as sent: we split it before we decode it */
+static size_t
+keep_escapes(void *cls, struct MHD_Connection *connection, char *s)
+{
+	return strlen(s);
+}
+
+/* send a request's answer */
+static enum MHD_Result
+send_answer(struct MHD_Connection *connection, int status, const char *text)
+{
+	struct MHD_Response *response;
+	enum MHD_Result result;
+
+	response = MHD_create_response_from_buffer(strlen(text), (void *) text,
+											   MHD_RESPMEM_MUST_COPY);
+	if (response == NULL)
+		return MHD_NO;
+	MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+							"text/plain; charset=utf-8");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "POST");
+	result = MHD_queue_response(connection, status, response);
+	MHD_destroy_response(response);
+	return result;
+}
+
+/* milliseconds since the Unix epoch */
+static int64_t
+now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/*
+ * libmicrohttpd's handler, called in its threads: first with the request
+ * line and headers, then with each piece of the body, then once more when
+ * the body is complete; and again after the main thread answered and
+ * resumed the connection.
+ */
+static enum MHD_Result
+handle_request(void *cls, struct MHD_Connection *connection, const char *url,
+			   const char *method, const char *version, const char *upload_data,
+			   size_t *upload_data_size, void **req_cls)
+{
+	SwRequest  *r = *req_cls;
+	bool		wake;
+
+	if (r == NULL)
+	{
+		r = calloc(1, sizeof(SwRequest));
+		if (r == NULL)
+			return MHD_NO;
+		r->connection = connection;
+		r->method = copy_string(method);
+		r->path = copy_string(url);
+		r->received_ms = now_ms();
+		*req_cls = r;
+		if (r->method == NULL || r->path == NULL ||
+			MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0)
+			return MHD_NO;
+		return MHD_YES;
+	}
+
+	/* answered by the main thread: send it */
+	if (r->text != NULL)
+		return send_answer(connection, r->status, r->text);
+
+	/* a piece of the body */
+	if (*upload_data_size > 0)
+	{
+		size_t		n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (r->too_large || r->body_len + n > SW_WEBHOOK_MAX_BODY)
+		{
+			r->too_large = true;
+			return MHD_YES;
+		}
+		if (r->body_len + n > r->body_cap)
+		{
+			size_t		cap = r->body_cap ? r->body_cap : 4096;
+			char	   *body;
+
+			while (cap < r->body_len + n)
+				cap *= 2;
+			body = realloc(r->body, cap);
+			if (body == NULL)
+				return MHD_NO;
+			r->body = body;
+			r->body_cap = cap;
+		}
+		memcpy(r->body + r->body_len, upload_data, n);
+		r->body_len += n;
+		return MHD_YES;
+	}
+
+	/* the request is complete */
+	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
+		return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
+						   "only POST is allowed\n");
+	if (r->too_large)
+		return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
+						   "the body is too large\n");
+
+	pthread_mutex_lock(&queue_lock);
+	if (shutting_down)
+	{
+		pthread_mutex_unlock(&queue_lock);
+		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+						   "the server is shutting down\n");
+	}
+	MHD_suspend_connection(connection);
+	wake = queue_head == NULL;
+	if (queue_tail)
+		queue_tail->next = r;
+	else
+		queue_head = r;
+	queue_tail = r;
+	pthread_mutex_unlock(&queue_lock);
+
+	if (wake)
+	{
+		char		byte = 0;
+
+		/* a full pipe wakes the main thread as well */
+		if (write(wake_pipe[1], &byte, 1) < 0)
+			wake = false;
+	}
+	return MHD_YES;
+}
+
+/* libmicrohttpd is done with a connection's request: free it */
+static void
+request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+				  enum MHD_RequestTerminationCode toe)
+{
+	if (*req_cls)
+		free_request(*req_cls);
+	*req_cls = NULL;
+}
+
+/*
+ * Start serving on host:port, in libmicrohttpd's threads, which are made
+ * with every signal blocked (PostgreSQL's handlers must run in the main
+ * thread only).  Returns NULL, or what went wrong.
+ */
+const char *
+sw_webhook_server_start(const char *host, int port)
+{
+	struct addrinfo hints = {0};
+	struct addrinfo *addr;
+	char		service[16];
+	sigset_t	all;
+	sigset_t	old;
+	static char error[256];
+
+	shutting_down = false;
+	if (pipe(wake_pipe) != 0 ||
+		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+	{
+		snprintf(error, sizeof(error), "could not make a pipe: %s", strerror(errno));
+		return error;
+	}
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	snprintf(service, sizeof(service), "%d", port);
+	if (getaddrinfo(host, service, &hints, &addr) != 0 || addr == NULL)
+	{
+		snprintf(error, sizeof(error), "could not resolve \"%s\"", host);
+		return error;
+	}
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	daemon_handle = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+									 MHD_ALLOW_SUSPEND_RESUME |
+									 (addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+									 (uint16_t) port, NULL, NULL,
+									 handle_request, NULL,
+									 MHD_OPTION_SOCK_ADDR, addr->ai_addr,
+									 MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+									 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+									 MHD_OPTION_CONNECTION_TIMEOUT,
+									 (unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
+									 MHD_OPTION_END);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	freeaddrinfo(addr);
+	if (daemon_handle == NULL)
+	{
+		snprintf(error, sizeof(error), "could not listen on %s:%d", host, port);
+		return error;
+	}
+	return NULL;
+}
+
+/* the pipe the main thread waits on: readable when requests are queued */
+int
+sw_webhook_server_wake_fd(void)
+{
+	return wake_pipe[0];
+}
+
+/*
+ * Take the queued requests, oldest first, as a list (through next); NULL
+ * if there are none.
+ */
+SwRequest *
+sw_webhook_server_take(void)
+{
+	SwRequest  *taken;
+	char		bytes[64];
+
+	while (read(wake_pipe[0], bytes, sizeof(bytes)) > 0)
+		;
+	pthread_mutex_lock(&queue_lock);
+	taken = queue_head;
+	queue_head = queue_tail = NULL;
+	pthread_mutex_unlock(&queue_lock);
+	return taken;
+}
+
+/*
+ * Answer a request taken from the queue: its connection resumes, and one of
+ * libmicrohttpd's threads sends the answer.  The request is not ours any
+ * more.
+ */
+void
+sw_webhook_server_answer(SwRequest *request, int status, const char *text)
+{
+	char	   *copy = copy_string(text);
+
+	request->status = copy ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
+	request->text = copy ? copy : copy_string("");
+	MHD_resume_connection(request->connection);
+}
+
+/*
+ * Stop serving: the requests still queued are answered 503, and then
+ * libmicrohttpd's threads stop.  The caller has answered those it took.
+ */
+void
+sw_webhook_server_stop(void)
+{
+	SwRequest  *r;
+
+	if (daemon_handle == NULL)
+		return;
+	pthread_mutex_lock(&queue_lock);
+	shutting_down = true;
+	pthread_mutex_unlock(&queue_lock);
+	r = sw_webhook_server_take();
+	while (r)
+	{
+		SwRequest  *next = r->next;
+
+		sw_webhook_server_answer(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+								 "the server is shutting down\n");
+		r = next;
+	}
+	MHD_stop_daemon(daemon_handle);
+	daemon_handle = NULL;
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+}

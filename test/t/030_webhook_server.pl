@@ -1,0 +1,123 @@
+# The webhook server: POST /<database>/<schema>/<table> appends the body to
+# a webhook source table, in the table's format, and answers after the
+# commit; bad bodies get 400 and leave nothing behind; what is not a
+# webhook source gets 404; other methods 405.  Posted rows are edited like
+# any others, and concurrent clients all get their rows, once.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use SwTest;
+
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $node = SwTest::node('webhook', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
+my $base = "http://127.0.0.1:$port/postgres";
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# POST (or another method) with curl: "status body"
+sub request
+{
+	my ($method, $path, $body, @headers) = @_;
+	my @cmd = ('curl', '-s', '-X', $method, '-o', '-', '-w', ' %{http_code}', "$base$path");
+	push @cmd, '--data-binary', $body if defined $body;
+	push @cmd, map { ('-H', $_) } @headers;
+	my ($out, $err) = run_command(\@cmd);
+	$out =~ s/\n//g;
+	my ($text, $status) = $out =~ /^(.*) (\d+)$/s;
+	return "$status $text";
+}
+
+sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE pay (id text, amount numeric, body jsonb OPTIONS (source 'body'),
+	  received timestamptz OPTIONS (source 'received_at'), ua text OPTIONS (header 'User-Agent'),
+	  hs jsonb OPTIONS (source 'headers'))
+	  SERVER hooks OPTIONS (format 'json');
+	CREATE FOREIGN TABLE items (sku text, n int) SERVER hooks OPTIONS (format 'json_array');
+	CREATE FOREIGN TABLE notes (note text) SERVER hooks OPTIONS (format 'text');
+	CREATE FOREIGN TABLE raw (data bytea) SERVER hooks OPTIONS (format 'bytes');
+	CREATE TABLE plain (id text)});
+ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+	'the launcher starts the webhook server once there are webhook sources');
+
+# formats
+is(request('POST', '/public/pay', '{"id": "p1", "amount": 12.50}', 'User-Agent: tester'),
+	'200 1 row', 'json: an object is a row');
+is(sql(q{SELECT id || ' ' || amount || ' ' || ua || ' ' || (body->>'id') || ' ' ||
+	(received BETWEEN now() - interval '1 minute' AND now()) || ' ' ||
+	(hs @> '[{"User-Agent": "tester"}]') FROM pay}), 'p1 12.50 tester p1 true true',
+	'with its body, headers and arrival time');
+is(request('POST', '/public/pay', qq({"id": "p2", "amount": 1}\n\n{"id": "p3", "amount": 2}\n)),
+	'200 2 rows', 'json: NDJSON is a row a line');
+is(request('POST', '/public/pay', "{\n  \"id\": \"p4\",\n  \"amount\": 4\n}"), '200 1 row',
+	'json: an object over several lines is one row');
+like(request('POST', '/public/pay', qq({"id": "p5", "amount": 5}\n{"id": "p6", "amount": "x"})),
+	qr/^400 invalid input syntax for type numeric: "x" \(column "amount" of source table "pay", field "amount"; line 2 of the body\)$/,
+	'a bad value: 400, saying which line and which column');
+like(request('POST', '/public/pay', qq({"id": "p7", "amount": ]})),
+	qr/^400 invalid JSON in message value at byte \d+/, 'bad JSON: 400, saying where');
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay}), 'p1,p2,p3,p4',
+	'a refused request leaves nothing behind');
+is(request('POST', '/public/items', '[{"sku": "a", "n": 1}, {"sku": "b", "n": 2}, {"sku": "c"}]'),
+	'200 3 rows', 'json_array: an element is a row');
+like(request('POST', '/public/items', '{"sku": "a"}'), qr/^400 the body is not a JSON array/,
+	'json_array: another body is refused');
+like(request('POST', '/public/items', '[{"sku": "a"}, '), qr/^400 invalid JSON in the body at byte/,
+	'json_array: a broken array is refused, saying where');
+is(request('POST', '/public/notes', "any text\nat all"), '200 1 row', 'text');
+is(request('POST', '/public/raw', "\x01\x02bytes"), '200 1 row', 'bytes');
+is(sql(q{SELECT (SELECT string_agg(sku || coalesce(n::text, '-'), ',' ORDER BY sku) FROM items) || ' ' ||
+	(SELECT encode(data, 'hex') FROM raw)}), 'a1,b2,c- 01026279746573', 'each as posted');
+is(sql(q{SELECT note FROM notes}), "any text\nat all", 'text whole');
+
+# addresses
+my $not_found = '404 no webhook source table at this address';
+is(request('POST', '/public/nope', '{}'), $not_found, 'a table that does not exist: 404');
+is(request('POST', '/public/plain', '{}'), $not_found, 'a plain table: the same 404');
+{
+	my ($o) = run_command([ 'curl', '-s', '-w', ' %{http_code}', '--data-binary', '{}',
+		"http://127.0.0.1:$port/template1/public/pay" ]);
+	is($o, "no webhook source table at this address\n 404", 'the path of another database: 404');
+}
+is(request('POST', '/public/pay/extra', '{}'), $not_found, 'a longer path: 404');
+like(request('GET', '/public/pay'), qr/^405 /, 'GET: 405');
+my ($out) = run_command([ 'curl', '-s', '-i', '-X', 'DELETE', "$base/public/pay" ]);
+like($out, qr/^Allow: POST\r?$/m, 'with an Allow header');
+sql(q{CREATE SCHEMA "s p"; CREATE FOREIGN TABLE "s p"."Odd/Name" (v text) SERVER hooks OPTIONS (format 'text')});
+is(request('POST', '/s%20p/Odd%2FName', 'odd'), '200 1 row', 'names are percent-decoded, as PostgreSQL spells them');
+sql(q{ALTER FOREIGN TABLE notes RENAME TO notes2});
+is(request('POST', '/public/notes', 'x'), $not_found, 'a renamed table: not at its old address');
+is(request('POST', '/public/notes2', 'x'), '200 1 row', 'but at its new one');
+
+# edits
+sql(q{DELETE FROM pay WHERE id = 'p2'});
+is(request('POST', '/public/pay', '{"id": "p2", "amount": 1}'), '200 1 row', 'a deleted row posted again');
+is(sql(q{SELECT count(*) FROM pay WHERE id = 'p2'}), '1', 'is there again');
+is(sql(q{SELECT string_agg(origin || diff, ',' ORDER BY ts, diff) FROM source_writes.updates(NULL::pay)
+	WHERE (data).id = 'p2'}), 'webhook1,user-1,webhook1', 'the log shows who wrote what');
+
+# concurrent clients: every request answered 200 is there once
+my @clients;
+for my $c (1 .. 16)
+{
+	my @cmd = ('curl');
+	push @cmd, ('-s', '-o', '/dev/null', '-w', '%{http_code}\n', '-X', 'POST', '--data-binary',
+		qq({"id": "c$c-$_", "amount": $_}), "$base/public/pay", '--next')
+	  for 1 .. 20;
+	pop @cmd;
+	my $stdout = '';
+	push @clients, [ IPC::Run::start(\@cmd, '>', \$stdout), \$stdout ];
+}
+my $ok = 0;
+for my $client (@clients)
+{
+	$client->[0]->finish;
+	$ok += () = ${ $client->[1] } =~ /^200$/mg;
+}
+is($ok, 320, '16 concurrent clients: 320 requests answered 200');
+is(sql(q{SELECT count(*), count(DISTINCT id) FROM pay WHERE id LIKE 'c%'}), '320|320',
+	'each of them there once');
+
+done_testing();
