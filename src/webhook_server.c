@@ -15,9 +15,13 @@
  * thread, and we send the answer.  The request is freed when libmicrohttpd
  * is done with the connection.
  *
- * Requests that need no database are answered here at once: methods other
- * than POST (405), bodies over SW_WEBHOOK_MAX_BODY (413), and everything
- * while the server shuts down (503).
+ * Requests that need no database are answered here: methods other than
+ * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
+ * Content-Length says so), bodies that would take the buffered bytes of all
+ * connections over SW_WEBHOOK_MAX_BUFFERED (503), and everything while the
+ * server shuts down (503).  Connections are limited in number, in total and
+ * from one address, and one idle for SW_WEBHOOK_CONNECTION_TIMEOUT is
+ * closed.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -43,14 +47,19 @@
 
 #include "webhook_server.h"
 
-/* how long an idle or dribbling connection may stay, in seconds */
+/* how long an idle connection may stay, in seconds */
 #define SW_WEBHOOK_CONNECTION_TIMEOUT	30
+
+/* connections at once, in all and from one address */
+#define SW_WEBHOOK_MAX_CONNECTIONS		256
+#define SW_WEBHOOK_MAX_PER_ADDRESS		64
 
 static struct MHD_Daemon *daemon_handle = NULL;
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static SwRequest *queue_head = NULL;
 static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
+static size_t buffered = 0;		/* body bytes held, under queue_lock */
 static int	wake_pipe[2] = {-1, -1};
 
 /* a copy of a string, or NULL when out of memory */
@@ -63,6 +72,9 @@ copy_string(const char *s)
 static void
 free_request(SwRequest *r)
 {
+	pthread_mutex_lock(&queue_lock);
+	buffered -= r->body_cap;
+	pthread_mutex_unlock(&queue_lock);
 	for (int i = 0; i < r->nheaders; i++)
 	{
 		free(r->headers[i].name);
@@ -89,6 +101,9 @@ keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *va
 	r->headers = headers;
 	r->headers[r->nheaders].name = copy_string(name);
 	r->headers[r->nheaders].value = copy_string(value);
+	if (r->headers[r->nheaders].name == NULL ||
+		(value && r->headers[r->nheaders].value == NULL))
+		return MHD_NO;
 	r->nheaders++;
 	return MHD_YES;
 }
@@ -146,6 +161,8 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 
 	if (r == NULL)
 	{
+		const char *length;
+
 		r = calloc(1, sizeof(SwRequest));
 		if (r == NULL)
 			return MHD_NO;
@@ -157,12 +174,22 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		if (r->method == NULL || r->path == NULL ||
 			MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0)
 			return MHD_NO;
+
+		/* what we refuse anyway, we answer before the body comes */
+		if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
+			return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
+							   "only POST is allowed\n");
+		length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+											 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (length && strtoull(length, NULL, 10) > SW_WEBHOOK_MAX_BODY)
+			return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
+							   "the body is too large\n");
 		return MHD_YES;
 	}
 
 	/* answered by the main thread: send it */
-	if (r->text != NULL)
-		return send_answer(connection, r->status, r->text);
+	if (r->answered)
+		return send_answer(connection, r->status, r->text ? r->text : "");
 
 	/* a piece of the body */
 	if (*upload_data_size > 0)
@@ -170,36 +197,53 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		size_t		n = *upload_data_size;
 
 		*upload_data_size = 0;
-		if (r->too_large || r->body_len + n > SW_WEBHOOK_MAX_BODY)
+		if (r->refusal)
+			return MHD_YES;		/* not kept */
+		if (r->body_len + n > SW_WEBHOOK_MAX_BODY)
 		{
-			r->too_large = true;
+			r->refusal = MHD_HTTP_CONTENT_TOO_LARGE;
 			return MHD_YES;
 		}
-		if (r->body_len + n > r->body_cap)
+		if (r->body_len + n + 1 > r->body_cap)
 		{
 			size_t		cap = r->body_cap ? r->body_cap : 4096;
 			char	   *body;
+			bool		over;
 
-			while (cap < r->body_len + n)
+			while (cap < r->body_len + n + 1)
 				cap *= 2;
-			body = realloc(r->body, cap);
+			pthread_mutex_lock(&queue_lock);
+			over = buffered - r->body_cap + cap > SW_WEBHOOK_MAX_BUFFERED;
+			if (!over)
+				buffered += cap - r->body_cap;
+			pthread_mutex_unlock(&queue_lock);
+			body = over ? NULL : realloc(r->body, cap);
 			if (body == NULL)
-				return MHD_NO;
+			{
+				/* the server holds as much as it may: come again */
+				if (!over)
+				{
+					pthread_mutex_lock(&queue_lock);
+					buffered -= cap - r->body_cap;
+					pthread_mutex_unlock(&queue_lock);
+				}
+				r->refusal = MHD_HTTP_SERVICE_UNAVAILABLE;
+				return MHD_YES;
+			}
 			r->body = body;
 			r->body_cap = cap;
 		}
 		memcpy(r->body + r->body_len, upload_data, n);
 		r->body_len += n;
+		r->body[r->body_len] = '\0';
 		return MHD_YES;
 	}
 
 	/* the request is complete */
-	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
-		return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
-						   "only POST is allowed\n");
-	if (r->too_large)
-		return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
-						   "the body is too large\n");
+	if (r->refusal == MHD_HTTP_CONTENT_TOO_LARGE)
+		return send_answer(connection, r->refusal, "the body is too large\n");
+	if (r->refusal)
+		return send_answer(connection, r->refusal, "the server is busy; send it again\n");
 
 	pthread_mutex_lock(&queue_lock);
 	if (shutting_down)
@@ -222,8 +266,9 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		char		byte = 0;
 
 		/* a full pipe wakes the main thread as well */
-		if (write(wake_pipe[1], &byte, 1) < 0)
-			wake = false;
+		if (write(wake_pipe[1], &byte, 1) < 0 && errno != EAGAIN)
+			fprintf(stderr, "source_writes webhook server: could not wake the worker: %s\n",
+					strerror(errno));
 	}
 	return MHD_YES;
 }
@@ -284,12 +329,17 @@ sw_webhook_server_start(const char *host, int port)
 									 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
 									 MHD_OPTION_CONNECTION_TIMEOUT,
 									 (unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
+									 MHD_OPTION_CONNECTION_LIMIT,
+									 (unsigned int) SW_WEBHOOK_MAX_CONNECTIONS,
+									 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+									 (unsigned int) SW_WEBHOOK_MAX_PER_ADDRESS,
 									 MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	freeaddrinfo(addr);
 	if (daemon_handle == NULL)
 	{
-		snprintf(error, sizeof(error), "could not listen on %s:%d", host, port);
+		snprintf(error, sizeof(error), "could not listen on %s:%d (is the address in use?)",
+				 host, port);
 		return error;
 	}
 	return NULL;
@@ -329,10 +379,9 @@ sw_webhook_server_take(void)
 void
 sw_webhook_server_answer(SwRequest *request, int status, const char *text)
 {
-	char	   *copy = copy_string(text);
-
-	request->status = copy ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
-	request->text = copy ? copy : copy_string("");
+	request->text = copy_string(text);
+	request->status = request->text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
+	request->answered = true;
 	MHD_resume_connection(request->connection);
 }
 

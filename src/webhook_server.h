@@ -21,6 +21,9 @@
 /* the largest body the server reads; a table's max_body_bytes is checked after */
 #define SW_WEBHOOK_MAX_BODY		(64 * 1024 * 1024)
 
+/* the most body bytes all connections together may hold */
+#define SW_WEBHOOK_MAX_BUFFERED	(256 * 1024 * 1024)
+
 /* one request header */
 typedef struct SwRequestHeader
 {
@@ -39,17 +42,18 @@ typedef struct SwRequest
 	void	   *connection;		/* libmicrohttpd's, suspended */
 	char	   *method;
 	char	   *path;			/* as sent, still percent-encoded */
-	char	   *body;
+	char	   *body;			/* NUL-terminated, beyond body_len */
 	size_t		body_len;
 	size_t		body_cap;
-	bool		too_large;		/* over SW_WEBHOOK_MAX_BODY: not read */
+	int			refusal;		/* a status to answer once the body is in, 0 */
 	int			nheaders;
 	SwRequestHeader *headers;
 	int64_t		received_ms;	/* ms since the Unix epoch */
 
 	/* the answer */
+	bool		answered;
 	int			status;
-	char	   *text;
+	char	   *text;			/* NULL if there was no memory for it */
 } SwRequest;
 
 extern const char *sw_webhook_server_start(const char *host, int port);

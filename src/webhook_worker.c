@@ -21,7 +21,14 @@
  * the body is not one, a value a line (NDJSON); json_array, each element
  * of a JSON array; text and bytes, the whole body.  Each is one message
  * for the decoder (decode.c), with the request's headers and its arrival
- * time.
+ * time, written as it is found.
+ *
+ * A request's memory is freed when it is written.  A group is at most
+ * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit says, the commit
+ * is flushed before the answers go.  Clients are told what was wrong with
+ * their body (errors of classes 22 and 23: the value, the column, where);
+ * of other errors only that the server failed, with 500 or, for errors
+ * that pass (a lock, resources, shutdown), 503.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -34,6 +41,7 @@
 
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "commands/dbcommands.h"
 #include "common/jsonapi.h"
@@ -58,6 +66,7 @@
 #include "ingest.h"
 #include "source_writes.h"
 #include "webhook_server.h"
+#include "workers.h"
 
 PG_MODULE_MAGIC;
 
@@ -65,6 +74,9 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 
 /* how long the worker waits between looks at its latch and the server */
 #define SW_WEBHOOK_WAIT_MS		1000
+
+/* the most requests written in one transaction */
+#define SW_WEBHOOK_GROUP		256
 
 /* the requests of a group: taken together, written in one transaction */
 typedef struct GroupRequest
@@ -75,7 +87,10 @@ typedef struct GroupRequest
 } GroupRequest;
 
 static char *listening = NULL;	/* the webhook_listen the server serves */
-static SwRequest *in_hand = NULL;	/* taken, not answered yet */
+static char *database_name = NULL;	/* ours */
+static SwRequest *in_hand = NULL;	/* taken, not written yet */
+static SwRequest *writing = NULL;	/* being written, not answered yet */
+static MemoryContext request_cxt = NULL;	/* what writing a request takes */
 
 /*
  * Start serving webhook_listen, or fail the worker with the reason (the
@@ -106,17 +121,27 @@ start_server(void)
 			(errmsg("source_writes webhook server listening on %s", listening)));
 }
 
+/* answer each request of a list 503 */
+static void
+answer_unavailable(SwRequest *r)
+{
+	while (r)
+	{
+		SwRequest  *next = r->next;
+
+		sw_webhook_server_answer(r, 503, "the server is shutting down\n");
+		r = next;
+	}
+}
+
 /* when the worker leaves: answer what it holds, and stop the server */
 static void
 stop_server(int code, Datum arg)
 {
-	while (in_hand)
-	{
-		SwRequest  *next = in_hand->next;
-
-		sw_webhook_server_answer(in_hand, 503, "the server is shutting down\n");
-		in_hand = next;
-	}
+	answer_unavailable(writing);
+	writing = NULL;
+	answer_unavailable(in_hand);
+	in_hand = NULL;
 	sw_webhook_server_stop();
 }
 
@@ -189,7 +214,7 @@ path_source(const char *path)
 			return InvalidOid;
 		p += len + 1;
 	}
-	if (strcmp(parts[0], get_database_name(MyDatabaseId)) != 0)
+	if (strcmp(parts[0], database_name) != 0)
 		return InvalidOid;
 	nsp = get_namespace_oid(parts[1], true);
 	if (!OidIsValid(nsp))
@@ -201,43 +226,53 @@ path_source(const char *path)
 	return relid;
 }
 
-/* the bounds of the elements of a JSON array, found by PostgreSQL's parser */
-typedef struct ArrayElements
+/*
+ * Writing the elements of a JSON array as PostgreSQL's parser finds them:
+ * its semantic actions' state.
+ */
+typedef struct ArrayWriter
 {
 	JsonLexContext *lex;
 	int			depth;
-	List	   *starts;			/* byte offsets */
-	List	   *ends;
-} ArrayElements;
+	const char *start;			/* of the element at depth 1 */
+	SwIngest   *ing;
+	SwMessage  *message;
+	char	   *where;			/* the error context's text */
+	int			n;
+} ArrayWriter;
 
 static void
-elements_nest(void *state)
+array_nest(void *state)
 {
-	((ArrayElements *) state)->depth++;
+	((ArrayWriter *) state)->depth++;
 }
 
 static void
-elements_unnest(void *state)
+array_unnest(void *state)
 {
-	((ArrayElements *) state)->depth--;
+	((ArrayWriter *) state)->depth--;
 }
 
 static void
-element_start(void *state, bool isnull)
+array_element_start(void *state, bool isnull)
 {
-	ArrayElements *e = state;
+	ArrayWriter *w = state;
 
-	if (e->depth == 1)
-		e->starts = lappend_int(e->starts, e->lex->token_start - e->lex->input);
+	if (w->depth == 1)
+		w->start = w->lex->token_start;
 }
 
 static void
-element_end(void *state, bool isnull)
+array_element_end(void *state, bool isnull)
 {
-	ArrayElements *e = state;
+	ArrayWriter *w = state;
 
-	if (e->depth == 1)
-		e->ends = lappend_int(e->ends, e->lex->prev_token_terminator - e->lex->input);
+	if (w->depth != 1)
+		return;
+	w->message->value = w->start;
+	w->message->value_len = w->lex->prev_token_terminator - w->start;
+	snprintf(w->where, 64, "element %d of the body", ++w->n);
+	sw_ingest_write(w->ing, w->message);
 }
 
 /* a body that PostgreSQL's JSON parser cannot take: say where */
@@ -258,10 +293,19 @@ piece_context(void *arg)
 	errcontext("%s", (char *) arg);
 }
 
+/* write one message of a body */
+static void
+write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
+{
+	m->value = value;
+	m->value_len = len;
+	sw_ingest_write(ing, m);
+}
+
 /*
  * Write a request's body into its table: the messages its format makes of
- * it, through an ingestion that raises the first error.  Returns how many
- * rows.
+ * it, each as it is found, through an ingestion that raises the first
+ * error.  Returns how many rows.
  */
 static int
 write_body(SwRequest *r, Relation ftrel)
@@ -269,13 +313,10 @@ write_body(SwRequest *r, Relation ftrel)
 	SwIngest   *ing = sw_ingest_create(ftrel, SW_ORIGIN_WEBHOOK);
 	const SwSourceTable *st = sw_ingest_source_table(ing);
 	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
+	const char *body = r->body ? r->body : "";
 	SwMessage	m = {0};
-	List	   *starts = NIL;
-	List	   *ends = NIL;
-	ListCell   *ls;
-	ListCell   *le;
 	ErrorContextCallback errcb;
-	char		where[64] = "";
+	char		where[64] = "the body";
 	int			n = 0;
 	int64		kept;
 
@@ -291,105 +332,130 @@ write_body(SwRequest *r, Relation ftrel)
 	m.offset = -1;
 	m.timestamp_ms = r->received_ms;
 
-	/* where the messages are in the body */
-	if (st->format == SW_FORMAT_JSON_ARRAY)
-	{
-		JsonSemAction sem = {0};
-		ArrayElements e = {0};
-		JsonParseErrorType result;
-		char	   *body = pnstrdup(r->body ? r->body : "", r->body_len);
-
-		e.lex = makeJsonLexContextCstringLen(body, r->body_len, GetDatabaseEncoding(), true);
-		sem.semstate = &e;
-		sem.object_start = elements_nest;
-		sem.object_end = elements_unnest;
-		sem.array_start = elements_nest;
-		sem.array_end = elements_unnest;
-		sem.array_element_start = element_start;
-		sem.array_element_end = element_end;
-		result = pg_parse_json(e.lex, &sem);
-		if (result != JSON_SUCCESS)
-			bad_json(e.lex, result);
-		if (r->body_len == 0 || body[strspn(body, " \t\r\n")] != '[')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("the body is not a JSON array"),
-					 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
-							 RelationGetRelationName(ftrel))));
-		starts = e.starts;
-		ends = e.ends;
-	}
-	else if (st->format == SW_FORMAT_JSON)
-	{
-		JsonSemAction sem = {0};
-		char	   *body = pnstrdup(r->body ? r->body : "", r->body_len);
-		JsonLexContext *lex = makeJsonLexContextCstringLen(body, r->body_len,
-														   GetDatabaseEncoding(), false);
-
-		if (pg_parse_json(lex, &sem) == JSON_SUCCESS)
-		{
-			starts = list_make1_int(0);		/* one value */
-			ends = list_make1_int(r->body_len);
-		}
-		else
-		{
-			/* NDJSON: a value a line; empty lines do not count */
-			size_t		at = 0;
-
-			while (at < r->body_len)
-			{
-				const char *nl = memchr(r->body + at, '\n', r->body_len - at);
-				size_t		end = nl ? (size_t) (nl - r->body) : r->body_len;
-				size_t		len = end - at;
-
-				if (strspn(r->body + at, " \t\r") < len)
-				{
-					starts = lappend_int(starts, at);
-					ends = lappend_int(ends, end);
-				}
-				at = end + 1;
-			}
-		}
-	}
-	else
-	{
-		starts = list_make1_int(0);
-		ends = list_make1_int(r->body_len);
-	}
-
 	errcb.callback = piece_context;
 	errcb.arg = where;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 	sw_ingest_begin(ing, ftrel);
-	forboth(ls, starts, le, ends)
+
+	if (st->format == SW_FORMAT_JSON_ARRAY)
 	{
-		m.value = r->body ? r->body + lfirst_int(ls) : "";
-		m.value_len = lfirst_int(le) - lfirst_int(ls);
-		n++;
-		if (list_length(starts) > 1)
-			snprintf(where, sizeof(where), "%s %d of the body",
-					 st->format == SW_FORMAT_JSON_ARRAY ? "element" : "line", n);
-		sw_ingest_write(ing, &m);
+		JsonSemAction sem = {0};
+		ArrayWriter w = {0};
+		JsonParseErrorType result;
+
+		if (body[strspn(body, " \t\r\n")] != '[')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("the body is not a JSON array"),
+					 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
+							 RelationGetRelationName(ftrel))));
+		w.lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
+											 GetDatabaseEncoding(), false);
+		w.ing = ing;
+		w.message = &m;
+		w.where = where;
+		sem.semstate = &w;
+		sem.object_start = array_nest;
+		sem.object_end = array_unnest;
+		sem.array_start = array_nest;
+		sem.array_end = array_unnest;
+		sem.array_element_start = array_element_start;
+		sem.array_element_end = array_element_end;
+		result = pg_parse_json(w.lex, &sem);
+		if (result != JSON_SUCCESS)
+		{
+			strlcpy(where, "the body", sizeof(where));
+			bad_json(w.lex, result);
+		}
+		n = w.n;
 	}
+	else if (st->format == SW_FORMAT_JSON)
+	{
+		JsonSemAction sem = {0};
+		JsonLexContext *lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
+														   GetDatabaseEncoding(), false);
+
+		if (pg_parse_json(lex, &sem) == JSON_SUCCESS)
+		{
+			write_piece(ing, &m, body, r->body_len);	/* one value */
+			n = 1;
+		}
+		else
+		{
+			/* NDJSON: a value a line; empty lines do not count */
+			size_t		at = 0;
+			int			line = 0;
+
+			while (at < r->body_len)
+			{
+				const char *nl = memchr(body + at, '\n', r->body_len - at);
+				size_t		end = nl ? (size_t) (nl - body) : r->body_len;
+				size_t		blank = 0;
+
+				line++;
+				while (at + blank < end && strchr(" \t\r", body[at + blank]))
+					blank++;
+				if (at + blank < end)
+				{
+					snprintf(where, sizeof(where), "line %d of the body", line);
+					write_piece(ing, &m, body + at, end - at);
+					n++;
+				}
+				at = end + 1;
+			}
+		}
+		if (n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("the body is empty"),
+					 errhint("Source table \"%s\" has format json: post an object, or one a line.",
+							 RelationGetRelationName(ftrel))));
+	}
+	else
+	{
+		write_piece(ing, &m, body, r->body_len);
+		n = 1;
+	}
+
 	(void) sw_ingest_end(ing, &kept);
 	error_context_stack = errcb.previous;
 	return n;
 }
 
-/* what a client is told of an error: the message, and where and why */
-static char *
-error_answer(ErrorData *edata)
+/*
+ * What a client is told of an error, and with which status: for errors in
+ * what it sent (classes 22 and 23), the message and where (the context),
+ * and for data exceptions the detail (where the JSON broke); of others,
+ * only that the server failed.
+ */
+static int
+error_answer(ErrorData *edata, char **text)
 {
 	StringInfoData s;
+	int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (category != ERRCODE_DATA_EXCEPTION &&
+		category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+	{
+		bool		passes = category == ERRCODE_TRANSACTION_ROLLBACK ||
+			category == ERRCODE_INSUFFICIENT_RESOURCES ||
+			category == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+			category == ERRCODE_OPERATOR_INTERVENTION ||
+			category == ERRCODE_SYSTEM_ERROR;
+
+		*text = pstrdup(passes ? "the server could not write the request now; send it again\n"
+						: "the server failed to write the request; its log says why\n");
+		return passes ? 503 : 500;
+	}
 
 	initStringInfo(&s);
 	appendStringInfoString(&s, edata->message);
-	if (edata->detail)
+	if (edata->detail && category == ERRCODE_DATA_EXCEPTION)
 		appendStringInfo(&s, ": %s", edata->detail);
-	if (edata->context)
+	if (edata->context && edata->context[0])
 	{
-		/* one line: the context's lines, innermost first */
+		/* on one line: the context's lines, innermost first */
 		appendStringInfoString(&s, " (");
 		for (const char *c = edata->context; *c; c++)
 		{
@@ -401,7 +467,8 @@ error_answer(ErrorData *edata)
 		appendStringInfoChar(&s, ')');
 	}
 	appendStringInfoChar(&s, '\n');
-	return s.data;
+	*text = s.data;
+	return 400;
 }
 
 /*
@@ -416,6 +483,7 @@ write_request(GroupRequest *g)
 	SwRequest  *r = g->request;
 
 	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(request_cxt);
 	PG_TRY();
 	{
 		Oid			relid = path_source(r->path);
@@ -442,6 +510,7 @@ write_request(GroupRequest *g)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		char	   *text;
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
@@ -449,29 +518,17 @@ write_request(GroupRequest *g)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
-		{
-			case ERRCODE_OPERATOR_INTERVENTION:
-				ReThrowError(edata);
-				break;
-			case ERRCODE_TRANSACTION_ROLLBACK:
-			case ERRCODE_INSUFFICIENT_RESOURCES:
-			case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:
-			case ERRCODE_SYSTEM_ERROR:
-			case ERRCODE_INTERNAL_ERROR:
-				g->status = 503;
-				break;
-			default:
-				g->status = 400;
-				break;
-		}
-		g->text = error_answer(edata);
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+			ReThrowError(edata);
+		g->status = error_answer(edata, &text);
+		g->text = text;
 		ereport(LOG,
-				(errmsg("source_writes webhook request to %s refused with status %d",
-						r->path, g->status)));
+				(errmsg("source_writes webhook request to %s refused with status %d: %s",
+						r->path, g->status, edata->message)));
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+	MemoryContextReset(request_cxt);
 }
 
 /*
@@ -485,7 +542,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	GroupRequest *group;
 	int			n = 0;
 	int			i = 0;
-	bool		committed = false;
+	volatile bool committed = false;
 
 	for (SwRequest *r = requests; r; r = r->next)
 		n++;
@@ -507,6 +564,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		}
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		/* durably, whatever synchronous_commit says */
+		XLogFlush(XactLastCommitEnd);
 		committed = true;
 	}
 	PG_CATCH();
@@ -520,7 +579,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/* answer; the requests are not ours any more */
-	in_hand = NULL;
+	writing = NULL;
 	for (i = 0; i < n; i++)
 	{
 		if (committed)
@@ -544,17 +603,59 @@ make_events(void)
 	return events;
 }
 
+/* does the database still have webhook sources? */
+static bool
+have_webhook_sources(void)
+{
+	bool		found = false;
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (sw_catalog_exists())
+		foreach(lc, sw_catalog_sources(InvalidOid))
+			found |= ((SwSource *) lfirst(lc))->kind == SW_KIND_WEBHOOK;
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(TopMemoryContext);
+	return found;
+}
+
+/*
+ * Settings of the database or its owner that would change what the worker
+ * does (ALTER DATABASE ... SET): overridden.  A lock that a user's
+ * transaction holds long makes a request fail (503), not every request
+ * wait behind it.
+ */
+static void
+override_settings(void)
+{
+	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 void
 source_writes_webhook_main(Datum main_arg)
 {
 	WaitEventSet *events;
 	MemoryContext group_cxt;
+	TimestampTz last_look = GetCurrentTimestamp();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(sw_database, NULL, 0);
 	pgstat_report_appname("source_writes webhook server");
+	override_settings();
+
+	StartTransactionCommand();
+	database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(TopMemoryContext);
+	if (!sw_webhook_worker_attach())
+		proc_exit(0);			/* another one serves */
 
 	before_shmem_exit(stop_server, (Datum) 0);
 	start_server();
@@ -562,11 +663,12 @@ source_writes_webhook_main(Datum main_arg)
 	events = make_events();
 	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
 									  ALLOCSET_DEFAULT_SIZES);
+	request_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook request",
+										ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
 		WaitEvent	event;
-		SwRequest  *requests;
 
 		(void) WaitEventSetWait(events, SW_WEBHOOK_WAIT_MS, &event, 1, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -575,7 +677,8 @@ source_writes_webhook_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (strcmp(sw_database, get_database_name(MyDatabaseId)) != 0)
+			override_settings();
+			if (strcmp(sw_database, database_name) != 0)
 				proc_exit(0);	/* the launcher serves another database now */
 			if (strcmp(listening, sw_webhook_listen) != 0)
 			{
@@ -584,17 +687,41 @@ source_writes_webhook_main(Datum main_arg)
 						(errmsg("source_writes webhook server moves from %s to %s",
 								listening, sw_webhook_listen)));
 				sw_webhook_server_stop();
+				pfree(listening);
 				start_server();
 				FreeWaitEventSet(events);
 				events = make_events();
 			}
 		}
 
-		requests = sw_webhook_server_take();
-		if (requests == NULL)
+		in_hand = sw_webhook_server_take();
+		if (in_hand == NULL)
+		{
+			/* idle: leave once the last webhook source is gone */
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (TimestampDifferenceExceeds(last_look, now, 5 * SW_WEBHOOK_WAIT_MS))
+			{
+				last_look = now;
+				if (!have_webhook_sources())
+					proc_exit(0);
+			}
 			continue;
-		in_hand = requests;
-		write_group(requests, group_cxt);
-		MemoryContextReset(group_cxt);
+		}
+
+		/* write them a group at a time */
+		while (in_hand)
+		{
+			SwRequest  *group = in_hand;
+			SwRequest  *last = group;
+
+			for (int i = 1; i < SW_WEBHOOK_GROUP && last->next; i++)
+				last = last->next;
+			in_hand = last->next;
+			last->next = NULL;
+			writing = group;
+			write_group(group, group_cxt);
+			MemoryContextReset(group_cxt);
+		}
 	}
 }

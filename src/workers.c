@@ -91,6 +91,7 @@ typedef struct SwWorkersShared
 	LWLock	   *lock;			/* protects the slots */
 	Latch	   *launcher_latch; /* to ask the launcher to supervise now */
 	ConditionVariable reported; /* broadcast when a worker reports */
+	pid_t		webhook_pid;	/* the webhook server's worker, 0 if none */
 	int			nslots;
 	SwWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } SwWorkersShared;
@@ -351,7 +352,7 @@ supervise_webhook_server(bool wanted, TimestampTz now)
 			TerminateBackgroundWorker(webhook_handle);
 		return;
 	}
-	if (webhook_handle == NULL && now >= webhook_start_after)
+	if (webhook_handle == NULL && now >= webhook_start_after && shared->webhook_pid == 0)
 	{
 		BackgroundWorker worker = {0};
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -373,6 +374,39 @@ supervise_webhook_server(bool wanted, TimestampTz now)
 		}
 		MemoryContextSwitchTo(old);
 	}
+}
+
+/* the webhook server's worker leaves */
+static void
+detach_webhook_worker(int code, Datum arg)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->webhook_pid == MyProcPid)
+		shared->webhook_pid = 0;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * The webhook server's worker says it runs; false if another one does (a
+ * launcher that restarted does not know the one its predecessor started).
+ */
+bool
+sw_webhook_worker_attach(void)
+{
+	bool		mine = false;
+
+	if (shared == NULL)
+		return false;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->webhook_pid == 0 || kill(shared->webhook_pid, 0) != 0)
+	{
+		shared->webhook_pid = MyProcPid;
+		mine = true;
+	}
+	LWLockRelease(shared->lock);
+	if (mine)
+		before_shmem_exit(detach_webhook_worker, (Datum) 0);
+	return mine;
 }
 
 /* how many workers a source wants, in a list of SwWanted; 0 if none */

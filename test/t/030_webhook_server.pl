@@ -9,6 +9,8 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use IO::Socket::INET;
+use Time::HiRes qw(usleep);
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -119,5 +121,82 @@ for my $client (@clients)
 is($ok, 320, '16 concurrent clients: 320 requests answered 200');
 is(sql(q{SELECT count(*), count(DISTINCT id) FROM pay WHERE id LIKE 'c%'}), '320|320',
 	'each of them there once');
+
+# what clients are told: about their data, and nothing of the server's
+sql(q{CREATE FUNCTION public.gone() RETURNS int LANGUAGE sql AS 'SELECT 1';
+	CREATE FOREIGN TABLE chk (n int CHECK (n > 0), who text DEFAULT current_user,
+	  dir text DEFAULT current_setting('data_directory')) SERVER hooks OPTIONS (format 'json');
+	CREATE FOREIGN TABLE broken (n int, m int DEFAULT public.gone()) SERVER hooks OPTIONS (format 'json');
+	DROP FUNCTION public.gone() CASCADE});
+my $answer = request('POST', '/public/chk', '{"n": -1}');
+like($answer, qr/^400 new row for relation .* violates check constraint/, 'a CHECK that fails: 400');
+unlike($answer, qr/Failing row|data|sw_test|postgres/i, 'without the row\'s other values');
+like(request('POST', '/public/pay', ''), qr/^400 the body is empty/, 'an empty json body: 400');
+
+# the server's own failures: a generic 500, the reason in the server log
+sql(q{CREATE FUNCTION public.fails() RETURNS int LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'secret reason' USING ERRCODE = 'feature_not_supported'; END $$;
+	CREATE FOREIGN TABLE failing (n int CHECK (public.fails() > 0)) SERVER hooks OPTIONS (format 'json')});
+is(request('POST', '/public/failing', '{"n": 1}'),
+	'500 the server failed to write the request; its log says why', 'an error of the server: 500, nothing more');
+like(slurp_file($node->logfile), qr/request to \/postgres\/public\/failing refused with status 500: secret reason/,
+	'the log names the table, the status and the reason');
+
+# 413 at once, from Content-Length
+{
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp')
+	  or die "connect: $!";
+	print $sock "POST /postgres/public/pay HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n";
+	my $line = <$sock>;
+	like($line, qr{^HTTP/1\.1 413 }, 'a body announced over 64 MB: 413 before it is sent');
+	close $sock;
+}
+
+# settings of the database do not reach the worker
+my $worker = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+sql(q{ALTER DATABASE postgres SET source_writes.as_of = '1'});
+sql(q{ALTER DATABASE postgres SET default_transaction_read_only = on});
+sql("SELECT pg_terminate_backend($worker)");
+ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server' AND pid <> $worker}), 'the worker is started again');
+ok($node->poll_query_until('postgres', q{SELECT 1}, '1'), 'the server answers');
+my $posted;
+for (1 .. 100)
+{
+	$posted = request('POST', '/public/notes2', 'with database settings');
+	last if $posted !~ /^(503|000)/;
+	usleep(100_000);
+}
+is($posted, '200 1 row', 'ALTER DATABASE ... SET as_of or read only does not stop it');
+$node->safe_psql('postgres', q{SET default_transaction_read_only = off; ALTER DATABASE postgres RESET ALL});
+
+# a reload after the database's catalog entry changed
+my $from = -s $node->logfile;
+sql(q{ALTER DATABASE postgres CONNECTION LIMIT 50});
+is(request('POST', '/x', 'x'), $not_found, 'a malformed path: 404');
+sql(q{SELECT pg_reload_conf()});
+is(request('POST', '/public/notes2', 'after reload'), '200 1 row', 'after a reload it still writes');
+unlike(substr(slurp_file($node->logfile), $from), qr/terminated by signal/, 'and nothing crashed');
+
+# a launcher that restarts does not start a second server
+$worker = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+my $launcher = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'});
+$from = -s $node->logfile;
+sql("SELECT pg_terminate_backend($launcher)");
+ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes launcher' AND pid <> $launcher}), 'the launcher is back');
+# the new launcher supervises every second: watch a few of its rounds
+for (1 .. 3)
+{
+	usleep(1_000_000);
+	is(sql(q{SELECT string_agg(pid::text, ',') FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server'}), $worker, 'the same single webhook server');
+}
+unlike(substr(slurp_file($node->logfile), $from), qr/webhook server cannot start/, 'no second one tried to listen');
+
+# the server leaves with the last webhook source
+sql(q{DROP SERVER hooks CASCADE});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server'}), 'the server stops with the last webhook source');
 
 done_testing();
