@@ -522,9 +522,15 @@ write_request(GroupRequest *g)
 			ReThrowError(edata);
 		g->status = error_answer(edata, &text);
 		g->text = text;
-		ereport(LOG,
-				(errmsg("source_writes webhook request to %s refused with status %d: %s",
-						r->path, g->status, edata->message)));
+		/* what the client sent is not logged: its error may quote it */
+		if (g->status == 400)
+			ereport(LOG,
+					(errmsg("source_writes webhook request to %s refused with status %d",
+							r->path, g->status)));
+		else
+			ereport(LOG,
+					(errmsg("source_writes webhook request to %s refused with status %d: %s",
+							r->path, g->status, edata->message)));
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();

@@ -58,6 +58,9 @@ is(request('POST', '/public/pay', "{\n  \"id\": \"p4\",\n  \"amount\": 4\n}"), '
 like(request('POST', '/public/pay', qq({"id": "p5", "amount": 5}\n{"id": "p6", "amount": "x"})),
 	qr/^400 invalid input syntax for type numeric: "x" \(column "amount" of source table "pay", field "amount"; line 2 of the body\)$/,
 	'a bad value: 400, saying which line and which column');
+like(slurp_file($node->logfile), qr{request to /postgres/public/pay refused with status 400$}m,
+	'the server log names the table and the status');
+unlike(slurp_file($node->logfile), qr/numeric: "x"/, 'but not what the client sent');
 like(request('POST', '/public/pay', qq({"id": "p7", "amount": ]})),
 	qr/^400 invalid JSON in message value at byte \d+/, 'bad JSON: 400, saying where');
 is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay}), 'p1,p2,p3,p4',
