@@ -17,6 +17,12 @@
  * the body to that webhook source table, as the table's owner, with origin
  * webhook; the names are percent-decoded, as PostgreSQL spells them.
  *
+ * A table with signature_header takes only requests signed with the
+ * secret of its owner's user mapping for its server: HMAC-SHA256 of the
+ * raw body, in hex or base64, after signature_prefix, compared in constant
+ * time.  A request without the header gets 401, one with a wrong signature
+ * 403; either writes nothing.
+ *
  * Bodies, by the table's format: json, one JSON value (an object) or, if
  * the body is not one, a value a line (NDJSON); json_array, each element
  * of a JSON array; text and bytes, the whole body.  Each is one message
@@ -44,7 +50,12 @@
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "common/base64.h"
+#include "common/hmac.h"
+#include "common/sha2.h"
 #include "common/jsonapi.h"
+#include "foreign/foreign.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -63,6 +74,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
+#include "fdw_options.h"
 #include "ingest.h"
 #include "source_writes.h"
 #include "webhook_server.h"
@@ -423,6 +435,113 @@ write_body(SwRequest *r, Relation ftrel)
 	return n;
 }
 
+/* the value of a request's header, found in any case; NULL if none */
+static const char *
+request_header(SwRequest *r, const char *name)
+{
+	const char *value = NULL;
+
+	for (int i = 0; i < r->nheaders; i++)
+		if (pg_strcasecmp(r->headers[i].name, name) == 0)
+			value = r->headers[i].value;
+	return value;
+}
+
+/*
+ * Check a request's signature if the table wants one: 0 if it passes,
+ * else the status to answer (401 without the header, 403 when it does not
+ * match), with the text in *text.  Nothing of the secret is told.
+ */
+static int
+check_signature(SwRequest *r, Relation ftrel, char **text)
+{
+	SwSourceTable *st = sw_source_table(ftrel);
+	const char *value;
+	const char *secret = NULL;
+	UserMapping *mapping;
+	ListCell   *lc;
+	uint8		mac[PG_SHA256_DIGEST_LENGTH];
+	uint8		sent[PG_SHA256_DIGEST_LENGTH + 3] = {0};
+	int			sent_len = -1;
+	pg_hmac_ctx *ctx;
+	int			diff = 0;
+
+	if (st->signature_header == NULL)
+		return 0;
+	value = request_header(r, st->signature_header);
+	if (value == NULL)
+	{
+		*text = psprintf("the request has no signature: header \"%s\" is missing\n",
+						 st->signature_header);
+		return 401;
+	}
+	if (st->signature_prefix)
+	{
+		size_t		len = strlen(st->signature_prefix);
+
+		if (strncmp(value, st->signature_prefix, len) != 0)
+		{
+			*text = psprintf("the signature in header \"%s\" does not begin with \"%s\"\n",
+							 st->signature_header, st->signature_prefix);
+			return 403;
+		}
+		value += len;
+	}
+
+	/* what was sent, as bytes */
+	if (st->signature_base64)
+	{
+		if (pg_b64_dec_len(strlen(value)) <= (int) sizeof(sent))
+			sent_len = pg_b64_decode(value, strlen(value), (char *) sent, sizeof(sent));
+	}
+	else if (strlen(value) == 2 * PG_SHA256_DIGEST_LENGTH)
+	{
+		sent_len = PG_SHA256_DIGEST_LENGTH;
+		for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		{
+			int			hi = hex_value(value[2 * i]);
+			int			lo = hex_value(value[2 * i + 1]);
+
+			if (hi < 0 || lo < 0)
+				sent_len = -1;
+			sent[i] = (uint8) ((hi << 4) | (lo & 0xf));
+		}
+	}
+
+	/* the owner's secret, and the body's HMAC */
+	mapping = GetUserMapping(ftrel->rd_rel->relowner, st->serverid);
+	foreach(lc, mapping->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "secret") == 0)
+			secret = defGetString(def);
+	}
+	if (secret == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("source table \"%s\" checks signatures, but its owner's user mapping for its server has no secret",
+						RelationGetRelationName(ftrel))));
+	ctx = pg_hmac_create(PG_SHA256);
+	if (ctx == NULL ||
+		pg_hmac_init(ctx, (const uint8 *) secret, strlen(secret)) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) (r->body ? r->body : ""), r->body_len) < 0 ||
+		pg_hmac_final(ctx, mac, sizeof(mac)) < 0)
+		elog(ERROR, "could not compute an HMAC: %s", pg_hmac_error(ctx));
+	pg_hmac_free(ctx);
+
+	/* in constant time */
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		diff |= mac[i] ^ sent[i];
+	if (sent_len != PG_SHA256_DIGEST_LENGTH || diff != 0)
+	{
+		*text = psprintf("the signature in header \"%s\" does not match the body\n",
+						 st->signature_header);
+		return 403;
+	}
+	return 0;
+}
+
 /*
  * What a client is told of an error, and with which status: for errors in
  * what it sent (classes 22 and 23), the message and where (the context),
@@ -496,12 +615,26 @@ write_request(GroupRequest *g)
 		else
 		{
 			Relation	ftrel = table_open(relid, RowExclusiveLock);
-			int			rows = write_body(r, ftrel);
+			char	   *text;
+			int			refused = check_signature(r, ftrel, &text);
 
+			if (refused)
+			{
+				g->status = refused;
+				g->text = MemoryContextStrdup(cxt, text);
+				ereport(LOG,
+						(errmsg("source_writes webhook request to %s refused with status %d",
+								r->path, g->status)));
+			}
+			else
+			{
+				int			rows = write_body(r, ftrel);
+
+				g->status = 200;
+				g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
+															rows == 1 ? "row" : "rows"));
+			}
 			table_close(ftrel, NoLock);
-			g->status = 200;
-			g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
-														rows == 1 ? "row" : "rows"));
 		}
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);

@@ -10,6 +10,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use IO::Socket::INET;
+use Digest::SHA qw(hmac_sha256 hmac_sha256_hex);
+use MIME::Base64 qw(encode_base64);
 use Time::HiRes qw(usleep);
 use SwTest;
 
@@ -124,6 +126,39 @@ for my $client (@clients)
 is($ok, 320, '16 concurrent clients: 320 requests answered 200');
 is(sql(q{SELECT count(*), count(DISTINCT id) FROM pay WHERE id LIKE 'c%'}), '320|320',
 	'each of them there once');
+
+# signatures: HMAC-SHA256 of the raw body with the secret of the owner's
+# user mapping; without the header 401, wrong 403, and nothing written
+sql(q{CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-3141');
+	CREATE FOREIGN TABLE signed (id text) SERVER hooks
+	  OPTIONS (format 'json', signature_header 'X-Signature', signature_prefix 'sha256=');
+	CREATE FOREIGN TABLE signed64 (id text) SERVER hooks
+	  OPTIONS (format 'json', signature_header 'X-Hub-Signature', signature_encoding 'base64')});
+my $signed_from = -s $node->logfile;	# (the statement above is logged)
+my $body = '{"id": "s1"}';
+my $hex = hmac_sha256_hex($body, 'whsec-3141');
+is(request('POST', '/public/signed', $body), '401 the request has no signature: header "X-Signature" is missing',
+	'no signature: 401');
+is(request('POST', '/public/signed', $body, "X-Signature: sha256=" . hmac_sha256_hex($body, 'guess')),
+	'403 the signature in header "X-Signature" does not match the body', 'a wrong signature: 403');
+is(request('POST', '/public/signed', '{"id": "s2"}', "X-Signature: sha256=$hex"),
+	'403 the signature in header "X-Signature" does not match the body', 'a signature of another body: 403');
+is(request('POST', '/public/signed', $body, "X-Signature: $hex"),
+	'403 the signature in header "X-Signature" does not begin with "sha256="', 'without the prefix: 403');
+is(request('POST', '/public/signed', $body, "X-Signature: sha256=zz"),
+	'403 the signature in header "X-Signature" does not match the body', 'not hex: 403');
+is(sql(q{SELECT count(*) FROM signed}), '0', 'refused requests wrote nothing');
+is(request('POST', '/public/signed', $body, "x-signature: sha256=$hex"), '200 1 row',
+	'the right signature (the header in any case): 200');
+my $b64 = encode_base64(hmac_sha256('{"id": "s3"}', 'whsec-3141'), '');
+is(request('POST', '/public/signed64', '{"id": "s3"}', "X-Hub-Signature: $b64"), '200 1 row',
+	'base64 signatures');
+is(request('POST', '/public/signed64', '{"id": "s4"}', "X-Hub-Signature: $b64"),
+	'403 the signature in header "X-Hub-Signature" does not match the body', 'checked too');
+is(sql(q{SELECT string_agg(id, ',') FROM (SELECT id FROM signed UNION ALL SELECT id FROM signed64) t}),
+	's1,s3', 'only the signed requests are in');
+unlike(substr(slurp_file($node->logfile), $signed_from), qr/whsec-3141/,
+	'the server logs nothing of the secret');
 
 # what clients are told: about their data, and nothing of the server's
 sql(q{CREATE FUNCTION public.gone() RETURNS int LANGUAGE sql AS 'SELECT 1';
