@@ -504,7 +504,7 @@ check_signature(SwRequest *r, Relation ftrel, char **text)
 
 			if (hi < 0 || lo < 0)
 				sent_len = -1;
-			sent[i] = (uint8) ((hi << 4) | (lo & 0xf));
+			sent[i] = (uint8) (((hi & 0xf) << 4) | (lo & 0xf));
 		}
 	}
 
