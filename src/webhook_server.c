@@ -18,8 +18,9 @@
  * Requests that need no database are answered here: methods other than
  * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
  * Content-Length says so), bodies that would take the buffered bytes of all
- * connections over SW_WEBHOOK_MAX_BUFFERED (503), and everything while the
- * server shuts down (503).  Connections are limited in number, in total and
+ * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
+ * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written (429), and everything
+ * while the server shuts down (503).  Connections are limited in number, in total and
  * from one address, and one idle for SW_WEBHOOK_CONNECTION_TIMEOUT is
  * closed.
  *
@@ -60,6 +61,7 @@ static SwRequest *queue_head = NULL;
 static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
 static size_t buffered = 0;		/* body bytes held, under queue_lock */
+static int	in_flight = 0;		/* requests queued or being written, too */
 static int	wake_pipe[2] = {-1, -1};
 
 /* a copy of a string, or NULL when out of memory */
@@ -252,6 +254,13 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
 						   "the server is shutting down\n");
 	}
+	if (in_flight >= SW_WEBHOOK_MAX_IN_FLIGHT)
+	{
+		pthread_mutex_unlock(&queue_lock);
+		return send_answer(connection, MHD_HTTP_TOO_MANY_REQUESTS,
+						   "too many requests are being written; send it again\n");
+	}
+	in_flight++;
 	MHD_suspend_connection(connection);
 	wake = queue_head == NULL;
 	if (queue_tail)
@@ -382,6 +391,9 @@ sw_webhook_server_answer(SwRequest *request, int status, const char *text)
 	request->text = copy_string(text);
 	request->status = request->text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
 	request->answered = true;
+	pthread_mutex_lock(&queue_lock);
+	in_flight--;
+	pthread_mutex_unlock(&queue_lock);
 	MHD_resume_connection(request->connection);
 }
 

@@ -448,6 +448,61 @@ request_header(SwRequest *r, const char *name)
 }
 
 /*
+ * Check what the table can take of a request: 0 if it can, else the
+ * status to answer, with the text in *text: 413 for a body over its
+ * max_body_bytes, 415 for a content type its format cannot take (none
+ * given is taken).
+ */
+static int
+check_request(SwRequest *r, Relation ftrel, char **text)
+{
+	SwSourceTable *st = sw_source_table(ftrel);
+	const char *type = request_header(r, "Content-Type");
+	size_t		len;
+	bool		takes;
+
+	if (r->body_len > (size_t) st->max_body_bytes)
+	{
+		*text = psprintf("the body is larger than source table \"%s\" takes (%d bytes)\n",
+						 RelationGetRelationName(ftrel), st->max_body_bytes);
+		return 413;
+	}
+	if (type == NULL)
+		return 0;
+	len = strcspn(type, "; \t");
+#define TYPE_IS(t) (len == strlen(t) && pg_strncasecmp(type, t, len) == 0)
+	switch (st->format)
+	{
+		case SW_FORMAT_JSON:
+			takes = TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
+				TYPE_IS("application/ndjson") || TYPE_IS("text/plain");
+			break;
+		case SW_FORMAT_JSON_ARRAY:
+			takes = TYPE_IS("application/json") || TYPE_IS("text/plain");
+			break;
+		case SW_FORMAT_TEXT:
+			takes = len >= 5 && pg_strncasecmp(type, "text/", 5) == 0;
+			takes |= TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
+				TYPE_IS("application/xml") || TYPE_IS("application/x-www-form-urlencoded");
+			break;
+		default:
+			takes = true;		/* bytes take anything */
+			break;
+	}
+#undef TYPE_IS
+	if (!takes)
+	{
+		*text = psprintf("source table \"%s\" (format %s) cannot take content type \"%.*s\"\n",
+						 RelationGetRelationName(ftrel),
+						 st->format == SW_FORMAT_JSON ? "json" :
+						 st->format == SW_FORMAT_JSON_ARRAY ? "json_array" : "text",
+						 (int) Min(len, 100), type);
+		return 415;
+	}
+	return 0;
+}
+
+/*
  * Check a request's signature if the table wants one: 0 if it passes,
  * else the status to answer (401 without the header, 403 when it does not
  * match), with the text in *text.  Nothing of the secret is told.
@@ -616,7 +671,10 @@ write_request(GroupRequest *g)
 		{
 			Relation	ftrel = table_open(relid, RowExclusiveLock);
 			char	   *text;
-			int			refused = check_signature(r, ftrel, &text);
+			int			refused = check_request(r, ftrel, &text);
+
+			if (refused == 0)
+				refused = check_signature(r, ftrel, &text);
 
 			if (refused)
 			{

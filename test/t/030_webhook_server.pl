@@ -27,6 +27,7 @@ sub request
 	my ($method, $path, $body, @headers) = @_;
 	my @cmd = ('curl', '-s', '-X', $method, '-o', '-', '-w', ' %{http_code}', "$base$path");
 	push @cmd, '--data-binary', $body if defined $body;
+	push @headers, 'Content-Type: application/json' unless grep { /^content-type:/i } @headers;
 	push @cmd, map { ('-H', $_) } @headers;
 	my ($out, $err) = run_command(\@cmd);
 	$out =~ s/\n//g;
@@ -110,7 +111,8 @@ my @clients;
 for my $c (1 .. 16)
 {
 	my @cmd = ('curl');
-	push @cmd, ('-s', '-o', '/dev/null', '-w', '%{http_code}\n', '-X', 'POST', '--data-binary',
+	push @cmd, ('-s', '-o', '/dev/null', '-w', '%{http_code}\n', '-X', 'POST',
+		'-H', 'Content-Type: application/json', '--data-binary',
 		qq({"id": "c$c-$_", "amount": $_}), "$base/public/pay", '--next')
 	  for 1 .. 20;
 	pop @cmd;
@@ -159,6 +161,28 @@ is(sql(q{SELECT string_agg(id, ',') FROM (SELECT id FROM signed UNION ALL SELECT
 	's1,s3', 'only the signed requests are in');
 unlike(substr(slurp_file($node->logfile), $signed_from), qr/whsec-3141/,
 	'the server logs nothing of the secret');
+
+# what a table takes: its max_body_bytes, and content types its format can
+# take (none given is taken)
+sql(q{CREATE FOREIGN TABLE small (v text) SERVER hooks OPTIONS (format 'text', max_body_bytes '16')});
+is(request('POST', '/public/small', 'x' x 17, 'Content-Type: text/plain'),
+	'413 the body is larger than source table "small" takes (16 bytes)', 'over max_body_bytes: 413');
+is(request('POST', '/public/small', 'x' x 16, 'Content-Type: text/plain'), '200 1 row', 'up to it: 200');
+is(request('POST', '/public/pay', '{"id": "t1"}', 'Content-Type: image/png'),
+	'415 source table "pay" (format json) cannot take content type "image/png"', 'json and an image: 415');
+is(request('POST', '/public/pay', '{"id": "t2"}', 'Content-Type: application/x-www-form-urlencoded'),
+	'415 source table "pay" (format json) cannot take content type "application/x-www-form-urlencoded"',
+	'json and a form: 415');
+is(request('POST', '/public/pay', qq({"id": "t3"}\n{"id": "t4"}), 'Content-Type: application/x-ndjson'),
+	'200 2 rows', 'json and NDJSON: 200');
+is(request('POST', '/public/raw', 'x', 'Content-Type: image/png'), '200 1 row', 'bytes take anything');
+{
+	my ($o) = run_command([ 'curl', '-s', '-w', ' %{http_code}', '--data-binary', '{"id": "t5"}',
+		'-H', 'Content-Type:', "$base/public/pay" ]);
+	is($o, "1 row\n 200", 'no content type: taken');
+}
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay WHERE id LIKE 't%'}), 't3,t4,t5',
+	'refused requests wrote nothing');
 
 # what clients are told: about their data, and nothing of the server's
 sql(q{CREATE FUNCTION public.gone() RETURNS int LANGUAGE sql AS 'SELECT 1';
