@@ -53,7 +53,11 @@
 
 /* connections at once, in all and from one address */
 #define SW_WEBHOOK_MAX_CONNECTIONS		256
-#define SW_WEBHOOK_MAX_PER_ADDRESS		64
+#define SW_WEBHOOK_MAX_PER_ADDRESS		128
+
+#if SW_WEBHOOK_MAX_IN_FLIGHT >= SW_WEBHOOK_MAX_PER_ADDRESS
+#error "the in-flight limit must be below the connections of one address"
+#endif
 
 static struct MHD_Daemon *daemon_handle = NULL;
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -21,8 +21,12 @@
 /* the largest body the server reads; a table's max_body_bytes is checked after */
 #define SW_WEBHOOK_MAX_BODY		(64 * 1024 * 1024)
 
-/* the most requests queued or being written at once; more get 429 */
-#define SW_WEBHOOK_MAX_IN_FLIGHT	1024
+/*
+ * The most requests queued or being written at once; more get 429.  Below
+ * the connections one address may hold (webhook_server.c), so that it can
+ * be reached.
+ */
+#define SW_WEBHOOK_MAX_IN_FLIGHT	64
 
 /* the most body bytes all connections together may hold */
 #define SW_WEBHOOK_MAX_BUFFERED	(256 * 1024 * 1024)

@@ -451,7 +451,9 @@ request_header(SwRequest *r, const char *name)
  * Check what the table can take of a request: 0 if it can, else the
  * status to answer, with the text in *text: 413 for a body over its
  * max_body_bytes, 415 for a content type its format cannot take (none
- * given is taken).
+ * given is taken).  Checked before the signature (no HMAC of a body the
+ * table would refuse anyway), so the texts tell nothing of the table's
+ * settings.
  */
 static int
 check_request(SwRequest *r, Relation ftrel, char **text)
@@ -463,11 +465,10 @@ check_request(SwRequest *r, Relation ftrel, char **text)
 
 	if (r->body_len > (size_t) st->max_body_bytes)
 	{
-		*text = psprintf("the body is larger than source table \"%s\" takes (%d bytes)\n",
-						 RelationGetRelationName(ftrel), st->max_body_bytes);
+		*text = pstrdup("the body is larger than this table takes\n");
 		return 413;
 	}
-	if (type == NULL)
+	if (type == NULL || type[0] == '\0')
 		return 0;
 	len = strcspn(type, "; \t");
 #define TYPE_IS(t) (len == strlen(t) && pg_strncasecmp(type, t, len) == 0)
@@ -492,10 +493,7 @@ check_request(SwRequest *r, Relation ftrel, char **text)
 #undef TYPE_IS
 	if (!takes)
 	{
-		*text = psprintf("source table \"%s\" (format %s) cannot take content type \"%.*s\"\n",
-						 RelationGetRelationName(ftrel),
-						 st->format == SW_FORMAT_JSON ? "json" :
-						 st->format == SW_FORMAT_JSON_ARRAY ? "json_array" : "text",
+		*text = psprintf("this table cannot take content type \"%.*s\"\n",
 						 (int) Min(len, 100), type);
 		return 415;
 	}

@@ -166,12 +166,12 @@ unlike(substr(slurp_file($node->logfile), $signed_from), qr/whsec-3141/,
 # take (none given is taken)
 sql(q{CREATE FOREIGN TABLE small (v text) SERVER hooks OPTIONS (format 'text', max_body_bytes '16')});
 is(request('POST', '/public/small', 'x' x 17, 'Content-Type: text/plain'),
-	'413 the body is larger than source table "small" takes (16 bytes)', 'over max_body_bytes: 413');
+	'413 the body is larger than this table takes', 'over max_body_bytes: 413');
 is(request('POST', '/public/small', 'x' x 16, 'Content-Type: text/plain'), '200 1 row', 'up to it: 200');
 is(request('POST', '/public/pay', '{"id": "t1"}', 'Content-Type: image/png'),
-	'415 source table "pay" (format json) cannot take content type "image/png"', 'json and an image: 415');
+	'415 this table cannot take content type "image/png"', 'json and an image: 415');
 is(request('POST', '/public/pay', '{"id": "t2"}', 'Content-Type: application/x-www-form-urlencoded'),
-	'415 source table "pay" (format json) cannot take content type "application/x-www-form-urlencoded"',
+	'415 this table cannot take content type "application/x-www-form-urlencoded"',
 	'json and a form: 415');
 is(request('POST', '/public/pay', qq({"id": "t3"}\n{"id": "t4"}), 'Content-Type: application/x-ndjson'),
 	'200 2 rows', 'json and NDJSON: 200');
@@ -181,8 +181,31 @@ is(request('POST', '/public/raw', 'x', 'Content-Type: image/png'), '200 1 row', 
 		'-H', 'Content-Type:', "$base/public/pay" ]);
 	is($o, "1 row\n 200", 'no content type: taken');
 }
-is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay WHERE id LIKE 't%'}), 't3,t4,t5',
+is(request('POST', '/public/pay', '{"id": "t6"}', 'Content-Type: '), '200 1 row', 'an empty content type: taken');
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay WHERE id LIKE 't%'}), 't3,t4,t5,t6',
 	'refused requests wrote nothing');
+
+# more requests in flight than the server takes: 429, and nothing written
+sql(q{CREATE FOREIGN TABLE slow (id int, w text DEFAULT pg_catalog.pg_sleep(0.05)::text)
+	SERVER hooks OPTIONS (format 'json')});
+my @slow;
+for my $i (1 .. 100)
+{
+	my $o = '';
+	push @slow, [ IPC::Run::start([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
+		'-H', 'Content-Type: application/json', '--data-binary', qq({"id": $i}), "$base/public/slow" ],
+		'>', \$o), \$o ];
+}
+my %codes;
+for my $c (@slow)
+{
+	$c->[0]->finish;
+	$codes{ ${ $c->[1] } }++;
+}
+note('100 requests to a slow table: ' . join(', ', map { "$_: $codes{$_}" } sort keys %codes));
+cmp_ok($codes{429} // 0, '>', 0, 'past 64 in flight: 429');
+is(($codes{200} // 0) + ($codes{429} // 0), 100, 'the others: 200');
+is(sql(q{SELECT count(*) FROM slow}), $codes{200} // 0, 'one row for each 200, none for a 429');
 
 # what clients are told: about their data, and nothing of the server's
 sql(q{CREATE FUNCTION public.gone() RETURNS int LANGUAGE sql AS 'SELECT 1';
