@@ -429,6 +429,18 @@ is_tombstone(SwIngest *ing, const SwMessage *msg)
 }
 
 /*
+ * After a subtransaction the ingestion began in memory context cxt and
+ * resource owner owner went through: release it, and go back to them.
+ */
+static void
+release_sub(MemoryContext cxt, ResourceOwner owner)
+{
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
+/*
  * In the PG_CATCH of a subtransaction the ingestion began in memory context
  * cxt and resource owner owner: roll the subtransaction back (and what the
  * writer did in it, if writing) and return the error, copied into cxt.
@@ -526,9 +538,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 				sw_writer_complete_row(ing->writer, slot);
 			}
 		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -584,9 +594,7 @@ write_run(SwIngest *ing, int from, int to, bool *done)
 			if (!done[i])
 				write_row(ing, ing->messages[i], ing->slots[i]);
 		sw_writer_sub_end(ing->writer, true);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -860,9 +868,7 @@ write_pending(SwIngest *ing)
 			clear_chunk(ing);
 		}
 		sw_writer_sub_end(ing->writer, true);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{

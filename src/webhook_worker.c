@@ -456,9 +456,8 @@ request_header(SwRequest *r, const char *name)
  * settings.
  */
 static int
-check_request(SwRequest *r, Relation ftrel, char **text)
+check_request(SwRequest *r, const SwSourceTable *st, char **text)
 {
-	SwSourceTable *st = sw_source_table(ftrel);
 	const char *type = request_header(r, "Content-Type");
 	size_t		len;
 	bool		takes;
@@ -506,9 +505,8 @@ check_request(SwRequest *r, Relation ftrel, char **text)
  * match), with the text in *text.  Nothing of the secret is told.
  */
 static int
-check_signature(SwRequest *r, Relation ftrel, char **text)
+check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **text)
 {
-	SwSourceTable *st = sw_source_table(ftrel);
 	const char *value;
 	const char *secret = NULL;
 	UserMapping *mapping;
@@ -668,11 +666,12 @@ write_request(GroupRequest *g)
 		else
 		{
 			Relation	ftrel = table_open(relid, RowExclusiveLock);
+			SwSourceTable *st = sw_source_table(ftrel);
 			char	   *text;
-			int			refused = check_request(r, ftrel, &text);
+			int			refused = check_request(r, st, &text);
 
 			if (refused == 0)
-				refused = check_signature(r, ftrel, &text);
+				refused = check_signature(r, ftrel, st, &text);
 
 			if (refused)
 			{
