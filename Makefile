@@ -13,6 +13,7 @@ OBJS = \
 	src/controller.o \
 	src/ddl.o \
 	src/decode.o \
+	src/deliveries.o \
 	src/fdw.o \
 	src/fdw_modify.o \
 	src/fdw_options.o \

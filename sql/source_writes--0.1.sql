@@ -109,6 +109,23 @@ GRANT SELECT, DELETE ON source_writes.errors TO PUBLIC;
 COMMENT ON TABLE source_writes.errors IS
   'Messages that could not be decoded into their source table, with the reason';
 
+-- Deliveries to webhook sources that carried an idempotency key (the
+-- header named by the table's idempotency_header): a later delivery with
+-- the same key writes nothing and gets the first one's answer.  A key is
+-- kept while the source's history reaches back to it: compaction forgets
+-- the keys received before since.  Only the webhook worker writes here.
+CREATE TABLE source_writes.deliveries (
+    source      regclass NOT NULL,  -- the source table
+    key         text COLLATE "C" NOT NULL,  -- the idempotency key, as it came
+    ts          bigint NOT NULL,    -- when it was received (ms since the epoch)
+    body_sha256 bytea NOT NULL,     -- of the body it came with
+    rows        integer NOT NULL,   -- how many rows it wrote
+    PRIMARY KEY (source, key)
+);
+CREATE INDEX deliveries_source_ts ON source_writes.deliveries (source, ts);
+COMMENT ON TABLE source_writes.deliveries IS
+  'Idempotency keys of deliveries to webhook sources, kept while the history reaches back to them';
+
 -- pg_dump keeps the catalog's contents; the hidden relations are dumped as
 -- tables of source_writes_internal, and a catalog row restored by pg_restore
 -- gives them back to their source table (see the trigger below).
@@ -117,6 +134,7 @@ SELECT pg_catalog.pg_extension_config_dump('source_writes.batches', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.progress', '');
 SELECT pg_catalog.pg_extension_config_dump('source_writes.errors', '');
+SELECT pg_catalog.pg_extension_config_dump('source_writes.deliveries', '');
 
 CREATE FUNCTION source_writes.restore_catalog_row()
 RETURNS trigger
@@ -135,10 +153,12 @@ COMMENT ON FUNCTION source_writes.frontiers(regclass) IS
 
 -- the source tables a role may read, with their frontiers
 -- what the workers that ingest sources report (shared memory), for the
--- sources the current role may read
+-- sources the current role may read: a Kafka source's lag, a webhook
+-- source's requests answered 200 (accepted) and otherwise (refused)
 CREATE FUNCTION source_writes.worker_status(OUT source regclass, OUT state text,
                                             OUT last_error text, OUT worker_pid integer,
-                                            OUT lag bigint)
+                                            OUT lag bigint, OUT accepted bigint,
+                                            OUT refused bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'source_writes_worker_status'
 LANGUAGE C STRICT VOLATILE;
@@ -152,10 +172,8 @@ LANGUAGE C STRICT VOLATILE;
 
 -- the source tables a role may read, with their frontiers and ingestion
 CREATE VIEW source_writes.sources WITH (security_barrier) AS
-  SELECT s.relid AS source, s.kind,
-         CASE WHEN s.kind = 'webhook' THEN NULL
-              ELSE coalesce(w.state, 'not running') END AS state,
-         (s.f).upper, (s.f).since, w.lag,
+  SELECT s.relid AS source, s.kind, coalesce(w.state, 'not running') AS state,
+         (s.f).upper, (s.f).since, w.lag, w.accepted, w.refused,
          (SELECT count(*) FROM source_writes.errors e WHERE e.source = s.relid) AS errors,
          w.last_error, w.worker_pid
   FROM (SELECT relid, kind, source_writes.frontiers(relid) AS f
@@ -164,7 +182,7 @@ CREATE VIEW source_writes.sources WITH (security_barrier) AS
         OFFSET 0) AS s
   LEFT JOIN source_writes.worker_status() w ON w.source = s.relid;
 COMMENT ON VIEW source_writes.sources IS
-  'The source tables the current role may read: kind, ingestion state, readable range [since, upper), lag and errors';
+  'The source tables the current role may read: kind, ingestion state, readable range [since, upper), lag, requests and errors';
 GRANT SELECT ON source_writes.sources TO PUBLIC;
 
 -- the partitions of the Kafka sources a role may read, as their workers

@@ -10,9 +10,11 @@
  * batch: id, timestamp, origin, role, transaction, the batches still
  * committing when it was stamped, where it wrote current rows) and
  * source_writes.progress (the next offset of each partition a writer
- * consumes).  They are ordinary heaps, read and written the way PostgreSQL
- * treats its own catalogs: systable scans and CatalogTupleInsert and
- * friends, no SPI, no privilege checks on behalf of the user.
+ * consumes).  source_writes.errors and source_writes.deliveries are kept
+ * by ingest.c and deliveries.c.  They are all ordinary heaps, read and
+ * written the way PostgreSQL treats its own catalogs: systable scans and
+ * CatalogTupleInsert and friends, no SPI, no privilege checks on behalf of
+ * the user.
  *
  * Readers see the catalog through an MVCC snapshot whose visibility rules
  * are applied here, tuple by tuple, rather than by the scan: that way the
@@ -132,6 +134,9 @@ typedef struct SwCatalogOids
 	Oid			progress_pkey;
 	Oid			errors;
 	Oid			errors_source;	/* index on (source, partition, "offset") */
+	Oid			deliveries;
+	Oid			deliveries_pkey;	/* on (source, key) */
+	Oid			deliveries_ts;	/* on (source, ts) */
 	Oid			batch_ids;		/* sequence of batch ids */
 	Oid			fdw_handler;
 } SwCatalogOids;
@@ -235,6 +240,9 @@ resolve_catalog(void)
 	oids.progress_pkey = member_index(oids.progress, nsp, "progress_pkey");
 	oids.errors = member_relation(extension, nsp, "errors");
 	oids.errors_source = member_index(oids.errors, nsp, "errors_source");
+	oids.deliveries = member_relation(extension, nsp, "deliveries");
+	oids.deliveries_pkey = member_index(oids.deliveries, nsp, "deliveries_pkey");
+	oids.deliveries_ts = member_index(oids.deliveries, nsp, "deliveries_source_ts");
 	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
 										makeString("fdw_handler")),
 							 0, NULL, true);
@@ -249,6 +257,8 @@ resolve_catalog(void)
 		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
 		OidIsValid(oids.progress) && OidIsValid(oids.progress_pkey) &&
 		OidIsValid(oids.errors) && OidIsValid(oids.errors_source) &&
+		OidIsValid(oids.deliveries) && OidIsValid(oids.deliveries_pkey) &&
+		OidIsValid(oids.deliveries_ts) &&
 		OidIsValid(oids.fdw_handler);
 	return oids.valid;
 }
@@ -291,6 +301,19 @@ sw_catalog_errors_oid(Oid *index)
 	require_catalog();
 	*index = oids.errors_source;
 	return oids.errors;
+}
+
+/*
+ * The table of webhook deliveries' idempotency keys, and its indexes on
+ * (source, key) and (source, ts).
+ */
+Oid
+sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index)
+{
+	require_catalog();
+	*key_index = oids.deliveries_pkey;
+	*ts_index = oids.deliveries_ts;
+	return oids.deliveries;
 }
 
 /*
@@ -1007,6 +1030,7 @@ sw_catalog_delete(Oid relid)
 	delete_rows(oids.batches, oids.batches_ts, relid);
 	delete_rows(oids.progress, oids.progress_pkey, relid);
 	delete_rows(oids.errors, oids.errors_source, relid);
+	delete_rows(oids.deliveries, oids.deliveries_pkey, relid);
 }
 
 /*

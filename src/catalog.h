@@ -172,6 +172,7 @@ extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
 extern const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
+extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
 
 /* a partition's stored progress */
 typedef struct SwProgress

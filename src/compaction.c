@@ -46,6 +46,7 @@
 #include "catalog.h"
 #include "compaction.h"
 #include "controller.h"
+#include "deliveries.h"
 #include "log.h"
 
 /*
@@ -163,9 +164,15 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 			*next = start + count;
 	}
 
-	/* past the end of the history: fold the batches before since */
+	/*
+	 * Past the end of the history: fold the batches before since, and
+	 * forget the idempotency keys of webhook deliveries received before it.
+	 */
 	if (*next == InvalidBlockNumber)
+	{
 		sw_catalog_fold_batches(relid, frontiers.since, snapshot);
+		sw_deliveries_forget(relid, frontiers.since);
+	}
 	table_close(history, NoLock);
 	UnregisterSnapshot(snapshot);
 	relation_close(ftrel, NoLock);

@@ -48,6 +48,7 @@
 #include "constraints.h"
 #include "fdw_options.h"
 #include "storage.h"
+#include "workers.h"
 
 typedef struct DdlObject
 {
@@ -319,7 +320,10 @@ source_writes_sql_drop(PG_FUNCTION_ARGS)
 
 		if (obj->classid == RelationRelationId &&
 			strcmp(obj->tag, "foreign table") == 0)
+		{
 			sw_storage_forget(obj->objid);
+			sw_webhook_forget_counts(obj->objid);
+		}
 	}
 	PG_RETURN_NULL();
 }

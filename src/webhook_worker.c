@@ -23,6 +23,12 @@
  * time.  A request without the header gets 401, one with a wrong signature
  * 403; either writes nothing.
  *
+ * A table with idempotency_header keeps the key each delivery carries in
+ * that header (deliveries.c), in the delivery's subtransaction.  A later
+ * delivery with a key that is kept writes nothing: it gets the first one's
+ * answer, or 422 if its body differs.  Requests of one group are written
+ * in turn, so repeats that arrive together are written once.
+ *
  * Bodies, by the table's format: json, one JSON value (an object) or, if
  * the body is not one, a value a line (NDJSON); json_array, each element
  * of a JSON array; text and bytes, the whole body.  Each is one message
@@ -52,6 +58,7 @@
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "common/base64.h"
+#include "common/cryptohash.h"
 #include "common/hmac.h"
 #include "common/sha2.h"
 #include "common/jsonapi.h"
@@ -74,6 +81,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
+#include "deliveries.h"
 #include "fdw_options.h"
 #include "ingest.h"
 #include "source_writes.h"
@@ -94,6 +102,7 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 typedef struct GroupRequest
 {
 	SwRequest  *request;
+	Oid			relid;			/* the source it is for, if any */
 	int			status;
 	char	   *text;
 } GroupRequest;
@@ -123,6 +132,7 @@ start_server(void)
 		colon[-1] = '\0';
 	}
 	error = sw_webhook_server_start(host, atoi(colon + 1));
+	sw_webhook_worker_report_error(error);
 	if (error)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
@@ -594,6 +604,61 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 }
 
 /*
+ * The idempotency key of a request to a table with idempotency_header, in
+ * *key (NULL if it has none, or the table takes none), and the SHA-256 of
+ * its body.  If the key was written already, or cannot be taken, returns
+ * the status to answer, with the text in *text, and the request writes
+ * nothing: 200 and the first delivery's answer for a repeat; 422 for a key
+ * that came with another body; 503 while another transaction writes it;
+ * 400 for a key that is empty, too long or not text.  Else returns 0.
+ */
+static int
+check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
+				  const char **key, uint8 *hash, char **text)
+{
+	pg_cryptohash_ctx *ctx;
+	size_t		len;
+	int32		rows;
+
+	*key = NULL;
+	if (st->idempotency_header == NULL ||
+		(*key = request_header(r, st->idempotency_header)) == NULL)
+		return 0;
+	len = strlen(*key);
+	if (len == 0 || len > SW_DELIVERY_KEY_MAX ||
+		!pg_verifymbstr(*key, len, true))
+	{
+		*text = psprintf("the idempotency key in header \"%s\" must be 1 to %d bytes of text\n",
+						 st->idempotency_header, SW_DELIVERY_KEY_MAX);
+		return 400;
+	}
+
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) r->body, r->body_len) < 0 ||
+		pg_cryptohash_final(ctx, hash, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute the SHA-256 of a webhook body: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+
+	switch (sw_delivery_lookup(relid, *key, hash, &rows))
+	{
+		case SW_DELIVERY_NEW:
+			return 0;
+		case SW_DELIVERY_REPEAT:
+			*text = psprintf("%d %s\n", rows, rows == 1 ? "row" : "rows");
+			return 200;
+		case SW_DELIVERY_CONFLICT:
+			*text = pstrdup("this idempotency key came before with another body\n");
+			return 422;
+		case SW_DELIVERY_COMMITTING:
+			break;
+	}
+	*text = pstrdup("a delivery with this idempotency key is being written; send it again\n");
+	return 503;
+}
+
+/*
  * What a client is told of an error, and with which status: for errors in
  * what it sent (classes 22 and 23), the message and where (the context),
  * and for data exceptions the detail (where the JSON broke); of others,
@@ -668,14 +733,27 @@ write_request(GroupRequest *g)
 			Relation	ftrel = table_open(relid, RowExclusiveLock);
 			SwSourceTable *st = sw_source_table(ftrel);
 			char	   *text;
-			int			refused = check_request(r, st, &text);
+			const char *key = NULL;
+			uint8		hash[PG_SHA256_DIGEST_LENGTH];
+			int			status;
 
-			if (refused == 0)
-				refused = check_signature(r, ftrel, st, &text);
+			g->relid = relid;
+			status = check_request(r, st, &text);
 
-			if (refused)
+			if (status == 0)
+				status = check_signature(r, ftrel, st, &text);
+			if (status == 0)
+				status = check_idempotency(r, relid, st, &key, hash, &text);
+
+			if (status == 200)
 			{
-				g->status = refused;
+				/* a repeated delivery: the first one's answer */
+				g->status = 200;
+				g->text = MemoryContextStrdup(cxt, text);
+			}
+			else if (status)
+			{
+				g->status = status;
 				g->text = MemoryContextStrdup(cxt, text);
 				ereport(LOG,
 						(errmsg("source_writes webhook request to %s refused with status %d",
@@ -685,6 +763,8 @@ write_request(GroupRequest *g)
 			{
 				int			rows = write_body(r, ftrel);
 
+				if (key)
+					sw_delivery_insert(relid, key, r->received_ms, hash, rows);
 				g->status = 200;
 				g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
 															rows == 1 ? "row" : "rows"));
@@ -772,15 +852,18 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
 
-	/* answer; the requests are not ours any more */
+	/* answer and count; the requests are not ours any more */
 	writing = NULL;
 	for (i = 0; i < n; i++)
 	{
-		if (committed)
-			sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
-		else
-			sw_webhook_server_answer(group[i].request, 503,
-									 "the request could not be committed; send it again\n");
+		if (!committed)
+		{
+			group[i].status = 503;
+			group[i].text = "the request could not be committed; send it again\n";
+		}
+		if (OidIsValid(group[i].relid))
+			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
+		sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
 	MemoryContextSwitchTo(cxt);
 }

@@ -86,12 +86,28 @@ typedef struct SwWorkerSlot
 	SwPartitionReport partitions[SW_MAX_REPORTED_PARTITIONS];
 } SwWorkerSlot;
 
+/* webhook sources whose requests are counted */
+#define SW_WEBHOOK_COUNTED	1024
+
+/* the requests the webhook server answered for one source, since start */
+typedef struct SwWebhookCounts
+{
+	Oid			relid;			/* the source; InvalidOid: free */
+	Oid			dboid;
+	uint64		accepted;		/* answered 200 */
+	uint64		refused;		/* answered anything else */
+	char		last_error[SW_ERROR_LEN];	/* the last refusal's status and text */
+} SwWebhookCounts;
+
 typedef struct SwWorkersShared
 {
-	LWLock	   *lock;			/* protects the slots */
+	LWLock	   *lock;			/* protects all of it */
 	Latch	   *launcher_latch; /* to ask the launcher to supervise now */
 	ConditionVariable reported; /* broadcast when a worker reports */
 	pid_t		webhook_pid;	/* the webhook server's worker, 0 if none */
+	Oid			webhook_dboid;	/* its database */
+	char		webhook_error[SW_ERROR_LEN];	/* why it could not start; "" */
+	SwWebhookCounts webhook_counts[SW_WEBHOOK_COUNTED];
 	int			nslots;
 	SwWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } SwWorkersShared;
@@ -401,12 +417,84 @@ sw_webhook_worker_attach(void)
 	if (shared->webhook_pid == 0 || kill(shared->webhook_pid, 0) != 0)
 	{
 		shared->webhook_pid = MyProcPid;
+		shared->webhook_dboid = MyDatabaseId;
 		mine = true;
 	}
 	LWLockRelease(shared->lock);
 	if (mine)
 		before_shmem_exit(detach_webhook_worker, (Datum) 0);
 	return mine;
+}
+
+/*
+ * The webhook server says why it cannot start (the sources view shows it
+ * until it starts), or, with NULL, that it listens.
+ */
+void
+sw_webhook_worker_report_error(const char *error)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->webhook_pid == MyProcPid)
+		strlcpy(shared->webhook_error, error ? error : "", SW_ERROR_LEN);
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Count a request the webhook server answered for a source of its
+ * database, with the status and text it answered.  The counts of the
+ * first SW_WEBHOOK_COUNTED sources are kept; the others are not counted.
+ */
+void
+sw_webhook_worker_count(Oid relid, int status, const char *text)
+{
+	SwWebhookCounts *counts = NULL;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
+	{
+		SwWebhookCounts *c = &shared->webhook_counts[i];
+
+		if (c->relid == relid && c->dboid == MyDatabaseId)
+		{
+			counts = c;
+			break;
+		}
+		if (counts == NULL && !OidIsValid(c->relid))
+			counts = c;
+	}
+	if (counts && !OidIsValid(counts->relid))
+	{
+		memset(counts, 0, sizeof(SwWebhookCounts));
+		counts->relid = relid;
+		counts->dboid = MyDatabaseId;
+	}
+	if (counts && status == 200)
+		counts->accepted++;
+	else if (counts)
+	{
+		int			len = strcspn(text, "\n");
+
+		counts->refused++;
+		snprintf(counts->last_error, SW_ERROR_LEN, "%d %.*s", status, len, text);
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * Forget the counts of a webhook source that is dropped (the transaction
+ * that drops it might still fail: counts are not transactional).
+ */
+void
+sw_webhook_forget_counts(Oid relid)
+{
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
+		if (shared->webhook_counts[i].relid == relid &&
+			shared->webhook_counts[i].dboid == MyDatabaseId)
+			shared->webhook_counts[i].relid = InvalidOid;
+	LWLockRelease(shared->lock);
 }
 
 /* how many workers a source wants, in a list of SwWanted; 0 if none */
@@ -820,6 +908,64 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 	nulls[3] = first->pid == 0;
 	values[4] = Int64GetDatum(lag);
 	nulls[4] = npartitions == 0;
+	nulls[5] = nulls[6] = true;		/* requests: webhook sources' */
+}
+
+/*
+ * A row of worker_status() for each webhook source of the current database
+ * that the current user may read: the webhook server's state ("listening",
+ * "cannot start" with the reason as last error, or "not running") and the
+ * requests it answered for the source.
+ */
+static void
+webhook_reports(Tuplestorestate *result, TupleDesc desc)
+{
+	SwWebhookCounts *counts = palloc(sizeof(SwWebhookCounts) * SW_WEBHOOK_COUNTED);
+	char		error[SW_ERROR_LEN];
+	pid_t		pid;
+	int			n = 0;
+	ListCell   *lc;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	pid = shared->webhook_dboid == MyDatabaseId ? shared->webhook_pid : 0;
+	strlcpy(error, shared->webhook_dboid == MyDatabaseId ? shared->webhook_error : "",
+			SW_ERROR_LEN);
+	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
+		if (OidIsValid(shared->webhook_counts[i].relid) &&
+			shared->webhook_counts[i].dboid == MyDatabaseId)
+			counts[n++] = shared->webhook_counts[i];
+	LWLockRelease(shared->lock);
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+		SwWebhookCounts *c = NULL;
+		Datum		values[7];
+		bool		nulls[7] = {0};
+
+		if (source->kind != SW_KIND_WEBHOOK || !may_read(source->relid))
+			continue;
+		for (int i = 0; i < n && c == NULL; i++)
+			if (counts[i].relid == source->relid)
+				c = &counts[i];
+		values[0] = ObjectIdGetDatum(source->relid);
+		if (pid != 0)
+			values[1] = CStringGetTextDatum("listening");
+		else
+			values[1] = CStringGetTextDatum(error[0] ? "cannot start" : "not running");
+		if (pid == 0 && error[0])
+			values[2] = CStringGetTextDatum(error);
+		else if (c && c->last_error[0])
+			values[2] = CStringGetTextDatum(c->last_error);
+		else
+			nulls[2] = true;
+		values[3] = Int32GetDatum(pid);
+		nulls[3] = pid == 0;
+		nulls[4] = true;		/* lag: Kafka sources' */
+		values[5] = Int64GetDatum(c ? (int64) c->accepted : 0);
+		values[6] = Int64GetDatum(c ? (int64) c->refused : 0);
+		tuplestore_putvalues(result, desc, values, nulls);
+	}
 }
 
 /*
@@ -838,8 +984,8 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < n; i++)
 	{
-		Datum		values[5];
-		bool		nulls[5] = {0};
+		Datum		values[7];
+		bool		nulls[7] = {0};
 		bool		seen = false;
 
 		for (int j = 0; j < i && !seen; j++)
@@ -849,6 +995,8 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 		source_report(copy, i, n, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	if (shared != NULL)
+		webhook_reports(rsinfo->setResult, rsinfo->setDesc);
 	return (Datum) 0;
 }
 

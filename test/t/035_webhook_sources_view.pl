@@ -1,0 +1,81 @@
+# Webhook sources in the source_writes.sources view: the server's state,
+# the requests answered 200 (accepted) and otherwise (refused) for each
+# table, and the last refusal; a server that cannot listen says why.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IO::Socket::INET;
+use SwTest;
+
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $node = SwTest::node('sources_view', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
+my $base = "http://127.0.0.1:$port/postgres";
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# POST with curl: the status
+sub post
+{
+	my ($path, $body, @headers) = @_;
+	my ($out) = run_command([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
+		'--data-binary', $body, '-H', 'Content-Type: application/json',
+		(map { ('-H', $_) } @headers), "$base$path" ]);
+	return $out;
+}
+
+sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE pay (id text, amount numeric) SERVER hooks OPTIONS (format 'json');
+	CREATE FOREIGN TABLE other (id text) SERVER hooks OPTIONS (format 'json');
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers '127.0.0.1:1');
+	CREATE FOREIGN TABLE topic (v text) SERVER k OPTIONS (topic 't', format 'text')});
+ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+	'the webhook server listens');
+my $pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+
+is(sql(q{SELECT state, accepted, refused, last_error IS NULL, worker_pid = } . $pid .
+	q{ FROM source_writes.sources WHERE source = 'pay'::regclass}), 'listening|0|0|t|t',
+	'a webhook source: listening, with the server\'s pid, nothing answered yet');
+
+is(post('/public/pay', '{"id": "a", "amount": 1}'), '200', 'a post');
+is(post('/public/pay', qq({"id": "b", "amount": 2}\n{"id": "c", "amount": 3})), '200', 'another');
+is(post('/public/pay', '{"id": "d", "amount": "x"}'), '400', 'a bad value');
+is(post('/public/pay', 'x' x 10, 'Content-Type: image/png'), '415', 'a bad content type');
+is(post('/public/other', '{"id": "o"}'), '200', 'a post to another table');
+is(post('/public/nope', '{"id": "n"}'), '404', 'a post to no table');
+
+is(sql(q{SELECT accepted, refused, last_error FROM source_writes.sources WHERE source = 'pay'::regclass}),
+	'2|2|415 this table cannot take content type "image/png"',
+	'requests are counted per table, with the last refusal');
+is(sql(q{SELECT accepted, refused, last_error IS NULL FROM source_writes.sources
+	WHERE source = 'other'::regclass}), '1|0|t', 'each table its own');
+is(sql(q{SELECT kind, accepted IS NULL, refused IS NULL FROM source_writes.sources
+	WHERE source = 'topic'::regclass}), 'kafka|t|t', 'a Kafka source has no request counts');
+
+# the view shows a role the tables it may read
+sql(q{CREATE ROLE reader; GRANT SELECT ON other TO reader});
+is($node->safe_psql('postgres', q{SET ROLE reader;
+	SELECT string_agg(source::text || ' ' || accepted, ',') FROM source_writes.sources}),
+	'other 1', 'a role sees the counts of the tables it may read only');
+
+# a server that cannot listen says why
+my $holder = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1, ReuseAddr => 0)
+  or die "listen: $!";
+my $taken = $holder->sockport;
+$node->append_conf('postgresql.conf', "source_writes.webhook_listen = '127.0.0.1:$taken'\n");
+$node->reload;
+ok($node->poll_query_until('postgres', q{SELECT state = 'cannot start' FROM source_writes.sources
+	WHERE source = 'pay'::regclass}), 'a server that cannot listen: cannot start');
+like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'pay'::regclass}),
+	qr/127\.0\.0\.1:$taken/, 'with the reason as the last error');
+is(sql(q{SELECT count(*) FROM source_writes.sources WHERE kind = 'webhook' AND worker_pid IS NOT NULL}), '0',
+	'and no worker');
+close $holder;
+ok($node->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_writes.sources
+	WHERE source = 'pay'::regclass}, 't'), 'listening again once the address is free');
+is(sql(q{SELECT accepted, refused FROM source_writes.sources WHERE source = 'pay'::regclass}), '2|2',
+	'the counts survive the server\'s restarts');
+
+done_testing();
