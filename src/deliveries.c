@@ -30,6 +30,7 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_collation.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -68,9 +69,10 @@ sw_delivery_lookup(Oid relid, const char *key, const uint8 *body_sha256,
 	InitDirtySnapshot(dirty);
 	ScanKeyInit(&keys[0], Anum_d_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
-	/* the column's collation is "C", which ScanKeyInit gives */
-	ScanKeyInit(&keys[1], Anum_d_key, BTEqualStrategyNumber, F_TEXTEQ,
-				CStringGetTextDatum(key));
+	/* in the column's collation */
+	ScanKeyEntryInitialize(&keys[1], 0, Anum_d_key, BTEqualStrategyNumber,
+						   InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+						   CStringGetTextDatum(key));
 	scan = systable_beginscan(rel, key_index, true, &dirty, 2, keys);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))

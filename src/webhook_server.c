@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -55,6 +56,9 @@
 #define SW_WEBHOOK_MAX_CONNECTIONS		256
 #define SW_WEBHOOK_MAX_PER_ADDRESS		128
 
+/* how long a server that stops waits for its last answers to be sent */
+#define SW_WEBHOOK_STOP_WAIT_MS			1000
+
 #if SW_WEBHOOK_MAX_IN_FLIGHT >= SW_WEBHOOK_MAX_PER_ADDRESS
 #error "the in-flight limit must be below the connections of one address"
 #endif
@@ -66,6 +70,8 @@ static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
 static size_t buffered = 0;		/* body bytes held, under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
+static int	unsent = 0;			/* answered by the main thread, not yet sent */
+static pthread_cond_t sent = PTHREAD_COND_INITIALIZER;	/* unsent went down */
 static int	wake_pipe[2] = {-1, -1};
 
 /* a copy of a string, or NULL when out of memory */
@@ -291,8 +297,17 @@ static void
 request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
 				  enum MHD_RequestTerminationCode toe)
 {
-	if (*req_cls)
-		free_request(*req_cls);
+	SwRequest  *r = *req_cls;
+
+	if (r && r->answered)
+	{
+		pthread_mutex_lock(&queue_lock);
+		unsent--;
+		pthread_cond_broadcast(&sent);
+		pthread_mutex_unlock(&queue_lock);
+	}
+	if (r)
+		free_request(r);
 	*req_cls = NULL;
 }
 
@@ -397,18 +412,21 @@ sw_webhook_server_answer(SwRequest *request, int status, const char *text)
 	request->answered = true;
 	pthread_mutex_lock(&queue_lock);
 	in_flight--;
+	unsent++;
 	pthread_mutex_unlock(&queue_lock);
 	MHD_resume_connection(request->connection);
 }
 
 /*
- * Stop serving: the requests still queued are answered 503, and then
- * libmicrohttpd's threads stop.  The caller has answered those it took.
+ * Stop serving: the requests still queued are answered 503, libmicrohttpd's
+ * threads are given up to SW_WEBHOOK_STOP_WAIT_MS to send the answers, and
+ * then they stop.  The caller has answered those it took.
  */
 void
 sw_webhook_server_stop(void)
 {
 	SwRequest  *r;
+	struct timespec deadline;
 
 	if (daemon_handle == NULL)
 		return;
@@ -424,6 +442,16 @@ sw_webhook_server_stop(void)
 								 "the server is shutting down\n");
 		r = next;
 	}
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_nsec += SW_WEBHOOK_STOP_WAIT_MS * 1000000L;
+	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+	deadline.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&queue_lock);
+	while (unsent > 0 && pthread_cond_timedwait(&sent, &queue_lock, &deadline) == 0)
+		;
+	pthread_mutex_unlock(&queue_lock);
+
 	MHD_stop_daemon(daemon_handle);
 	daemon_handle = NULL;
 	close(wake_pipe[0]);

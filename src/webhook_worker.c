@@ -830,7 +830,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, "writing webhook requests");
+		pgstat_report_activity(STATE_RUNNING,
+							   psprintf("writing %d webhook request%s", n, n == 1 ? "" : "s"));
 		for (i = 0; i < n; i++)
 		{
 			MemoryContextSwitchTo(group_cxt);

@@ -1,12 +1,15 @@
 # Webhook sources in the source_writes.sources view: the server's state,
 # the requests answered 200 (accepted) and otherwise (refused) for each
-# table, and the last refusal; a server that cannot listen says why.
+# table, and the last refusal; a server that cannot listen says why.  A
+# server that shuts down answers what it holds 503, and loses nothing it
+# answered 200.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IO::Socket::INET;
+use IPC::Run;
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -77,5 +80,32 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_
 	WHERE source = 'pay'::regclass}, 't'), 'listening again once the address is free');
 is(sql(q{SELECT accepted, refused FROM source_writes.sources WHERE source = 'pay'::regclass}), '2|2',
 	'the counts survive the server\'s restarts');
+
+# a shutdown while requests are being written: they get 503, and what got
+# 200 is there.  The first request holds the worker while the others queue;
+# they are written together next, and the server stops while they are.
+sql(q{CREATE FOREIGN TABLE slow (id int, w text DEFAULT pg_catalog.pg_sleep(0.5)::text)
+	SERVER hooks OPTIONS (format 'json')});
+my @clients;
+for my $i (1 .. 8)
+{
+	my $o = '';
+	push @clients, [ IPC::Run::start([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
+		'-H', 'Content-Type: application/json', '--data-binary', qq({"id": $i}),
+		"http://127.0.0.1:$taken/postgres/public/slow" ], '>', \$o), \$o ];
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server' AND wait_event = 'PgSleep'}),
+		'the worker is writing the first request') if $i == 1;
+}
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server' AND query = 'writing 7 webhook requests'
+	AND wait_event = 'PgSleep'}), 'then the seven others, together');
+$node->stop('fast');
+my @codes = map { $_->[0]->finish; ${ $_->[1] } } @clients;
+is(join(',', @codes), '200,503,503,503,503,503,503,503',
+	'a fast shutdown answers the requests being written 503');
+$node->start;
+is(sql(q{SELECT string_agg(id::text, ',') FROM slow}), '1',
+	'after a restart, the row of the 200 is there, and none of a 503');
 
 done_testing();
