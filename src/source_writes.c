@@ -45,6 +45,8 @@ bool		sw_preloaded = false;
 /* settings */
 char	   *sw_database = NULL;
 char	   *sw_webhook_listen = NULL;
+char	   *sw_webhook_ssl_cert_file = NULL;
+char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
 static char *sw_as_of_string = NULL;
 
@@ -176,12 +178,35 @@ _PG_init(void)
 
 	DefineCustomStringVariable("source_writes.webhook_listen",
 							   "Address (host:port) the webhook server listens on.",
-							   "Loopback by default; put it behind a proxy that terminates TLS.",
+							   "Loopback by default; serve HTTPS with source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file, or put it behind a proxy that terminates TLS.",
 							   &sw_webhook_listen,
 							   "127.0.0.1:8432",
 							   PGC_SIGHUP,
 							   0,
 							   check_webhook_listen, NULL, NULL);
+
+	/*
+	 * Like ssl_cert_file and ssl_key_file: postgresql.conf or ALTER SYSTEM
+	 * only, relative to the data directory.  The webhook worker reads the
+	 * files and checks that both are set or neither (webhook_worker.c).
+	 */
+	DefineCustomStringVariable("source_writes.webhook_ssl_cert_file",
+							   "Location of the webhook server's TLS certificate file (PEM).",
+							   "With source_writes.webhook_ssl_key_file, the webhook server serves HTTPS only; empty serves HTTP.",
+							   &sw_webhook_ssl_cert_file,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("source_writes.webhook_ssl_key_file",
+							   "Location of the webhook server's TLS private key file (PEM, unencrypted).",
+							   "With source_writes.webhook_ssl_cert_file, the webhook server serves HTTPS only; empty serves HTTP.",
+							   &sw_webhook_ssl_key_file,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("source_writes.as_of",
 							   "Reads source tables as of this time (ms since the Unix epoch).",

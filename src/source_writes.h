@@ -47,6 +47,8 @@ extern int64 sw_as_of;
 extern int	sw_compaction_interval;
 extern char *sw_database;
 extern char *sw_webhook_listen;
+extern char *sw_webhook_ssl_cert_file;
+extern char *sw_webhook_ssl_key_file;
 
 extern void sw_warn_if_not_preloaded(void);
 

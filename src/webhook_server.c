@@ -24,6 +24,10 @@
  * from one address, and one idle for SW_WEBHOOK_CONNECTION_TIMEOUT is
  * closed.
  *
+ * Given a certificate and a key (PEM text, which the main thread read),
+ * the server speaks HTTPS only, through libmicrohttpd's GnuTLS: TLS 1.2 or
+ * later, as the default of PostgreSQL's ssl_min_protocol_version.
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
@@ -37,6 +41,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +68,9 @@
 #error "the in-flight limit must be below the connections of one address"
 #endif
 
+/* GnuTLS's priorities with TLS: its defaults, without the versions before 1.2 */
+#define SW_WEBHOOK_TLS_PRIORITIES	"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 static struct MHD_Daemon *daemon_handle = NULL;
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static SwRequest *queue_head = NULL;
@@ -73,6 +81,17 @@ static int	in_flight = 0;		/* requests queued or being written, too */
 static int	unsent = 0;			/* answered by the main thread, not yet sent */
 static pthread_cond_t sent = PTHREAD_COND_INITIALIZER;	/* unsent went down */
 static int	wake_pipe[2] = {-1, -1};
+
+/* what libmicrohttpd says while the server starts: why it could not */
+static pthread_mutex_t start_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool start_logging = false;
+static char start_log[256];
+
+static void keep_start_log(void *cls, const char *format, va_list ap)
+#ifdef __GNUC__
+			__attribute__((format(printf, 2, 0)))
+#endif
+			;
 
 /* a copy of a string, or NULL when out of memory */
 static char *
@@ -311,14 +330,61 @@ request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
 	*req_cls = NULL;
 }
 
+/* close the pipe that wakes the main thread */
+static void
+close_wake_pipe(void)
+{
+	close(wake_pipe[0]);
+	close(wake_pipe[1]);
+	wake_pipe[0] = wake_pipe[1] = -1;
+}
+
+/*
+ * libmicrohttpd's error log, called in any of its threads: while the
+ * server starts, keep its first message (why it could not start: a port
+ * in use, a certificate and key that GnuTLS refuses); ignore the others.
+ */
+static void
+keep_start_log(void *cls, const char *format, va_list ap)
+{
+	pthread_mutex_lock(&start_log_lock);
+	if (start_logging && start_log[0] == '\0')
+	{
+		size_t		len;
+
+		vsnprintf(start_log, sizeof(start_log), format, ap);
+		len = strlen(start_log);
+		while (len > 0 && (start_log[len - 1] == '\n' || start_log[len - 1] == '.'))
+			start_log[--len] = '\0';
+	}
+	pthread_mutex_unlock(&start_log_lock);
+}
+
+/* can this libmicrohttpd serve HTTPS? */
+bool
+sw_webhook_server_tls_supported(void)
+{
+	return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
 /*
  * Start serving on host:port, in libmicrohttpd's threads, which are made
  * with every signal blocked (PostgreSQL's handlers must run in the main
- * thread only).  Returns NULL, or what went wrong.
+ * thread only).  With cert_pem and key_pem (PEM text, which must stay
+ * until sw_webhook_server_stop), HTTPS only; with NULLs, HTTP.  Returns
+ * NULL, or what went wrong (never anything of the key).
  */
 const char *
-sw_webhook_server_start(const char *host, int port)
+sw_webhook_server_start(const char *host, int port, const char *cert_pem,
+						const char *key_pem)
 {
+	struct MHD_OptionItem tls[] = {
+		{MHD_OPTION_HTTPS_MEM_CERT, 0, (void *) cert_pem},
+		{MHD_OPTION_HTTPS_MEM_KEY, 0, (void *) key_pem},
+		{MHD_OPTION_HTTPS_PRIORITIES, 0, (void *) SW_WEBHOOK_TLS_PRIORITIES},
+		{MHD_OPTION_END, 0, NULL}
+	};
+	bool		use_tls = cert_pem != NULL && key_pem != NULL;
 	struct addrinfo hints = {0};
 	struct addrinfo *addr;
 	char		service[16];
@@ -332,6 +398,7 @@ sw_webhook_server_start(const char *host, int port)
 		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
 	{
 		snprintf(error, sizeof(error), "could not make a pipe: %s", strerror(errno));
+		close_wake_pipe();
 		return error;
 	}
 
@@ -342,16 +409,23 @@ sw_webhook_server_start(const char *host, int port)
 	if (getaddrinfo(host, service, &hints, &addr) != 0 || addr == NULL)
 	{
 		snprintf(error, sizeof(error), "could not resolve \"%s\"", host);
+		close_wake_pipe();
 		return error;
 	}
 
+	pthread_mutex_lock(&start_log_lock);
+	start_logging = true;
+	start_log[0] = '\0';
+	pthread_mutex_unlock(&start_log_lock);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	daemon_handle = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-									 MHD_ALLOW_SUSPEND_RESUME |
+									 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+									 (use_tls ? MHD_USE_TLS : 0) |
 									 (addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 									 (uint16_t) port, NULL, NULL,
 									 handle_request, NULL,
+									 MHD_OPTION_EXTERNAL_LOGGER, keep_start_log, NULL,
 									 MHD_OPTION_SOCK_ADDR, addr->ai_addr,
 									 MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 									 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
@@ -361,13 +435,21 @@ sw_webhook_server_start(const char *host, int port)
 									 (unsigned int) SW_WEBHOOK_MAX_CONNECTIONS,
 									 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 									 (unsigned int) SW_WEBHOOK_MAX_PER_ADDRESS,
+									 MHD_OPTION_ARRAY, use_tls ? tls : &tls[3],
 									 MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	freeaddrinfo(addr);
-	if (daemon_handle == NULL)
-	{
+	pthread_mutex_lock(&start_log_lock);
+	start_logging = false;
+	if (daemon_handle == NULL && start_log[0] != '\0')
+		snprintf(error, sizeof(error), "could not serve on %s:%d: %s", host, port, start_log);
+	else if (daemon_handle == NULL)
 		snprintf(error, sizeof(error), "could not listen on %s:%d (is the address in use?)",
 				 host, port);
+	pthread_mutex_unlock(&start_log_lock);
+	if (daemon_handle == NULL)
+	{
+		close_wake_pipe();
 		return error;
 	}
 	return NULL;
@@ -454,7 +536,5 @@ sw_webhook_server_stop(void)
 
 	MHD_stop_daemon(daemon_handle);
 	daemon_handle = NULL;
-	close(wake_pipe[0]);
-	close(wake_pipe[1]);
-	wake_pipe[0] = wake_pipe[1] = -1;
+	close_wake_pipe();
 }

@@ -63,7 +63,9 @@ typedef struct SwRequest
 	char	   *text;			/* NULL if there was no memory for it */
 } SwRequest;
 
-extern const char *sw_webhook_server_start(const char *host, int port);
+extern bool sw_webhook_server_tls_supported(void);
+extern const char *sw_webhook_server_start(const char *host, int port,
+										   const char *cert_pem, const char *key_pem);
 extern void sw_webhook_server_stop(void);
 extern int	sw_webhook_server_wake_fd(void);
 extern SwRequest *sw_webhook_server_take(void);

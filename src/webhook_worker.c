@@ -35,6 +35,14 @@
  * for the decoder (decode.c), with the request's headers and its arrival
  * time, written as it is found.
  *
+ * With source_writes.webhook_ssl_cert_file and webhook_ssl_key_file set,
+ * the server speaks HTTPS only.  This thread reads the files (the key
+ * checked as PostgreSQL checks ssl_key_file) and hands their PEM text to
+ * the server.  A reload re-reads them: when they, or webhook_listen,
+ * changed, the server restarts with them; when they cannot be used, the
+ * server keeps its previous configuration and the log says why, as
+ * PostgreSQL does with its own ssl settings.  At start, they are an error.
+ *
  * A request's memory is freed when it is written.  A group is at most
  * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit says, the commit
  * is flushed before the answers go.  Clients are told what was wrong with
@@ -50,6 +58,9 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "access/table.h"
 #include "access/xact.h"
@@ -70,6 +81,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
@@ -98,6 +110,9 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* the most requests written in one transaction */
 #define SW_WEBHOOK_GROUP		256
 
+/* the largest certificate or key file the worker reads */
+#define SW_WEBHOOK_MAX_PEM_FILE	(1024 * 1024)
+
 /* the requests of a group: taken together, written in one transaction */
 typedef struct GroupRequest
 {
@@ -108,19 +123,213 @@ typedef struct GroupRequest
 } GroupRequest;
 
 static char *listening = NULL;	/* the webhook_listen the server serves */
+static char *serving_cert = NULL;	/* the PEM text it serves with, or NULL */
+static char *serving_key = NULL;
 static char *database_name = NULL;	/* ours */
 static SwRequest *in_hand = NULL;	/* taken, not written yet */
 static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
 
 /*
- * Start serving webhook_listen, or fail the worker with the reason (the
- * launcher starts it again).
+ * Forget a certificate or key read by read_pem_file, wiping it first; NULL
+ * is none.
  */
 static void
-start_server(void)
+free_pem(char *text)
 {
-	char	   *value = pstrdup(sw_webhook_listen);
+	if (text == NULL)
+		return;
+	explicit_bzero(text, strlen(text));
+	pfree(text);
+}
+
+/* the same PEM text, or both none? */
+static bool
+pem_equal(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/*
+ * Read the certificate or private key file that a TLS setting names,
+ * whole, into TopMemoryContext; NULL if it cannot be used, after saying
+ * why at elevel.  A relative path is relative to the data directory, our
+ * working directory, as for ssl_cert_file.  A key file is checked as
+ * PostgreSQL checks ssl_key_file (check_ssl_key_file_permissions() in
+ * be-secure-common.c): a regular file, owned by the database user with no
+ * group or world access, or by root with group read at most.  Messages
+ * name the file, never what it holds.
+ */
+static char *
+read_pem_file(const char *path, bool is_key, int elevel)
+{
+	const char *what = is_key ? "private key" : "certificate";
+	struct stat st;
+	int			fd;
+	char	   *text;
+	size_t		len = 0;
+	ssize_t		n = 0;
+
+	if (stat(path, &st) != 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not access webhook server %s file \"%s\": %m", what, path)));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server %s file \"%s\" is not a regular file", what, path)));
+		return NULL;
+	}
+	if (is_key && st.st_uid != geteuid() && st.st_uid != 0)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server private key file \"%s\" must be owned by the database user or root",
+						path)));
+		return NULL;
+	}
+	if (is_key &&
+		((st.st_uid == geteuid() && (st.st_mode & (S_IRWXG | S_IRWXO))) ||
+		 (st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO)))))
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server private key file \"%s\" has group or world access",
+						path),
+				 errdetail("File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.")));
+		return NULL;
+	}
+	if (st.st_size > SW_WEBHOOK_MAX_PEM_FILE)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server %s file \"%s\" is too large", what, path),
+				 errdetail("A certificate or key file may hold at most %d bytes.",
+						   SW_WEBHOOK_MAX_PEM_FILE)));
+		return NULL;
+	}
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not open webhook server %s file \"%s\": %m", what, path)));
+		return NULL;
+	}
+	text = MemoryContextAllocZero(TopMemoryContext, st.st_size + 1);
+	while (len < (size_t) st.st_size &&
+		   (n = read(fd, text + len, st.st_size - len)) > 0)
+		len += n;
+	if (n < 0)
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		free_pem(text);
+		errno = save_errno;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not read webhook server %s file \"%s\": %m", what, path)));
+		return NULL;
+	}
+	CloseTransientFile(fd);
+	text[len] = '\0';
+
+	/* PEM text, so that what GnuTLS says of it is about its contents */
+	if (strlen(text) != len ||
+		(!is_key && strstr(text, "-----BEGIN CERTIFICATE-----") == NULL) ||
+		(is_key && (strstr(text, "-----BEGIN ") == NULL ||
+					strstr(text, "PRIVATE KEY-----") == NULL)))
+	{
+		explicit_bzero(text, len);	/* all of it, past a NUL too */
+		pfree(text);
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server %s file \"%s\" holds no %s in PEM format",
+						what, path, what),
+				 is_key ?
+				 errdetail("The file must hold the private key as a block beginning with \"-----BEGIN PRIVATE KEY-----\" or another \"-----BEGIN ... PRIVATE KEY-----\" line.") :
+				 errdetail("The file must hold the certificate as a block beginning with \"-----BEGIN CERTIFICATE-----\", followed by any intermediate certificates.")));
+		return NULL;
+	}
+	if (is_key && (strstr(text, "-----BEGIN ENCRYPTED PRIVATE KEY-----") != NULL ||
+				   strstr(text, "Proc-Type: 4,ENCRYPTED") != NULL))
+	{
+		free_pem(text);
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server private key file \"%s\" is encrypted", path),
+				 errdetail("The webhook server cannot ask for a passphrase."),
+				 errhint("Store the key unencrypted, readable only by the database user.")));
+		return NULL;
+	}
+	return text;
+}
+
+/*
+ * Read the certificate and key that source_writes.webhook_ssl_cert_file
+ * and webhook_ssl_key_file name, for the server: both NULL when neither
+ * is set.  Returns false, after saying why at elevel, when they cannot be
+ * used: one set without the other, a libmicrohttpd without TLS, a file
+ * that read_pem_file() refuses.
+ */
+static bool
+read_tls_files(int elevel, char **cert, char **key)
+{
+	bool		has_cert = sw_webhook_ssl_cert_file[0] != '\0';
+	bool		has_key = sw_webhook_ssl_key_file[0] != '\0';
+
+	*cert = *key = NULL;
+	if (!has_cert && !has_key)
+		return true;
+	if (!has_cert || !has_key)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file must be set together"),
+				 errdetail("Only source_writes.webhook_ssl_%s_file is set.",
+						   has_cert ? "cert" : "key"),
+				 errhint("Set both to serve HTTPS, or neither to serve HTTP.")));
+		return false;
+	}
+	if (!sw_webhook_server_tls_supported())
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("source_writes webhook server cannot serve HTTPS"),
+				 errdetail("The libmicrohttpd library it uses was built without TLS support."),
+				 errhint("Install a libmicrohttpd built with GnuTLS, or empty source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file to serve HTTP.")));
+		return false;
+	}
+	*cert = read_pem_file(sw_webhook_ssl_cert_file, false, elevel);
+	if (*cert == NULL)
+		return false;
+	*key = read_pem_file(sw_webhook_ssl_key_file, true, elevel);
+	if (*key == NULL)
+	{
+		free_pem(*cert);
+		*cert = NULL;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Start serving an address of webhook_listen's form, with HTTPS if a
+ * certificate and key are given (the server keeps them while it serves);
+ * true if it serves, else false after saying why at elevel.
+ */
+static bool
+start_server(const char *address, char *cert, char *key, int elevel)
+{
+	char	   *value = pstrdup(address);
 	char	   *colon = strrchr(value, ':');
 	const char *error;
 	char	   *host = value;
@@ -131,16 +340,120 @@ start_server(void)
 		host++;					/* [::1]:8080 */
 		colon[-1] = '\0';
 	}
-	error = sw_webhook_server_start(host, atoi(colon + 1));
-	sw_webhook_worker_report_error(error);
+	error = sw_webhook_server_start(host, atoi(colon + 1), cert, key);
+	pfree(value);
 	if (error)
-		ereport(ERROR,
+	{
+		ereport(elevel,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
 				 errmsg("source_writes webhook server cannot start: %s", error),
+				 cert ?
+				 errhint("Check source_writes.webhook_listen, and that source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file name a certificate and its key.") :
 				 errhint("Check source_writes.webhook_listen.")));
-	listening = MemoryContextStrdup(TopMemoryContext, sw_webhook_listen);
+		return false;
+	}
+	sw_webhook_worker_report_error(NULL);
+	listening = MemoryContextStrdup(TopMemoryContext, address);
+	serving_cert = cert;
+	serving_key = key;
 	ereport(LOG,
-			(errmsg("source_writes webhook server listening on %s", listening)));
+			(errmsg("source_writes webhook server listening on %s%s",
+					listening, cert ? " (HTTPS)" : "")));
+	return true;
+}
+
+/*
+ * Start serving webhook_listen, with TLS if the settings say so, or fail
+ * the worker with the reason (the launcher starts it again).
+ */
+static void
+start_configured_server(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	char	   *cert;
+	char	   *key;
+
+	PG_TRY();
+	{
+		(void) read_tls_files(ERROR, &cert, &key);
+		(void) start_server(sw_webhook_listen, cert, key, ERROR);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* the sources view says why, until a server starts */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		sw_webhook_worker_report_error(edata->message);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* a reload's settings cannot be used: say what the server keeps serving */
+static void
+report_not_reloaded(void)
+{
+	ereport(LOG,
+			(errmsg("source_writes webhook server configuration was not reloaded"),
+			 errdetail("The server keeps serving %s on %s.",
+					   serving_cert ? "HTTPS" : "HTTP", listening)));
+}
+
+/*
+ * After a reload: when webhook_listen, the TLS settings or the files they
+ * name changed, restart the server with them (what is queued is answered
+ * 503).  Settings that cannot be used, or with which the server cannot
+ * start, are logged, and the server keeps (or takes again) its previous
+ * configuration.  Returns whether the server restarted, with a new pipe.
+ */
+static bool
+reconfigure_server(void)
+{
+	char	   *old_listening = listening;
+	char	   *old_cert = serving_cert;
+	char	   *old_key = serving_key;
+	char	   *cert;
+	char	   *key;
+
+	if (!read_tls_files(LOG, &cert, &key))
+	{
+		report_not_reloaded();
+		return false;
+	}
+	if (strcmp(listening, sw_webhook_listen) == 0 &&
+		pem_equal(cert, serving_cert) && pem_equal(key, serving_key))
+	{
+		free_pem(cert);
+		free_pem(key);
+		return false;
+	}
+
+	if (strcmp(listening, sw_webhook_listen) != 0)
+		ereport(LOG,
+				(errmsg("source_writes webhook server moves from %s to %s",
+						listening, sw_webhook_listen)));
+	else
+		ereport(LOG,
+				(errmsg("source_writes webhook server restarts on %s: its TLS settings or files changed",
+						listening)));
+	sw_webhook_server_stop();
+	if (start_server(sw_webhook_listen, cert, key, LOG))
+	{
+		pfree(old_listening);
+		free_pem(old_cert);
+		free_pem(old_key);
+		return true;
+	}
+
+	/* back to what it served; if that fails too, the worker fails */
+	free_pem(cert);
+	free_pem(key);
+	report_not_reloaded();
+	(void) start_server(old_listening, old_cert, old_key, ERROR);
+	pfree(old_listening);
+	return true;
 }
 
 /* answer each request of a list 503 */
@@ -936,7 +1249,7 @@ source_writes_webhook_main(Datum main_arg)
 		proc_exit(0);			/* another one serves */
 
 	before_shmem_exit(stop_server, (Datum) 0);
-	start_server();
+	start_configured_server();
 
 	events = make_events();
 	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
@@ -958,15 +1271,9 @@ source_writes_webhook_main(Datum main_arg)
 			override_settings();
 			if (strcmp(sw_database, database_name) != 0)
 				proc_exit(0);	/* the launcher serves another database now */
-			if (strcmp(listening, sw_webhook_listen) != 0)
+			if (reconfigure_server())
 			{
-				/* rebind: what is queued is answered 503 */
-				ereport(LOG,
-						(errmsg("source_writes webhook server moves from %s to %s",
-								listening, sw_webhook_listen)));
-				sw_webhook_server_stop();
-				pfree(listening);
-				start_server();
+				/* the server has a new pipe */
 				FreeWaitEventSet(events);
 				events = make_events();
 			}

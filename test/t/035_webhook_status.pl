@@ -14,19 +14,19 @@ use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $node = SwTest::node('sources_view', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
-my $base = "http://127.0.0.1:$port/postgres";
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
-# POST with curl: the status
-sub post
+# POST with curl to a port: the status
+sub post_to
 {
-	my ($path, $body, @headers) = @_;
+	my ($to, $path, $body, @headers) = @_;
 	my ($out) = run_command([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
 		'--data-binary', $body, '-H', 'Content-Type: application/json',
-		(map { ('-H', $_) } @headers), "$base$path" ]);
+		(map { ('-H', $_) } @headers), "http://127.0.0.1:$to/postgres$path" ]);
 	return $out;
 }
+sub post { return post_to($port, @_); }
 
 sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE pay (id text, amount numeric) SERVER hooks OPTIONS (format 'json');
@@ -63,12 +63,14 @@ is($node->safe_psql('postgres', q{SET ROLE reader;
 	SELECT string_agg(source::text || ' ' || accepted, ',') FROM source_writes.sources}),
 	'other 1', 'a role sees the counts of the tables it may read only');
 
-# a server that cannot listen says why
+# a server that cannot listen says why (a reload to an address that is
+# taken keeps the old one: a start shows it)
 my $holder = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1, ReuseAddr => 0)
   or die "listen: $!";
 my $taken = $holder->sockport;
+$node->stop;
 $node->append_conf('postgresql.conf', "source_writes.webhook_listen = '127.0.0.1:$taken'\n");
-$node->reload;
+$node->start;
 ok($node->poll_query_until('postgres', q{SELECT state = 'cannot start' FROM source_writes.sources
 	WHERE source = 'pay'::regclass}), 'a server that cannot listen: cannot start');
 like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'pay'::regclass}),
@@ -77,9 +79,16 @@ is(sql(q{SELECT count(*) FROM source_writes.sources WHERE kind = 'webhook' AND w
 	'and no worker');
 close $holder;
 ok($node->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_writes.sources
-	WHERE source = 'pay'::regclass}, 't'), 'listening again once the address is free');
-is(sql(q{SELECT accepted, refused FROM source_writes.sources WHERE source = 'pay'::regclass}), '2|2',
-	'the counts survive the server\'s restarts');
+	WHERE source = 'pay'::regclass}, 't'), 'listening once the address is free');
+is(sql(q{SELECT accepted, refused, last_error IS NULL FROM source_writes.sources
+	WHERE source = 'pay'::regclass}), '0|0|t', 'counted anew since the server started');
+is(post_to($taken, '/public/pay', '{"id": "e", "amount": 5}'), '200', 'a post');
+$pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+sql("SELECT pg_terminate_backend($pid)");
+ok($node->poll_query_until('postgres', qq{SELECT state = 'listening' AND worker_pid <> $pid
+	FROM source_writes.sources WHERE source = 'pay'::regclass}), 'a new worker listens');
+is(sql(q{SELECT accepted FROM source_writes.sources WHERE source = 'pay'::regclass}), '1',
+	'the counts outlive the worker');
 
 # a shutdown while requests are being written: they get 503, and what got
 # 200 is there.  The first request holds the worker while the others queue;
