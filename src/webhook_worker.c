@@ -1130,6 +1130,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	int			n = 0;
 	int			i = 0;
 	volatile bool committed = false;
+	volatile bool holding = false;
 
 	for (SwRequest *r = requests; r; r = r->next)
 		n++;
@@ -1151,6 +1152,13 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			write_request(&group[i]);
 		}
 		PopActiveSnapshot();
+
+		/*
+		 * From the commit to the answers, no interrupt: a shutdown that
+		 * answered committed requests 503 would have them sent again.
+		 */
+		HOLD_INTERRUPTS();
+		holding = true;
 		CommitTransactionCommand();
 		/* durably, whatever synchronous_commit says */
 		XLogFlush(XactLastCommitEnd);
@@ -1179,6 +1187,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
 		sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
+	if (holding)
+		RESUME_INTERRUPTS();
 	MemoryContextSwitchTo(cxt);
 }
 
