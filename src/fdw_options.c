@@ -1416,6 +1416,36 @@ sw_source_workers(Oid relid)
 }
 
 /*
+ * The max_body_bytes of a webhook source table; 0 if the table is gone.
+ * Read from the catalog row alone, without a lock, for the webhook
+ * server's map of limits.
+ */
+int
+sw_source_max_body_bytes(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
+	Datum		datum;
+	bool		isnull;
+	int			bytes = SW_DEFAULT_MAX_BODY;
+	ListCell   *lc;
+
+	if (!HeapTupleIsValid(tuple))
+		return 0;
+	datum = SysCacheGetAttr(FOREIGNTABLEREL, tuple, Anum_pg_foreign_table_ftoptions,
+							&isnull);
+	if (!isnull)
+		foreach(lc, untransformRelOptions(datum))
+		{
+			DefElem    *def = lfirst(lc);
+
+			if (strcmp(def->defname, "max_body_bytes") == 0)
+				bytes = parse_byte_size(def->defname, defGetString(def));
+		}
+	ReleaseSysCache(tuple);
+	return bytes;
+}
+
+/*
  * Read the options of a source table, its server and its columns, check
  * them all together, and return what they say.
  */

@@ -17,7 +17,8 @@
  *
  * Requests that need no database are answered here: methods other than
  * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
- * Content-Length says so), bodies that would take the buffered bytes of all
+ * Content-Length says so; a body of unknown length that grows over it has
+ * its connection closed), bodies that would take the buffered bytes of all
  * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
  * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written (429), and everything
  * while the server shuts down (503).  Connections are limited in number, in total and
@@ -27,6 +28,22 @@
  * Given a certificate and a key (PEM text, which the main thread read),
  * the server speaks HTTPS only, through libmicrohttpd's GnuTLS: TLS 1.2 or
  * later, as the default of PostgreSQL's ssl_min_protocol_version.
+ *
+ * A table's max_body_bytes is checked before its body is read, from a map
+ * of each webhook source's names to its limit that the main thread
+ * publishes (and publishes again after catalog changes).  The map may be
+ * stale, so these threads never refuse from it alone: a body announced
+ * over the map's limit, a body to an address the map does not know, or a
+ * body of unknown length that grows over the limit, is handed to the main
+ * thread with its headers only, suspended.  The main thread publishes the
+ * map again if the catalog changed, looks the request up in it
+ * (sw_webhook_server_verdict) and resumes it with its verdict: 413 or 404,
+ * answered at once (a body of unknown length, already flowing, has its
+ * connection closed instead: libmicrohttpd cannot answer in the middle of
+ * a body), or read on.  Requests under the map's limit go on at once.
+ *
+ * When the server stops, what the main thread answered is given a moment
+ * to go before libmicrohttpd closes the connections.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -57,12 +74,12 @@
 /* how long an idle connection may stay, in seconds */
 #define SW_WEBHOOK_CONNECTION_TIMEOUT	30
 
+/* how long a server that stops waits for its last answers to go, in ms */
+#define SW_WEBHOOK_STOP_WAIT_MS			1000
+
 /* connections at once, in all and from one address */
 #define SW_WEBHOOK_MAX_CONNECTIONS		256
 #define SW_WEBHOOK_MAX_PER_ADDRESS		128
-
-/* how long a server that stops waits for its last answers to be sent */
-#define SW_WEBHOOK_STOP_WAIT_MS			1000
 
 #if SW_WEBHOOK_MAX_IN_FLIGHT >= SW_WEBHOOK_MAX_PER_ADDRESS
 #error "the in-flight limit must be below the connections of one address"
@@ -78,9 +95,41 @@ static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
 static size_t buffered = 0;		/* body bytes held, under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
-static int	unsent = 0;			/* answered by the main thread, not yet sent */
-static pthread_cond_t sent = PTHREAD_COND_INITIALIZER;	/* unsent went down */
+static int	answering = 0;		/* answered by the main thread, not sent yet */
+static pthread_cond_t answer_gone = PTHREAD_COND_INITIALIZER;	/* answering went down */
 static int	wake_pipe[2] = {-1, -1};
+
+/* where a request waits for the main thread to look at its table's limit */
+#define SW_CHECK_NONE		0
+#define SW_CHECK_HEADERS	1	/* before its body */
+#define SW_CHECK_BODY		2	/* in its body, of unknown length */
+
+/* requests waiting for that, under queue_lock */
+static SwRequest *check_head = NULL;
+static SwRequest *check_tail = NULL;
+
+/* one webhook source in the published map: its names, decoded, and limit */
+typedef struct BodyLimit
+{
+	const char *schema;
+	size_t		schema_len;
+	const char *table;
+	size_t		table_len;
+	size_t		limit;
+	unsigned int table_id;
+} BodyLimit;
+
+/* the map, sorted by schema and table, malloc'd in one piece */
+typedef struct BodyLimits
+{
+	const char *database;
+	size_t		database_len;
+	int			n;
+	BodyLimit	limits[];
+} BodyLimits;
+
+/* as the main thread last published it, under queue_lock; NULL if none */
+static BodyLimits *body_limits = NULL;
 
 /* what libmicrohttpd says while the server starts: why it could not */
 static pthread_mutex_t start_log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,6 +154,11 @@ free_request(SwRequest *r)
 {
 	pthread_mutex_lock(&queue_lock);
 	buffered -= r->body_cap;
+	if (r->answered || r->check_status)
+	{
+		answering--;			/* its answer went, or its connection */
+		pthread_cond_broadcast(&answer_gone);
+	}
 	pthread_mutex_unlock(&queue_lock);
 	for (int i = 0; i < r->nheaders; i++)
 	{
@@ -176,11 +230,245 @@ now_ms(void)
 	return (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* the value of a hexadecimal digit, or -1 */
+static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Split a path /<database>/<schema>/<table> into its three names,
+ * percent-decoded into buf (as long as the path), as the main thread
+ * splits it (webhook_worker.c's path_source): false if it is no such path.
+ */
+static bool
+split_path(const char *path, char *buf, const char **names, size_t *lens)
+{
+	const char *p = path;
+	char	   *out = buf;
+
+	if (*p++ != '/')
+		return false;
+	for (int n = 0; n < 3; n++)
+	{
+		const char *slash = strchr(p, '/');
+		size_t		len = slash ? (size_t) (slash - p) : strlen(p);
+
+		if (len == 0 || (n < 2 && slash == NULL) || (n == 2 && slash != NULL))
+			return false;
+		names[n] = out;
+		for (size_t i = 0; i < len; i++)
+		{
+			if (p[i] != '%')
+				*out++ = p[i];
+			else if (i + 2 < len && hex_digit(p[i + 1]) >= 0 && hex_digit(p[i + 2]) >= 0)
+			{
+				*out++ = (char) (hex_digit(p[i + 1]) * 16 + hex_digit(p[i + 2]));
+				i += 2;
+			}
+			else
+				return false;
+		}
+		lens[n] = (size_t) (out - names[n]);
+		p += len + 1;
+	}
+	return true;
+}
+
+/* compare two names of given lengths, bytewise */
+static int
+compare_names(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int			c = memcmp(a, b, alen < blen ? alen : blen);
+
+	if (c != 0)
+		return c;
+	return (alen > blen) - (alen < blen);
+}
+
+/* order of the map: by schema, then table */
+static int
+compare_limits(const void *a, const void *b)
+{
+	const BodyLimit *la = a;
+	const BodyLimit *lb = b;
+	int			c = compare_names(la->schema, la->schema_len, lb->schema, lb->schema_len);
+
+	return c != 0 ? c : compare_names(la->table, la->table_len, lb->table, lb->table_len);
+}
+
+/*
+ * The limit the published map gives the table a path names: 1 if it has
+ * one (in *limit), 0 if the path names no webhook source in the map, -1
+ * if there is no map (or no memory to look).
+ */
+static int
+find_limit(const char *path, size_t *limit, unsigned int *table_id)
+{
+	char	   *buf = malloc(strlen(path) + 1);
+	const char *names[3];
+	size_t		lens[3];
+	bool		valid = buf != NULL && split_path(path, buf, names, lens);
+	int			found;
+
+	pthread_mutex_lock(&queue_lock);
+	if (body_limits == NULL || buf == NULL)
+		found = -1;
+	else if (!valid || compare_names(names[0], lens[0], body_limits->database,
+									 body_limits->database_len) != 0)
+		found = 0;
+	else
+	{
+		BodyLimit	key = {names[1], lens[1], names[2], lens[2], 0, 0};
+		BodyLimit  *entry = bsearch(&key, body_limits->limits, body_limits->n,
+									sizeof(BodyLimit), compare_limits);
+
+		found = entry != NULL;
+		if (entry)
+		{
+			*limit = entry->limit;
+			if (table_id)
+				*table_id = entry->table_id;
+		}
+	}
+	pthread_mutex_unlock(&queue_lock);
+	free(buf);
+	return found;
+}
+
+/*
+ * Set a request's limit from what find_limit() found; looked says the
+ * main thread published the map after the request came.  Without a map,
+ * or for a table gone since it was looked at, the request goes on as far
+ * as the server reads, and the main thread answers it when it is in.
+ */
+static void
+set_limit(SwRequest *r, int found, size_t limit, bool looked)
+{
+	if (found < 0 || (found == 0 && looked))
+	{
+		r->limit = SW_WEBHOOK_MAX_BODY;
+		r->limit_sure = true;
+	}
+	else if (found == 0)
+	{
+		r->limit = 0;			/* a table made since, or none: look */
+		r->limit_sure = false;
+	}
+	else
+	{
+		r->limit = limit < SW_WEBHOOK_MAX_BODY ? limit : SW_WEBHOOK_MAX_BODY;
+		r->limit_sure = looked || limit >= SW_WEBHOOK_MAX_BODY;
+	}
+}
+
+/* write a byte into the pipe the main thread waits on */
+static void
+wake_worker(void)
+{
+	char		byte = 0;
+
+	/* a full pipe wakes the main thread as well */
+	if (write(wake_pipe[1], &byte, 1) < 0 && errno != EAGAIN)
+		fprintf(stderr, "source_writes webhook server: could not wake the worker: %s\n",
+				strerror(errno));
+}
+
+/*
+ * Hand a request to the main thread for a look at its table's limit, and
+ * suspend it until sw_webhook_server_checked(): libmicrohttpd then calls
+ * us again where we left, before the body or with the same piece of it.
+ */
+static enum MHD_Result
+wait_for_look(SwRequest *r, struct MHD_Connection *connection, int where)
+{
+	bool		wake;
+
+	pthread_mutex_lock(&queue_lock);
+	if (shutting_down)
+	{
+		pthread_mutex_unlock(&queue_lock);
+		if (where == SW_CHECK_BODY)
+			return MHD_NO;		/* no answer in the middle of a body: close */
+		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+						   "the server is shutting down\n");
+	}
+	r->checking = where;
+	r->check_status = 0;
+	r->next = NULL;
+	MHD_suspend_connection(connection);
+	wake = check_head == NULL;
+	if (check_tail)
+		check_tail->next = r;
+	else
+		check_head = r;
+	check_tail = r;
+	pthread_mutex_unlock(&queue_lock);
+	if (wake)
+		wake_worker();
+	return MHD_YES;
+}
+
+/*
+ * At a POST's headers: its body's limit, from the map.  A body announced
+ * over it, or any body to an address the map does not know, waits for the
+ * main thread to look; others go on at once.
+ */
+static enum MHD_Result
+look_up_limit(SwRequest *r, struct MHD_Connection *connection, const char *length)
+{
+	size_t		limit = 0;
+	int			found;
+
+	/* with a Transfer-Encoding, libmicrohttpd reads no Content-Length */
+	r->sized = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+										   MHD_HTTP_HEADER_TRANSFER_ENCODING) == NULL;
+	r->declared = r->sized && length ? strtoull(length, NULL, 10) : 0;
+	found = find_limit(r->path, &limit, NULL);
+	set_limit(r, found, limit, false);
+	if (r->limit_sure)
+		return MHD_YES;
+	if (found == 0 ? (!r->sized || r->declared > 0) : (r->sized && r->declared > r->limit))
+		return wait_for_look(r, connection, SW_CHECK_HEADERS);
+	return MHD_YES;
+}
+
+/*
+ * A request resumed before its body, with the main thread's verdict: 404
+ * for an address that is no webhook source, 413 for a body announced over
+ * the limit, 503 while the server shuts down; else the body comes.
+ */
+static enum MHD_Result
+headers_looked_at(SwRequest *r, struct MHD_Connection *connection)
+{
+	r->checking = SW_CHECK_NONE;
+	switch (r->check_status)
+	{
+		case 0:
+			return MHD_YES;
+		case MHD_HTTP_NOT_FOUND:
+			return send_answer(connection, r->check_status, SW_WEBHOOK_NOT_FOUND_TEXT);
+		case MHD_HTTP_CONTENT_TOO_LARGE:
+			return send_answer(connection, r->check_status, SW_WEBHOOK_TOO_LARGE_TEXT);
+		default:
+			return send_answer(connection, r->check_status, "the server is shutting down\n");
+	}
+}
+
 /*
  * libmicrohttpd's handler, called in its threads: first with the request
  * line and headers, then with each piece of the body, then once more when
  * the body is complete; and again after the main thread answered and
- * resumed the connection.
+ * resumed the connection.  A request that waited for a look at its
+ * table's limit is called again where it left: with its headers, or with
+ * the same piece of its body.
  */
 static enum MHD_Result
 handle_request(void *cls, struct MHD_Connection *connection, const char *url,
@@ -215,8 +503,12 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		if (length && strtoull(length, NULL, 10) > SW_WEBHOOK_MAX_BODY)
 			return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
 							   "the body is too large\n");
-		return MHD_YES;
+		return look_up_limit(r, connection, length);
 	}
+
+	/* resumed after the main thread published the map */
+	if (r->checking == SW_CHECK_HEADERS)
+		return headers_looked_at(r, connection);
 
 	/* answered by the main thread: send it */
 	if (r->answered)
@@ -227,14 +519,31 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	{
 		size_t		n = *upload_data_size;
 
+		if (r->checking == SW_CHECK_BODY)
+		{
+			/* resumed with the main thread's verdict */
+			r->checking = SW_CHECK_NONE;
+			if (r->check_status)
+				return MHD_NO;	/* 413, or 503: no answer in a body, close */
+		}
+		if (!r->refusal && r->body_len + n > r->limit)
+		{
+			/*
+			 * Over the limit, with a body of unknown length: the main thread
+			 * looks if the map may be stale (this piece waits), else the
+			 * connection is closed at once, as no answer can be sent in the
+			 * middle of a body.
+			 */
+			if (!r->limit_sure)
+			{
+				r->declared = r->body_len + n;	/* with the piece that waits */
+				return wait_for_look(r, connection, SW_CHECK_BODY);
+			}
+			return MHD_NO;
+		}
 		*upload_data_size = 0;
 		if (r->refusal)
 			return MHD_YES;		/* not kept */
-		if (r->body_len + n > SW_WEBHOOK_MAX_BODY)
-		{
-			r->refusal = MHD_HTTP_CONTENT_TOO_LARGE;
-			return MHD_YES;
-		}
 		if (r->body_len + n + 1 > r->body_cap)
 		{
 			size_t		cap = r->body_cap ? r->body_cap : 4096;
@@ -271,8 +580,6 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	}
 
 	/* the request is complete */
-	if (r->refusal == MHD_HTTP_CONTENT_TOO_LARGE)
-		return send_answer(connection, r->refusal, "the body is too large\n");
 	if (r->refusal)
 		return send_answer(connection, r->refusal, "the server is busy; send it again\n");
 
@@ -316,17 +623,8 @@ static void
 request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
 				  enum MHD_RequestTerminationCode toe)
 {
-	SwRequest  *r = *req_cls;
-
-	if (r && r->answered)
-	{
-		pthread_mutex_lock(&queue_lock);
-		unsent--;
-		pthread_cond_broadcast(&sent);
-		pthread_mutex_unlock(&queue_lock);
-	}
-	if (r)
-		free_request(r);
+	if (*req_cls)
+		free_request(*req_cls);
 	*req_cls = NULL;
 }
 
@@ -482,6 +780,118 @@ sw_webhook_server_take(void)
 }
 
 /*
+ * Take the requests waiting for a look at their table's limit, as a list
+ * (through next); NULL if there are none.  The caller publishes the map
+ * if it may be stale, and then resumes each with sw_webhook_server_checked.
+ */
+SwRequest *
+sw_webhook_server_take_checks(void)
+{
+	SwRequest  *taken;
+
+	pthread_mutex_lock(&queue_lock);
+	taken = check_head;
+	check_head = check_tail = NULL;
+	pthread_mutex_unlock(&queue_lock);
+	return taken;
+}
+
+/*
+ * What to answer a request taken with sw_webhook_server_take_checks(),
+ * from the map as it is now (published since the request came): 404 for
+ * an address that is no webhook source, 413 for a body over its table's
+ * limit, or 0 to read (more of) it, its limit then sure; the table's id,
+ * as published, in *table_id (0 if none).  For the main thread, which
+ * passes it to sw_webhook_server_checked().
+ */
+int
+sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id)
+{
+	size_t		limit = 0;
+	int			found;
+
+	*table_id = 0;
+	found = find_limit(request->path, &limit, table_id);
+
+	if (found == 0 && request->checking == SW_CHECK_HEADERS)
+		return MHD_HTTP_NOT_FOUND;
+	set_limit(request, found, limit, true);
+	if (request->declared > request->limit)
+		return MHD_HTTP_CONTENT_TOO_LARGE;
+	return 0;
+}
+
+/*
+ * Resume a request taken with sw_webhook_server_take_checks(): with status
+ * 0, to read (more of) its body; else to be answered that status (404,
+ * 413, 503) or, in the middle of its body, to have its connection closed.
+ * The request is not ours any more.
+ */
+void
+sw_webhook_server_checked(SwRequest *request, int status)
+{
+	request->check_status = status;
+	if (status)
+	{
+		pthread_mutex_lock(&queue_lock);
+		answering++;
+		pthread_mutex_unlock(&queue_lock);
+	}
+	MHD_resume_connection(request->connection);
+}
+
+/*
+ * Publish the webhook sources of a database with their limits, for the
+ * server's threads to look up; database NULL publishes none.  False if
+ * there was no memory for it: then there is no map, and bodies are read
+ * up to SW_WEBHOOK_MAX_BODY before the main thread checks them.
+ */
+bool
+sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits, int n)
+{
+	BodyLimits *map = NULL;
+	BodyLimits *old;
+
+	if (database)
+	{
+		size_t		size = sizeof(BodyLimits) + sizeof(BodyLimit) * n + strlen(database) + 1;
+		char	   *s;
+
+		for (int i = 0; i < n; i++)
+			size += strlen(limits[i].schema) + strlen(limits[i].table) + 2;
+		map = malloc(size);
+		if (map)
+		{
+			s = (char *) &map->limits[n];
+			map->n = n;
+			map->database = s;
+			map->database_len = strlen(database);
+			s = stpcpy(s, database) + 1;
+			for (int i = 0; i < n; i++)
+			{
+				BodyLimit  *l = &map->limits[i];
+
+				l->schema = s;
+				l->schema_len = strlen(limits[i].schema);
+				s = stpcpy(s, limits[i].schema) + 1;
+				l->table = s;
+				l->table_len = strlen(limits[i].table);
+				s = stpcpy(s, limits[i].table) + 1;
+				l->limit = limits[i].limit;
+				l->table_id = limits[i].table_id;
+			}
+			qsort(map->limits, n, sizeof(BodyLimit), compare_limits);
+		}
+	}
+	pthread_mutex_lock(&queue_lock);
+	old = body_limits;
+	body_limits = map;
+	pthread_mutex_unlock(&queue_lock);
+	free(old);
+	return map != NULL || database == NULL;
+}
+
+/*
  * Answer a request taken from the queue: its connection resumes, and one of
  * libmicrohttpd's threads sends the answer.  The request is not ours any
  * more.
@@ -494,15 +904,16 @@ sw_webhook_server_answer(SwRequest *request, int status, const char *text)
 	request->answered = true;
 	pthread_mutex_lock(&queue_lock);
 	in_flight--;
-	unsent++;
+	answering++;
 	pthread_mutex_unlock(&queue_lock);
 	MHD_resume_connection(request->connection);
 }
 
 /*
- * Stop serving: the requests still queued are answered 503, libmicrohttpd's
- * threads are given up to SW_WEBHOOK_STOP_WAIT_MS to send the answers, and
- * then they stop.  The caller has answered those it took.
+ * Stop serving: the requests still queued, or waiting for a look at their
+ * limit, are answered 503, and once the answers are sent (or after
+ * SW_WEBHOOK_STOP_WAIT_MS) libmicrohttpd's threads stop.  The caller has
+ * answered those it took.
  */
 void
 sw_webhook_server_stop(void)
@@ -524,16 +935,28 @@ sw_webhook_server_stop(void)
 								 "the server is shutting down\n");
 		r = next;
 	}
+	r = sw_webhook_server_take_checks();
+	while (r)
+	{
+		SwRequest  *next = r->next;
 
+		sw_webhook_server_checked(r, MHD_HTTP_SERVICE_UNAVAILABLE);
+		r = next;
+	}
+
+	/*
+	 * Let the answers go, for a while: libmicrohttpd closes the connections
+	 * it still has when it stops, sent or not.
+	 */
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_nsec += SW_WEBHOOK_STOP_WAIT_MS * 1000000L;
 	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
 	deadline.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&queue_lock);
-	while (unsent > 0 && pthread_cond_timedwait(&sent, &queue_lock, &deadline) == 0)
+	while (answering > 0 &&
+		   pthread_cond_timedwait(&answer_gone, &queue_lock, &deadline) == 0)
 		;
 	pthread_mutex_unlock(&queue_lock);
-
 	MHD_stop_daemon(daemon_handle);
 	daemon_handle = NULL;
 	close_wake_pipe();

@@ -18,8 +18,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* the largest body the server reads; a table's max_body_bytes is checked after */
+/*
+ * The largest body the server reads.  A table's max_body_bytes is checked
+ * before the body too, from the limits the main thread publishes
+ * (sw_webhook_server_publish_limits), and again when the request is written.
+ */
 #define SW_WEBHOOK_MAX_BODY		(64 * 1024 * 1024)
+
+/* answers that the server's threads and the main thread both give */
+#define SW_WEBHOOK_NOT_FOUND_TEXT	"no webhook source table at this address\n"
+#define SW_WEBHOOK_TOO_LARGE_TEXT	"the body is larger than this table takes\n"
 
 /*
  * The most requests queued or being written at once; more get 429.  Below
@@ -57,6 +65,15 @@ typedef struct SwRequest
 	SwRequestHeader *headers;
 	int64_t		received_ms;	/* ms since the Unix epoch */
 
+	/* the body limit of the table the path names, for the server's threads */
+	size_t		limit;			/* the most body bytes it may have */
+	bool		limit_sure;		/* the main thread looked, or none takes more */
+	bool		sized;			/* Content-Length says how long the body is */
+	uint64_t	declared;		/* and that is how long; or the bytes of a body
+								 * of unknown length when it waited */
+	int			checking;		/* waits for the main thread to look: where */
+	int			check_status;	/* what the main thread answered that, or 0 */
+
 	/* the answer */
 	bool		answered;
 	int			status;
@@ -70,5 +87,20 @@ extern void sw_webhook_server_stop(void);
 extern int	sw_webhook_server_wake_fd(void);
 extern SwRequest *sw_webhook_server_take(void);
 extern void sw_webhook_server_answer(SwRequest *request, int status, const char *text);
+
+/* a webhook source's address (its names, not encoded) and max_body_bytes */
+typedef struct SwBodyLimit
+{
+	const char *schema;
+	const char *table;
+	size_t		limit;
+	unsigned int table_id;		/* the main thread's, for its verdicts */
+} SwBodyLimit;
+
+extern bool sw_webhook_server_publish_limits(const char *database,
+											 const SwBodyLimit *limits, int n);
+extern SwRequest *sw_webhook_server_take_checks(void);
+extern int	sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id);
+extern void sw_webhook_server_checked(SwRequest *request, int status);
 
 #endif							/* SW_WEBHOOK_SERVER_H */

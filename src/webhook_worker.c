@@ -43,6 +43,14 @@
  * server keeps its previous configuration and the log says why, as
  * PostgreSQL does with its own ssl settings.  At start, they are an error.
  *
+ * The server's threads check a table's max_body_bytes before they read
+ * the body, from a map of the webhook sources' addresses and limits that
+ * the main thread publishes at start and again whenever it has taken in
+ * catalog changes (a syscache callback marks the map stale).  A request
+ * over the map's limit, or to an address the map does not know, waits,
+ * with its headers only, for the main thread to publish a fresh map
+ * before it is answered 413 or 404, or its body is read.
+ *
  * A request's memory is freed when it is written.  A group is at most
  * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit says, the commit
  * is flushed before the answers go.  Clients are told what was wrong with
@@ -86,11 +94,13 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "catalog.h"
 #include "deliveries.h"
@@ -129,6 +139,8 @@ static char *database_name = NULL;	/* ours */
 static SwRequest *in_hand = NULL;	/* taken, not written yet */
 static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
+static SwRequest *checking = NULL;	/* taken for a look at their limit */
+static bool limits_stale = true;	/* the server's map of limits may be */
 
 /*
  * Forget a certificate or key read by read_pem_file, wiping it first; NULL
@@ -469,10 +481,25 @@ answer_unavailable(SwRequest *r)
 	}
 }
 
+/* resume each request of a list taken for a look at its limit */
+static void
+resume_checked(SwRequest *r, int status)
+{
+	while (r)
+	{
+		SwRequest  *next = r->next;
+
+		sw_webhook_server_checked(r, status);
+		r = next;
+	}
+}
+
 /* when the worker leaves: answer what it holds, and stop the server */
 static void
 stop_server(int code, Datum arg)
 {
+	resume_checked(checking, 503);
+	checking = NULL;
 	answer_unavailable(writing);
 	writing = NULL;
 	answer_unavailable(in_hand);
@@ -787,7 +814,7 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 
 	if (r->body_len > (size_t) st->max_body_bytes)
 	{
-		*text = pstrdup("the body is larger than this table takes\n");
+		*text = pstrdup(SW_WEBHOOK_TOO_LARGE_TEXT);
 		return 413;
 	}
 	if (type == NULL || type[0] == '\0')
@@ -1039,7 +1066,7 @@ write_request(GroupRequest *g)
 		if (!OidIsValid(relid))
 		{
 			g->status = 404;
-			g->text = MemoryContextStrdup(cxt, "no webhook source table at this address\n");
+			g->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 		}
 		else
 		{
@@ -1192,6 +1219,131 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	MemoryContextSwitchTo(cxt);
 }
 
+/* a catalog change that may move a webhook source or change its limit */
+static void
+limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
+{
+	limits_stale = true;
+}
+
+/*
+ * Publish each webhook source's address and max_body_bytes to the server's
+ * threads, which look a request up there before they read its body.  In a
+ * transaction.
+ */
+static void
+publish_limits(void)
+{
+	List	   *sources;
+	SwBodyLimit *limits;
+	int			n = 0;
+	ListCell   *lc;
+
+	limits_stale = false;		/* changes taken in from now on make it stale */
+	sources = sw_catalog_exists() ? sw_catalog_sources(InvalidOid) : NIL;
+	limits = palloc(sizeof(SwBodyLimit) * Max(list_length(sources), 1));
+	foreach(lc, sources)
+	{
+		SwSource   *source = lfirst(lc);
+		char	   *table;
+		char	   *schema;
+		int			bytes;
+
+		if (source->kind != SW_KIND_WEBHOOK)
+			continue;
+		table = get_rel_name(source->relid);
+		schema = get_namespace_name(get_rel_namespace(source->relid));
+		bytes = sw_source_max_body_bytes(source->relid);
+		if (table == NULL || schema == NULL || bytes <= 0)
+			continue;			/* dropped meanwhile */
+		limits[n].schema = schema;
+		limits[n].table = table;
+		limits[n].limit = (size_t) bytes;
+		limits[n].table_id = source->relid;
+		n++;
+	}
+	if (!sw_webhook_server_publish_limits(database_name, limits, n))
+	{
+		limits_stale = true;
+		ereport(LOG,
+				(errmsg("source_writes webhook server has no memory for its map of body limits"),
+				 errdetail("Bodies are read before their table's max_body_bytes is checked.")));
+	}
+}
+
+/*
+ * Publish the limits again if the catalog changed since they were.  A
+ * transaction takes in the changes: it is begun if always, or if changes
+ * were taken in already.  If it fails, the server's threads are left with
+ * no map (they read bodies before the limit is checked, as far as
+ * SW_WEBHOOK_MAX_BODY) until the next time.
+ */
+static void
+refresh_limits(bool always)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!always && !limits_stale)
+		return;
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (limits_stale)
+		{
+			PushActiveSnapshot(GetTransactionSnapshot());
+			publish_limits();
+			PopActiveSnapshot();
+		}
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		(void) sw_webhook_server_publish_limits(NULL, NULL, 0);
+		limits_stale = true;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
+ * The requests the server's threads hand over before they read (more of)
+ * their bodies: over the limit their map gives, or to an address it does
+ * not know.  Once the map is fresh, each is answered 404 or 413 at once,
+ * or resumes to be read on.  False if there were none.
+ */
+static bool
+answer_checks(void)
+{
+	checking = sw_webhook_server_take_checks();
+	if (checking == NULL)
+		return false;
+	refresh_limits(true);
+	while (checking)
+	{
+		SwRequest  *r = checking;
+		unsigned int relid;
+		int			status = sw_webhook_server_verdict(r, &relid);
+
+		if (status == 413 && relid != InvalidOid)
+			sw_webhook_worker_count(relid, status, SW_WEBHOOK_TOO_LARGE_TEXT);
+		if (status == 413)
+			ereport(LOG,
+					(errmsg("source_writes webhook request to %s refused with status %d",
+							r->path, status),
+					 r->sized ?
+					 errdetail("The body announced is over the table's max_body_bytes; it was not read.") :
+					 errdetail("The body, of unknown length, grew over the table's max_body_bytes; its connection was closed.")));
+		checking = r->next;
+		sw_webhook_server_checked(r, status);	/* not ours any more */
+	}
+	return true;
+}
+
 /* what the main thread waits for: its latch, the postmaster, requests */
 static WaitEventSet *
 make_events(void)
@@ -1243,6 +1395,7 @@ source_writes_webhook_main(Datum main_arg)
 	WaitEventSet *events;
 	MemoryContext group_cxt;
 	TimestampTz last_look = GetCurrentTimestamp();
+	bool		looked;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -1259,7 +1412,11 @@ source_writes_webhook_main(Datum main_arg)
 		proc_exit(0);			/* another one serves */
 
 	before_shmem_exit(stop_server, (Datum) 0);
+	CacheRegisterSyscacheCallback(RELOID, limits_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, limits_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, limits_invalidated, (Datum) 0);
 	start_configured_server();
+	refresh_limits(true);
 
 	events = make_events();
 	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
@@ -1290,10 +1447,14 @@ source_writes_webhook_main(Datum main_arg)
 		}
 
 		in_hand = sw_webhook_server_take();
+		looked = answer_checks();
 		if (in_hand == NULL)
 		{
 			/* idle: leave once the last webhook source is gone */
 			TimestampTz now = GetCurrentTimestamp();
+
+			if (!looked)
+				refresh_limits(true);	/* take in catalog changes */
 
 			if (TimestampDifferenceExceeds(last_look, now, 5 * SW_WEBHOOK_WAIT_MS))
 			{
@@ -1317,6 +1478,8 @@ source_writes_webhook_main(Datum main_arg)
 			writing = group;
 			write_group(group, group_cxt);
 			MemoryContextReset(group_cxt);
+			(void) answer_checks();
 		}
+		refresh_limits(false);
 	}
 }

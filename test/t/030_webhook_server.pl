@@ -185,27 +185,47 @@ is(request('POST', '/public/pay', '{"id": "t6"}', 'Content-Type: '), '200 1 row'
 is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM pay WHERE id LIKE 't%'}), 't3,t4,t5,t6',
 	'refused requests wrote nothing');
 
-# more requests in flight than the server takes: 429, and nothing written
-sql(q{CREATE FOREIGN TABLE slow (id int, w text DEFAULT pg_catalog.pg_sleep(0.05)::text)
-	SERVER hooks OPTIONS (format 'json')});
-my @slow;
-for my $i (1 .. 100)
+# more requests in flight than the server takes: 429, and nothing written.
+# The first request holds the worker until the test lets it go: 63 more
+# queue behind it, and the rest are answered 429 at once.
+sql(q{CREATE TABLE go (ok bool);
+	CREATE FUNCTION public.held() RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN
+		WHILE NOT EXISTS (SELECT FROM public.go) LOOP PERFORM pg_catalog.pg_sleep(0.01); END LOOP;
+		RETURN 'let go';
+	END $$;
+	CREATE FOREIGN TABLE slow (id int, w text DEFAULT public.held()) SERVER hooks OPTIONS (format 'json')});
+my $answers = PostgreSQL::Test::Utils::tempdir();
+sub post_slow
 {
-	my $o = '';
-	push @slow, [ IPC::Run::start([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
+	my ($i) = @_;
+	return IPC::Run::start([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}',
 		'-H', 'Content-Type: application/json', '--data-binary', qq({"id": $i}), "$base/public/slow" ],
-		'>', \$o), \$o ];
+		'>', "$answers/$i");
 }
-my %codes;
-for my $c (@slow)
+sub answered
 {
-	$c->[0]->finish;
-	$codes{ ${ $c->[1] } }++;
+	my ($code) = @_;
+	return scalar grep { -s "$answers/$_" && slurp_file("$answers/$_") eq $code } 1 .. 100;
 }
-note('100 requests to a slow table: ' . join(', ', map { "$_: $codes{$_}" } sort keys %codes));
-cmp_ok($codes{429} // 0, '>', 0, 'past 64 in flight: 429');
-is(($codes{200} // 0) + ($codes{429} // 0), 100, 'the others: 200');
-is(sql(q{SELECT count(*) FROM slow}), $codes{200} // 0, 'one row for each 200, none for a 429');
+my @slow = (post_slow(1));
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server' AND wait_event = 'PgSleep'}),
+	'the first request holds the worker');
+push @slow, post_slow($_) for 2 .. 100;
+# the refused are answered at once, while the others wait for the worker
+for (1 .. 1200)
+{
+	last if answered('429') >= 36;
+	usleep(50_000);
+}
+is(answered('429'), 36, 'past 64 in flight: 429 at once');
+is(answered('200'), 0, 'while the 64 in flight wait');
+sql(q{INSERT INTO go VALUES (true)});
+$_->finish for @slow;
+is(answered('200'), 64, 'once let go, the 64 in flight: 200');
+is(answered('429'), 36, 'and the others were refused');
+is(sql(q{SELECT count(*) FROM slow}), '64', 'one row for each 200, none for a 429');
 
 # what clients are told: about their data, and nothing of the server's
 sql(q{CREATE FUNCTION public.gone() RETURNS int LANGUAGE sql AS 'SELECT 1';

@@ -47,6 +47,10 @@ is(post('/public/pay', qq({"id": "b", "amount": 2}\n{"id": "c", "amount": 3})), 
 is(post('/public/pay', '{"id": "d", "amount": "x"}'), '400', 'a bad value');
 is(post('/public/pay', 'x' x 10, 'Content-Type: image/png'), '415', 'a bad content type');
 is(post('/public/other', '{"id": "o"}'), '200', 'a post to another table');
+sql(q{CREATE FOREIGN TABLE small (v text) SERVER hooks OPTIONS (format 'text', max_body_bytes '16')});
+is(post('/public/small', 'x' x 100, 'Content-Type: text/plain'), '413', 'a body over the limit, refused before it is read');
+is(sql(q{SELECT accepted, refused, last_error FROM source_writes.sources WHERE source = 'small'::regclass}),
+	'0|1|413 the body is larger than this table takes', 'is counted too');
 is(post('/public/nope', '{"id": "n"}'), '404', 'a post to no table');
 
 is(sql(q{SELECT accepted, refused, last_error FROM source_writes.sources WHERE source = 'pay'::regclass}),
