@@ -120,7 +120,7 @@ send_next(CURLM *multi, Client *c, const char *prefix)
 			 "{\"id\": \"%s-%d-%ld\", \"amount\": %ld.%02ld, \"currency\": \"EUR\", "
 			 "\"kind\": \"%s\", \"customer\": \"customer-%ld\", "
 			 "\"at\": \"2026-01-%02ldT%02ld:%02ld:%02ldZ\", "
-			 "\"note\": \"standard delivery, leave at the door\"}",
+			 "\"note\": \"standard delivery, leave at the door, ring twice\"}",
 			 prefix, c->id, n, n % 500, n % 100, (n % 3) ? "order" : "refund",
 			 (c->id * 7919 + n) % 5000, 1 + n % 28, n % 24, n % 60, (n * 7) % 60);
 	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body);
