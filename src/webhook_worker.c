@@ -102,6 +102,9 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* the most requests written in one transaction */
 #define SW_WEBHOOK_GROUP		256
 
+/* the most tables whose ingestion the worker keeps between groups */
+#define SW_WEBHOOK_KEPT_TABLES	128
+
 /* the requests of a group: taken together, written in one transaction */
 typedef struct GroupRequest
 {
@@ -736,22 +739,24 @@ make_tables(void)
 }
 
 /*
- * Forget the tables whose ingestion is no longer valid (dropped, altered),
- * between groups: those that are still written to are made again when they
- * are.
+ * Between groups, forget the tables whose ingestion is no longer valid
+ * (dropped, altered), or all of them when there are more than
+ * SW_WEBHOOK_KEPT_TABLES: those that are still written to are made again
+ * when they are.
  */
 static void
-forget_changed_tables(void)
+forget_tables(void)
 {
 	HASH_SEQ_STATUS seq;
 	TableEntry *e;
+	bool		all = hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES;
 
 	Assert(open_tables == NULL);
 	tables_changed = false;
 	hash_seq_init(&seq, tables);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->valid && e->ing)
+		if (e->valid && e->ing && !all)
 			continue;
 		if (e->cxt)
 			MemoryContextDelete(e->cxt);
@@ -1056,8 +1061,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "writing webhook requests");
-		if (tables_changed)
-			forget_changed_tables();
+		if (tables_changed || hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES)
+			forget_tables();
 		for (i = 0; i < n; i++)
 		{
 			GroupPath  *p;

@@ -14,6 +14,8 @@ use Test::More;
 use IPC::Run;
 use SwTest;
 
+my $from;
+
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $node = SwTest::node('cache', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
 my $base = "http://127.0.0.1:$port/postgres/public";
@@ -101,6 +103,21 @@ cmp_ok(sql(q{SELECT count(*) FROM (SELECT xid FROM source_writes.batches
 	WHERE source IN ('ta'::regclass, 'tb'::regclass) GROUP BY xid HAVING count(DISTINCT source) = 2) g}),
 	'>', 0, 'some groups wrote to both tables');
 
+# the worker keeps what it prepared for at most 128 tables: past that it
+# starts again from none
+sql(q{DO $$ BEGIN FOR i IN 1 .. 130 LOOP
+	EXECUTE format('CREATE FOREIGN TABLE many%s (id text) SERVER hooks OPTIONS (format ''json'')', i);
+	END LOOP; END $$});
+my @many = grep { post("many$_", '{"id": "x"}') ne '200 1 row' } 1 .. 130;
+is("@many", '', 'a post to each of 130 tables');
+is(post('many1', '{"id": "y"}'), '200 1 row', 'and one more to the first of them');
+my $worker = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+$from = -s $node->logfile;
+sql("SELECT pg_log_backend_memory_contexts($worker)");
+ok($node->wait_for_log(qr/Grand total: /, $from), 'the worker logs its memory');
+my $contexts = () = substr(slurp_file($node->logfile), $from) =~ /source_writes webhook table: /g;
+is($contexts, 2, 'it keeps two tables: the one written after it forgot the others, and the first again');
+
 # the benchmark switch: set at server start, by a superuser only
 like(sql(q{SHOW source_writes.webhook_bench_discard}), qr/^off$/, 'the benchmark switch is off');
 my ($rc, $out, $err) = $node->psql('postgres', q{SET source_writes.webhook_bench_discard = on});
@@ -111,7 +128,7 @@ like($err, qr/permission denied|must be superuser/, 'a role that is no superuser
 is(sql(q{SELECT count(*) FROM pg_settings WHERE name = 'source_writes.webhook_bench_discard'}), '0',
 	'nor does SHOW ALL show it');
 $node->append_conf('postgresql.conf', "source_writes.webhook_bench_discard = on\n");
-my $from = -s $node->logfile;
+$from = -s $node->logfile;
 $node->restart;
 ok($node->wait_for_log(qr/WARNING:  source_writes webhook server discards every request/, $from),
 	'on: the webhook server warns in its log');
