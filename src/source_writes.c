@@ -207,16 +207,19 @@ _PG_init(void)
 	 * For benchmarks only: it drops every post.  Set at server start, by a
 	 * superuser (postgresql.conf, ALTER SYSTEM or the command line), never in
 	 * a session; not in the sample file nor in SHOW ALL, and the webhook
-	 * server warns in the log while it is on.
+	 * server warns in the log while it is on.  Only with the webhook server,
+	 * which needs shared_preload_libraries (a setting of the postmaster can
+	 * be made at its start only).
 	 */
-	DefineCustomBoolVariable("source_writes.webhook_bench_discard",
-							 "For benchmarks only: the webhook server answers 200 to every POST and writes nothing.",
-							 "It drops every request: the figure it gives is the HTTP server's ceiling.",
-							 &sw_webhook_bench_discard,
-							 false,
-							 PGC_POSTMASTER,
-							 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
-							 NULL, NULL, NULL);
+	if (sw_preloaded)
+		DefineCustomBoolVariable("source_writes.webhook_bench_discard",
+								 "For benchmarks only: the webhook server answers 200 to every POST and writes nothing.",
+								 "It drops every request: the figure it gives is the HTTP server's ceiling.",
+								 &sw_webhook_bench_discard,
+								 false,
+								 PGC_POSTMASTER,
+								 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
+								 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
 
