@@ -122,7 +122,9 @@ struct SwIngest
 	SwSourceTable *st;			/* the table's options, when created */
 	SwDecoder  *decoder;
 	TupleDesc	desc;			/* the table's rows */
-	TupleTableSlot *slots[SW_INGEST_CHUNK]; /* a chunk's rows */
+	TupleTableSlot *slots[SW_INGEST_CHUNK]; /* a chunk's rows, made as needed */
+	int			nslots;
+	MemoryContext cxt;			/* the ingestion's own: what it was made in */
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
 	BulkInsertState bistate;	/* for appends, across batches */
 
@@ -195,8 +197,9 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	ing->desc = CreateTupleDescCopy(RelationGetDescr(ftrel));
-	for (int i = 0; i < SW_INGEST_CHUNK; i++)
-		ing->slots[i] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
+	ing->cxt = CurrentMemoryContext;
+	ing->slots[0] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
+	ing->nslots = 1;
 	ing->bistate = GetBulkInsertState();
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
@@ -204,6 +207,23 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	if (ing->st->upsert)
 		prepare_merge(ing);
 	return ing;
+}
+
+/*
+ * Make the chunk's slots up to the i-th, if they are not yet: a chunk of
+ * a message (a webhook request, say) needs one, not SW_INGEST_CHUNK.
+ */
+static inline void
+need_slot(SwIngest *ing, int i)
+{
+	if (i >= ing->nslots)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ing->cxt);
+
+		while (ing->nslots <= i)
+			ing->slots[ing->nslots++] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
+		MemoryContextSwitchTo(old);
+	}
 }
 
 /*
@@ -825,7 +845,10 @@ static void
 buffer_pending(SwIngest *ing, int *next)
 {
 	while (ing->nmessages < SW_INGEST_CHUNK && *next < ing->npending)
+	{
+		need_slot(ing, ing->nmessages);
 		ing->messages[ing->nmessages++] = &ing->pending[(*next)++]->msg;
+	}
 }
 
 /*
@@ -923,6 +946,7 @@ sw_ingest_full(SwIngest *ing)
 void
 sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 {
+	need_slot(ing, ing->nmessages);
 	ing->messages[ing->nmessages++] = msg;
 	ing->added++;
 	if (ing->nmessages == SW_INGEST_CHUNK)
@@ -955,6 +979,24 @@ sw_ingest_write(SwIngest *ing, const SwMessage *msg)
 	MemoryContextSwitchTo(old);
 	ExecClearTuple(ing->slots[0]);
 	MemoryContextReset(ing->chunk_cxt);
+}
+
+/*
+ * End a subtransaction of the caller's in which it wrote with
+ * sw_ingest_write() (a webhook request's): write the rows it buffered, if
+ * it commits; else drop them, and forget what was prepared in it.  Called
+ * before the subtransaction ends.
+ */
+void
+sw_ingest_sub_end(SwIngest *ing, bool commit)
+{
+	sw_writer_sub_end(ing->writer, commit);
+	if (!commit)
+	{
+		sw_writer_reset_checks(ing->writer);
+		ExecClearTuple(ing->slots[0]);
+		MemoryContextReset(ing->chunk_cxt);
+	}
 }
 
 /*
@@ -998,7 +1040,7 @@ sw_ingest_abort(SwIngest *ing)
 	ing->ftrel = NULL;
 	ing->nmessages = 0;
 	ing->bistate->current_buf = InvalidBuffer;
-	for (int i = 0; i < SW_INGEST_CHUNK; i++)
+	for (int i = 0; i < ing->nslots; i++)
 		ExecClearTuple(ing->slots[i]);
 	MemoryContextReset(ing->chunk_cxt);
 	reset_merge(ing);

@@ -27,6 +27,7 @@ extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
 extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
 extern void sw_ingest_flush(SwIngest *ing);
 extern void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
+extern void sw_ingest_sub_end(SwIngest *ing, bool commit);
 extern bool sw_ingest_full(SwIngest *ing);
 extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
 extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);

@@ -48,6 +48,7 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
+bool		sw_webhook_bench_discard = false;
 static char *sw_as_of_string = NULL;
 
 /* source_writes.as_of as a number: -1 when not set */
@@ -226,6 +227,24 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	/*
+	 * For benchmarks only: it drops every post.  Set at server start, by a
+	 * superuser (postgresql.conf, ALTER SYSTEM or the command line), never in
+	 * a session; not in the sample file nor in SHOW ALL, and the webhook
+	 * server warns in the log while it is on.  Only with the webhook server,
+	 * which needs shared_preload_libraries (a setting of the postmaster can
+	 * be made at its start only).
+	 */
+	if (sw_preloaded)
+		DefineCustomBoolVariable("source_writes.webhook_bench_discard",
+								 "For benchmarks only: the webhook server answers 200 to every POST and writes nothing.",
+								 "It drops every request: the figure it gives is the HTTP server's ceiling.",
+								 &sw_webhook_bench_discard,
+								 false,
+								 PGC_POSTMASTER,
+								 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
+								 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
 

@@ -45,6 +45,7 @@ typedef enum SwOrigin
 extern bool sw_preloaded;
 extern int64 sw_as_of;
 extern int	sw_compaction_interval;
+extern bool sw_webhook_bench_discard;
 extern char *sw_database;
 extern char *sw_webhook_listen;
 extern char *sw_webhook_ssl_cert_file;

@@ -16,6 +16,15 @@
  * that are durably committed.  POST /<database>/<schema>/<table> appends
  * the body to that webhook source table, as the table's owner, with origin
  * webhook; the names are percent-decoded, as PostgreSQL spells them.
+ * Requests that come while a group is written form the next group.
+ *
+ * A group resolves each address it was sent to once, and writes the
+ * requests to one table together, in the order they came, in one batch of
+ * the table: one writer, which runs as the table's owner while it writes
+ * them (the requests to another table run as that one's owner).  What the
+ * worker prepared for a table (its options, its decoder) is kept from one
+ * group to the next, and made again when the table, its server or the
+ * caches change (relcache and syscache invalidations).
  *
  * A table with signature_header takes only requests signed with the
  * secret of its owner's user mapping for its server: HMAC-SHA256 of the
@@ -94,6 +103,7 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -123,11 +133,14 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* the largest certificate or key file the worker reads */
 #define SW_WEBHOOK_MAX_PEM_FILE	(1024 * 1024)
 
+/* the most tables whose ingestion the worker keeps between groups */
+#define SW_WEBHOOK_KEPT_TABLES	128
+
 /* the requests of a group: taken together, written in one transaction */
 typedef struct GroupRequest
 {
 	SwRequest  *request;
-	Oid			relid;			/* the source it is for, if any */
+	struct TableEntry *table;	/* where it goes, if anywhere */
 	int			status;
 	char	   *text;
 } GroupRequest;
@@ -141,6 +154,42 @@ static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
 static SwRequest *checking = NULL;	/* taken for a look at their limit */
 static bool limits_stale = true;	/* the server's map of limits may be */
+
+/*
+ * What the worker keeps of a webhook source table from one group to the
+ * next: its ingestion (options, decoder), made when a group first writes
+ * to the table and made again after the table, its server or the cache
+ * changed (invalidation callbacks).  While a group writes to the table,
+ * the table is open and the ingestion's batch begun: one writer for all
+ * the group's requests to it.
+ */
+typedef struct TableEntry
+{
+	Oid			relid;			/* the hash key */
+	bool		valid;			/* false: to be made again */
+	MemoryContext cxt;			/* the ingestion's memory */
+	SwIngest   *ing;			/* NULL until made */
+	Relation	ftrel;			/* open in the current group, else NULL */
+	bool		begun;			/* its batch begun in the current group */
+	struct TableEntry *next_open;	/* the group's other open tables */
+} TableEntry;
+
+static HTAB *tables = NULL;		/* relid -> TableEntry */
+static MemoryContext tables_cxt = NULL;
+static bool tables_changed = false; /* some entry is no longer valid */
+static TableEntry *open_tables = NULL;	/* in the current group */
+
+/*
+ * The address a group's requests were sent to, resolved once a group:
+ * its table, opened, or the answer to give each request sent there.
+ */
+typedef struct GroupPath
+{
+	const char *path;
+	TableEntry *table;			/* NULL: answer status and text */
+	int			status;
+	char	   *text;
+} GroupPath;
 
 /*
  * Forget a certificate or key read by read_pem_file, wiping it first; NULL
@@ -666,13 +715,12 @@ write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
 
 /*
  * Write a request's body into its table: the messages its format makes of
- * it, each as it is found, through an ingestion that raises the first
- * error.  Returns how many rows.
+ * it, each as it is found, through the table's ingestion (its batch begun
+ * by the group), which raises the first error.  Returns how many rows.
  */
 static int
-write_body(SwRequest *r, Relation ftrel)
+write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 {
-	SwIngest   *ing = sw_ingest_create(ftrel, SW_ORIGIN_WEBHOOK);
 	const SwSourceTable *st = sw_ingest_source_table(ing);
 	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
 	const char *body = r->body ? r->body : "";
@@ -680,7 +728,6 @@ write_body(SwRequest *r, Relation ftrel)
 	ErrorContextCallback errcb;
 	char		where[64] = "the body";
 	int			n = 0;
-	int64		kept;
 
 	for (int i = 0; i < r->nheaders; i++)
 	{
@@ -698,7 +745,6 @@ write_body(SwRequest *r, Relation ftrel)
 	errcb.arg = where;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
-	sw_ingest_begin(ing, ftrel);
 
 	if (st->format == SW_FORMAT_JSON_ARRAY)
 	{
@@ -780,7 +826,6 @@ write_body(SwRequest *r, Relation ftrel)
 		n = 1;
 	}
 
-	(void) sw_ingest_end(ing, &kept);
 	error_context_stack = errcb.previous;
 	return n;
 }
@@ -1046,6 +1091,250 @@ error_answer(ErrorData *edata, char **text)
 	return 400;
 }
 
+/* a cached table changed: make its ingestion again before it is used */
+static void
+tables_relcache_callback(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS seq;
+	TableEntry *e;
+
+	if (tables == NULL)
+		return;
+	if (OidIsValid(relid))
+	{
+		e = hash_search(tables, &relid, HASH_FIND, NULL);
+		if (e)
+			e->valid = false;
+	}
+	else
+	{
+		/* a cache reset: all of them */
+		hash_seq_init(&seq, tables);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			e->valid = false;
+	}
+	tables_changed = true;
+}
+
+/* a server changed (its options, its type): every table, as seldom as that is */
+static void
+tables_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	tables_relcache_callback(arg, InvalidOid);
+}
+
+/* the cache of tables, and what tells it of their changes */
+static void
+make_tables(void)
+{
+	HASHCTL		ctl;
+
+	tables_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook tables",
+									   ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(TableEntry);
+	ctl.hcxt = tables_cxt;
+	tables = hash_create("source_writes webhook tables", 16, &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	CacheRegisterRelcacheCallback(tables_relcache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, tables_syscache_callback, (Datum) 0);
+}
+
+/*
+ * Between groups, forget the tables whose ingestion is no longer valid
+ * (dropped, altered), or all of them when there are more than
+ * SW_WEBHOOK_KEPT_TABLES: those that are still written to are made again
+ * when they are.
+ */
+static void
+forget_tables(void)
+{
+	HASH_SEQ_STATUS seq;
+	TableEntry *e;
+	bool		all = hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES;
+
+	Assert(open_tables == NULL);
+	tables_changed = false;
+	hash_seq_init(&seq, tables);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->valid && e->ing && !all)
+			continue;
+		if (e->cxt)
+			MemoryContextDelete(e->cxt);
+		(void) hash_search(tables, &e->relid, HASH_REMOVE, NULL);
+	}
+}
+
+/* make a table's ingestion (again), in its own memory */
+static void
+make_ingestion(TableEntry *e, Relation ftrel)
+{
+	MemoryContext old;
+
+	if (e->cxt)
+		MemoryContextDelete(e->cxt);
+	e->ing = NULL;
+	e->cxt = AllocSetContextCreate(tables_cxt, "source_writes webhook table",
+								   ALLOCSET_SMALL_SIZES);
+	e->valid = true;			/* a change from now on makes it again */
+	old = MemoryContextSwitchTo(e->cxt);
+	e->ing = sw_ingest_create(ftrel, SW_ORIGIN_WEBHOOK);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Open a webhook source table for the current group, with its cached
+ * ingestion, made again if it changed.  Called in a subtransaction; the
+ * relation is the group's (group_owner's), as is its lock.
+ */
+static TableEntry *
+open_table(Oid relid, ResourceOwner group_owner)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+	TableEntry *e;
+	bool		found;
+	Relation	ftrel;
+
+	e = hash_search(tables, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		e->valid = false;
+		e->cxt = NULL;
+		e->ing = NULL;
+		e->ftrel = NULL;
+		e->begun = false;
+	}
+	if (e->ftrel)
+		return e;				/* the group opened it already */
+
+	/* the lock takes in the invalidations that came meanwhile */
+	CurrentResourceOwner = group_owner;
+	ftrel = table_open(relid, RowExclusiveLock);
+	CurrentResourceOwner = owner;
+	if (!e->valid || e->ing == NULL)
+	{
+		PG_TRY();
+		{
+			make_ingestion(e, ftrel);
+		}
+		PG_CATCH();
+		{
+			CurrentResourceOwner = group_owner;
+			table_close(ftrel, NoLock);
+			CurrentResourceOwner = owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	e->ftrel = ftrel;
+	e->next_open = open_tables;
+	open_tables = e;
+	return e;
+}
+
+/* before the group commits: close the tables it wrote to */
+static void
+close_tables(void)
+{
+	while (open_tables)
+	{
+		TableEntry *e = open_tables;
+
+		Assert(!e->begun);
+		table_close(e->ftrel, NoLock);
+		open_tables = e->next_open;
+		e->ftrel = NULL;
+		e->begun = false;
+		e->next_open = NULL;
+	}
+}
+
+/*
+ * After the group's transaction aborted: forget its batches, which went
+ * with it, as did the tables' relations.
+ */
+static void
+forget_open_tables(void)
+{
+	while (open_tables)
+	{
+		TableEntry *e = open_tables;
+
+		if (e->begun)
+			sw_ingest_abort(e->ing);
+		open_tables = e->next_open;
+		e->ftrel = NULL;
+		e->begun = false;
+		e->next_open = NULL;
+	}
+}
+
+/*
+ * What a path of the group leads to: the first request sent to it
+ * resolves it and opens its table, in a subtransaction (a failure is the
+ * answer to the requests sent there, not to the group).  Called in the
+ * group's memory context.
+ */
+static GroupPath *
+group_path(const char *path, List **paths)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ListCell   *lc;
+	GroupPath  *p;
+
+	foreach(lc, *paths)
+	{
+		p = lfirst(lc);
+		if (strcmp(p->path, path) == 0)
+			return p;
+	}
+	p = palloc0(sizeof(GroupPath));
+	p->path = pstrdup(path);
+	*paths = lappend(*paths, p);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(request_cxt);
+	PG_TRY();
+	{
+		Oid			relid = path_source(path);
+
+		if (OidIsValid(relid))
+			p->table = open_table(relid, owner);
+		else
+		{
+			p->status = 404;
+			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+			ReThrowError(edata);
+		p->table = NULL;
+		p->status = error_answer(edata, &p->text);
+		ereport(LOG,
+				(errmsg("source_writes webhook request to %s refused with status %d: %s",
+						path, p->status, edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextReset(request_cxt);
+	return p;
+}
+
 /*
  * Write one request of a group, in a subtransaction of its own: its answer
  * (given after the commit) in g, in the caller's memory context.
@@ -1056,60 +1345,50 @@ write_request(GroupRequest *g)
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	SwRequest  *r = g->request;
+	TableEntry *t = g->table;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(request_cxt);
 	PG_TRY();
 	{
-		Oid			relid = path_source(r->path);
+		const SwSourceTable *st = sw_ingest_source_table(t->ing);
+		char	   *text;
+		const char *key = NULL;
+		uint8		hash[PG_SHA256_DIGEST_LENGTH];
+		int			rows = 0;
+		int			status = check_request(r, st, &text);
 
-		if (!OidIsValid(relid))
+		if (status == 0)
+			status = check_signature(r, t->ftrel, st, &text);
+		if (status == 0)
+			status = check_idempotency(r, t->relid, st, &key, hash, &text);
+
+		if (status == 200)
 		{
-			g->status = 404;
-			g->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
+			/* a repeated delivery: the first one's answer */
+			g->status = 200;
+			g->text = MemoryContextStrdup(cxt, text);
+		}
+		else if (status)
+		{
+			g->status = status;
+			g->text = MemoryContextStrdup(cxt, text);
+			ereport(LOG,
+					(errmsg("source_writes webhook request to %s refused with status %d",
+							r->path, g->status)));
 		}
 		else
+			rows = write_body(r, t->ftrel, t->ing);
+
+		/* the rows go into the table in this subtransaction, with the key */
+		sw_ingest_sub_end(t->ing, true);
+		if (status == 0)
 		{
-			Relation	ftrel = table_open(relid, RowExclusiveLock);
-			SwSourceTable *st = sw_source_table(ftrel);
-			char	   *text;
-			const char *key = NULL;
-			uint8		hash[PG_SHA256_DIGEST_LENGTH];
-			int			status;
-
-			g->relid = relid;
-			status = check_request(r, st, &text);
-
-			if (status == 0)
-				status = check_signature(r, ftrel, st, &text);
-			if (status == 0)
-				status = check_idempotency(r, relid, st, &key, hash, &text);
-
-			if (status == 200)
-			{
-				/* a repeated delivery: the first one's answer */
-				g->status = 200;
-				g->text = MemoryContextStrdup(cxt, text);
-			}
-			else if (status)
-			{
-				g->status = status;
-				g->text = MemoryContextStrdup(cxt, text);
-				ereport(LOG,
-						(errmsg("source_writes webhook request to %s refused with status %d",
-								r->path, g->status)));
-			}
-			else
-			{
-				int			rows = write_body(r, ftrel);
-
-				if (key)
-					sw_delivery_insert(relid, key, r->received_ms, hash, rows);
-				g->status = 200;
-				g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
-															rows == 1 ? "row" : "rows"));
-			}
-			table_close(ftrel, NoLock);
+			if (key)
+				sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);
+			g->status = 200;
+			g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
+														rows == 1 ? "row" : "rows"));
 		}
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
@@ -1123,6 +1402,7 @@ write_request(GroupRequest *g)
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
+		sw_ingest_sub_end(t->ing, false);
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -1146,14 +1426,40 @@ write_request(GroupRequest *g)
 }
 
 /*
+ * Write the group's requests to one table, in the order they came, each
+ * in its own subtransaction, in one batch of the table: one writer, which
+ * runs as the table's owner until the last of them is written.
+ */
+static void
+write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
+{
+	int64		kept;
+
+	MemoryContextSwitchTo(TopTransactionContext);
+	sw_ingest_begin(e->ing, e->ftrel);
+	e->begun = true;
+	for (int i = 0; i < n; i++)
+	{
+		if (group[i].table != e)
+			continue;
+		MemoryContextSwitchTo(group_cxt);
+		write_request(&group[i]);
+	}
+	(void) sw_ingest_end(e->ing, &kept);
+	e->begun = false;
+}
+
+/*
  * Write the requests taken together in one transaction, then answer them:
- * after the commit, or 503 each if it failed.
+ * after the commit, or 503 each if it failed.  Their addresses are
+ * resolved first, then each table's requests written together.
  */
 static void
 write_group(SwRequest *requests, MemoryContext group_cxt)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	GroupRequest *group;
+	List	   *paths = NIL;
 	int			n = 0;
 	int			i = 0;
 	volatile bool committed = false;
@@ -1173,11 +1479,21 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING,
 							   psprintf("writing %d webhook request%s", n, n == 1 ? "" : "s"));
+		if (tables_changed || hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES)
+			forget_tables();
 		for (i = 0; i < n; i++)
 		{
+			GroupPath  *p;
+
 			MemoryContextSwitchTo(group_cxt);
-			write_request(&group[i]);
+			p = group_path(group[i].request->path, &paths);
+			group[i].table = p->table;
+			group[i].status = p->status;
+			group[i].text = p->text;
 		}
+		for (TableEntry *e = open_tables; e; e = e->next_open)
+			write_table(e, group, n, group_cxt);
+		close_tables();
 		PopActiveSnapshot();
 
 		/*
@@ -1197,6 +1513,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
+		forget_open_tables();
 	}
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
@@ -1210,8 +1527,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			group[i].status = 503;
 			group[i].text = "the request could not be committed; send it again\n";
 		}
-		if (OidIsValid(group[i].relid))
-			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
+		if (group[i].table)
+			sw_webhook_worker_count(group[i].table->relid, group[i].status, group[i].text);
 		sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
 	if (holding)
@@ -1344,6 +1661,24 @@ answer_checks(void)
 	return true;
 }
 
+/*
+ * source_writes.webhook_bench_discard, for benchmarks only: answer each
+ * request of a list 200 at once, writing nothing and starting no
+ * transaction, so that a benchmark measures what the HTTP side alone can
+ * do.
+ */
+static void
+discard_requests(SwRequest *r)
+{
+	while (r)
+	{
+		SwRequest  *next = r->next;
+
+		sw_webhook_server_answer(r, 200, "discarded (source_writes.webhook_bench_discard)\n");
+		r = next;
+	}
+}
+
 /* what the main thread waits for: its latch, the postmaster, requests */
 static WaitEventSet *
 make_events(void)
@@ -1417,12 +1752,18 @@ source_writes_webhook_main(Datum main_arg)
 	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, limits_invalidated, (Datum) 0);
 	start_configured_server();
 	refresh_limits(true);
+	if (sw_webhook_bench_discard)
+		ereport(WARNING,
+				(errmsg("source_writes webhook server discards every request"),
+				 errdetail("source_writes.webhook_bench_discard is on: requests are answered 200 and nothing is written."),
+				 errhint("It is for benchmarks only: turn it off and restart the server.")));
 
 	events = make_events();
 	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
 									  ALLOCSET_DEFAULT_SIZES);
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook request",
 										ALLOCSET_DEFAULT_SIZES);
+	make_tables();
 
 	for (;;)
 	{
@@ -1462,6 +1803,12 @@ source_writes_webhook_main(Datum main_arg)
 				if (!have_webhook_sources())
 					proc_exit(0);
 			}
+			continue;
+		}
+		if (sw_webhook_bench_discard)
+		{
+			discard_requests(in_hand);
+			in_hand = NULL;
 			continue;
 		}
 
