@@ -10,8 +10,8 @@
  * writes nothing, and is answered like the first (or refused, if its body
  * is not the first one's).  Keys are looked up with a dirty snapshot, so
  * that one written earlier in the same transaction counts, and one that
- * another transaction is still writing is seen as such; the unique index
- * on (source, key) stands behind the lookup.
+ * another transaction is deleting (compaction, a DROP) is seen as such;
+ * the unique index on (source, key) stands behind the lookup.
  *
  * Keys are kept while the source's history reaches back to them:
  * compaction forgets those received before the source's since.
@@ -84,7 +84,7 @@ sw_delivery_lookup(Oid relid, const char *key, const uint8 *body_sha256,
 		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
 		hash = DatumGetByteaPP(values[Anum_d_body_sha256 - 1]);
 		if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax))
-			state = SW_DELIVERY_COMMITTING;
+			state = SW_DELIVERY_CHANGING;
 		else if (VARSIZE_ANY_EXHDR(hash) == PG_SHA256_DIGEST_LENGTH &&
 				 memcmp(VARDATA_ANY(hash), body_sha256, PG_SHA256_DIGEST_LENGTH) == 0)
 			state = SW_DELIVERY_REPEAT;
@@ -130,7 +130,9 @@ sw_delivery_insert(Oid relid, const char *key, int64 received_ms,
 /*
  * Forget the keys of a source received before the given time; returns
  * how many.  The caller holds the source's compaction lock, so no other
- * compaction deletes them meanwhile, and the webhook worker only inserts.
+ * compaction deletes them meanwhile; the webhook worker only inserts keys,
+ * and sees one being deleted as being changed (a repeat of it is refused
+ * 503 until the deletion is over).
  */
 int64
 sw_deliveries_forget(Oid relid, int64 before)

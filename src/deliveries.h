@@ -25,7 +25,7 @@ typedef enum SwDeliveryState
 	SW_DELIVERY_NEW,			/* not seen: write it */
 	SW_DELIVERY_REPEAT,			/* written, with the same body */
 	SW_DELIVERY_CONFLICT,		/* written, with another body */
-	SW_DELIVERY_COMMITTING		/* another transaction is writing it */
+	SW_DELIVERY_CHANGING		/* another transaction is deleting it */
 } SwDeliveryState;
 
 extern SwDeliveryState sw_delivery_lookup(Oid relid, const char *key,

@@ -49,6 +49,7 @@ char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
 bool		sw_webhook_bench_discard = false;
+int			sw_webhook_request_timeout = 1000;
 static char *sw_as_of_string = NULL;
 
 /* source_writes.as_of as a number: -1 when not set */
@@ -208,6 +209,16 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("source_writes.webhook_request_timeout",
+							"Longest time the webhook server spends writing one request.",
+							"A request that takes longer (a table's slow default, constraint or trigger) is answered 503 and writes nothing, so that it does not hold up the requests to other tables; 0 means no limit.",
+							&sw_webhook_request_timeout,
+							1000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("source_writes.as_of",
 							   "Reads source tables as of this time (ms since the Unix epoch).",

@@ -182,13 +182,22 @@ keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *va
 
 	headers = realloc(r->headers, sizeof(SwRequestHeader) * (r->nheaders + 1));
 	if (headers == NULL)
+	{
+		r->headers_lost = true;
 		return MHD_NO;
+	}
 	r->headers = headers;
 	r->headers[r->nheaders].name = copy_string(name);
 	r->headers[r->nheaders].value = copy_string(value);
 	if (r->headers[r->nheaders].name == NULL ||
 		(value && r->headers[r->nheaders].value == NULL))
+	{
+		/* without all its headers (a signature...), a request is not taken */
+		free(r->headers[r->nheaders].name);
+		free(r->headers[r->nheaders].value);
+		r->headers_lost = true;
 		return MHD_NO;
+	}
 	r->nheaders++;
 	return MHD_YES;
 }
@@ -491,8 +500,9 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		r->received_ms = now_ms();
 		*req_cls = r;
 		if (r->method == NULL || r->path == NULL ||
-			MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0)
-			return MHD_NO;
+			MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0 ||
+			r->headers_lost)
+			return MHD_NO;		/* out of memory: the connection is closed */
 
 		/* what we refuse anyway, we answer before the body comes */
 		if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)

@@ -63,6 +63,7 @@ typedef struct SwRequest
 	int			refusal;		/* a status to answer once the body is in, 0 */
 	int			nheaders;
 	SwRequestHeader *headers;
+	bool		headers_lost;	/* no memory to keep them all */
 	int64_t		received_ms;	/* ms since the Unix epoch */
 
 	/* the body limit of the table the path names, for the server's threads */

@@ -101,6 +101,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -111,6 +112,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timeout.h"
 
 #include "catalog.h"
 #include "deliveries.h"
@@ -153,6 +155,8 @@ static SwRequest *in_hand = NULL;	/* taken, not written yet */
 static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
 static SwRequest *checking = NULL;	/* taken for a look at their limit */
+static TimeoutId request_timeout;	/* source_writes.webhook_request_timeout */
+static volatile sig_atomic_t request_timed_out = false;
 static bool limits_stale = true;	/* the server's map of limits may be */
 
 /*
@@ -994,7 +998,8 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
  * its body.  If the key was written already, or cannot be taken, returns
  * the status to answer, with the text in *text, and the request writes
  * nothing: 200 and the first delivery's answer for a repeat; 422 for a key
- * that came with another body; 503 while another transaction writes it;
+ * that came with another body; 503 while another transaction changes it
+ * (the worker is the only one to write keys: compaction or a DROP);
  * 400 for a key that is empty, too long or not text.  Else returns 0.
  */
 static int
@@ -1036,10 +1041,10 @@ check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 		case SW_DELIVERY_CONFLICT:
 			*text = pstrdup("this idempotency key came before with another body\n");
 			return 422;
-		case SW_DELIVERY_COMMITTING:
+		case SW_DELIVERY_CHANGING:
 			break;
 	}
-	*text = pstrdup("a delivery with this idempotency key is being written; send it again\n");
+	*text = pstrdup("a delivery with this idempotency key is being changed; send it again\n");
 	return 503;
 }
 
@@ -1300,7 +1305,18 @@ group_path(const char *path, List **paths)
 	{
 		Oid			relid = path_source(path);
 
-		if (OidIsValid(relid))
+		/*
+		 * A table that DDL holds is not waited for: its requests get 503 at
+		 * once, and the other tables' go on.  Once it is locked, its name
+		 * is looked up again: it may have been dropped or renamed meanwhile
+		 * (taking the lock took in the invalidations).
+		 */
+		if (OidIsValid(relid) && !ConditionalLockRelationOid(relid, RowExclusiveLock))
+		{
+			p->status = 503;
+			p->text = MemoryContextStrdup(cxt, "the table is being altered; send it again\n");
+		}
+		else if (OidIsValid(relid) && path_source(path) == relid)
 			p->table = open_table(relid, owner);
 		else
 		{
@@ -1336,8 +1352,45 @@ group_path(const char *path, List **paths)
 }
 
 /*
+ * A request took longer than source_writes.webhook_request_timeout: cancel
+ * what it runs, as a statement timeout does.
+ */
+static void
+request_timeout_handler(void)
+{
+	request_timed_out = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/* start a request's time limit */
+static void
+start_request_clock(void)
+{
+	request_timed_out = false;
+	if (sw_webhook_request_timeout > 0)
+		enable_timeout_after(request_timeout, sw_webhook_request_timeout);
+}
+
+/*
+ * Stop it; true if it ran out.  A cancel it asked for and that nothing
+ * took yet is dropped: it was for the request, which is over.
+ */
+static bool
+stop_request_clock(void)
+{
+	disable_timeout(request_timeout, false);
+	if (!request_timed_out)
+		return false;
+	QueryCancelPending = false;
+	return true;
+}
+
+/*
  * Write one request of a group, in a subtransaction of its own: its answer
- * (given after the commit) in g, in the caller's memory context.
+ * (given after the commit) in g, in the caller's memory context.  One that
+ * runs out of time is answered 503 and writes nothing.
  */
 static void
 write_request(GroupRequest *g)
@@ -1349,6 +1402,7 @@ write_request(GroupRequest *g)
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(request_cxt);
+	start_request_clock();
 	PG_TRY();
 	{
 		const SwSourceTable *st = sw_ingest_source_table(t->ing);
@@ -1390,12 +1444,14 @@ write_request(GroupRequest *g)
 			g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
 														rows == 1 ? "row" : "rows"));
 		}
+		(void) stop_request_clock();
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
 	PG_CATCH();
 	{
+		bool		timed_out = stop_request_clock();
 		ErrorData  *edata;
 		char	   *text;
 
@@ -1406,10 +1462,19 @@ write_request(GroupRequest *g)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+		if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		{
+			g->status = 503;
+			g->text = pstrdup("the request took longer than the server gives one; send it again\n");
+			edata->message = pstrdup("it took longer than source_writes.webhook_request_timeout");
+		}
+		else if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
 			ReThrowError(edata);
-		g->status = error_answer(edata, &text);
-		g->text = text;
+		else
+		{
+			g->status = error_answer(edata, &text);
+			g->text = text;
+		}
 		/* what the client sent is not logged: its error may quote it */
 		if (g->status == 400)
 			ereport(LOG,
@@ -1509,6 +1574,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	}
 	PG_CATCH();
 	{
+		/* the error reset the interrupt holdoff that the commit took */
+		holding = false;
 		MemoryContextSwitchTo(group_cxt);
 		EmitErrorReport();
 		FlushErrorState();
@@ -1578,6 +1645,13 @@ publish_limits(void)
 		limits[n].limit = (size_t) bytes;
 		limits[n].table_id = source->relid;
 		n++;
+	}
+	{
+		Oid		   *relids = palloc(sizeof(Oid) * Max(n, 1));
+
+		for (int i = 0; i < n; i++)
+			relids[i] = limits[i].table_id;
+		sw_webhook_worker_track(relids, n);
 	}
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
 	{
@@ -1714,7 +1788,8 @@ have_webhook_sources(void)
  * Settings of the database or its owner that would change what the worker
  * does (ALTER DATABASE ... SET): overridden.  A lock that a user's
  * transaction holds long makes a request fail (503), not every request
- * wait behind it.
+ * wait behind it; and a group commits in read committed, where no
+ * serialization failure can fail it whole.
  */
 static void
 override_settings(void)
@@ -1722,6 +1797,7 @@ override_settings(void)
 	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void
@@ -1764,6 +1840,7 @@ source_writes_webhook_main(Datum main_arg)
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook request",
 										ALLOCSET_DEFAULT_SIZES);
 	make_tables();
+	request_timeout = RegisterTimeout(USER_TIMEOUT, request_timeout_handler);
 
 	for (;;)
 	{

@@ -481,6 +481,48 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 }
 
 /*
+ * The webhook sources of the worker's database are these: keep counts for
+ * them (as many as there is room for, each with its counts so far), and
+ * none for any other table.
+ */
+void
+sw_webhook_worker_track(const Oid *relids, int n)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
+	{
+		SwWebhookCounts *c = &shared->webhook_counts[i];
+		bool		live = false;
+
+		for (int j = 0; j < n && !live && c->dboid == MyDatabaseId; j++)
+			live = relids[j] == c->relid;
+		if (!live)
+			c->relid = InvalidOid;
+	}
+	for (int j = 0; j < n; j++)
+	{
+		SwWebhookCounts *free_one = NULL;
+		bool		found = false;
+
+		for (int i = 0; i < SW_WEBHOOK_COUNTED && !found; i++)
+		{
+			SwWebhookCounts *c = &shared->webhook_counts[i];
+
+			found = c->relid == relids[j] && c->dboid == MyDatabaseId;
+			if (free_one == NULL && !OidIsValid(c->relid))
+				free_one = c;
+		}
+		if (!found && free_one)
+		{
+			memset(free_one, 0, sizeof(SwWebhookCounts));
+			free_one->relid = relids[j];
+			free_one->dboid = MyDatabaseId;
+		}
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
  * Forget the counts of a webhook source that is dropped (the transaction
  * that drops it might still fail: counts are not transactional).
  */
@@ -962,8 +1004,10 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 		values[3] = Int32GetDatum(pid);
 		nulls[3] = pid == 0;
 		nulls[4] = true;		/* lag: Kafka sources' */
+		/* not counted: more webhook sources than there is room for */
 		values[5] = Int64GetDatum(c ? (int64) c->accepted : 0);
 		values[6] = Int64GetDatum(c ? (int64) c->refused : 0);
+		nulls[5] = nulls[6] = c == NULL;
 		tuplestore_putvalues(result, desc, values, nulls);
 	}
 }

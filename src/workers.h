@@ -49,6 +49,7 @@ extern void sw_worker_restart_soon(void);
 /* the webhook server's worker */
 extern bool sw_webhook_worker_attach(void);
 extern void sw_webhook_worker_report_error(const char *error);
+extern void sw_webhook_worker_track(const Oid *relids, int n);
 extern void sw_webhook_worker_count(Oid relid, int status, const char *text);
 extern void sw_webhook_forget_counts(Oid relid);
 

@@ -17,7 +17,9 @@ use Time::HiRes qw(time usleep);
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $node = SwTest::node('webhook_http', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
+# (requests here hold the worker on purpose: no time limit)
+my $node = SwTest::node('webhook_http', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n"
+	. "source_writes.webhook_request_timeout = 0\n");
 my $base = "http://127.0.0.1:$port/postgres";
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }

@@ -12,7 +12,9 @@ use Digest::SHA qw(hmac_sha256_hex);
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $node = SwTest::node('idempotency', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
+# (requests here hold the worker on purpose: no time limit)
+my $node = SwTest::node('idempotency', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n"
+	. "source_writes.webhook_request_timeout = 0\n");
 my $base = "http://127.0.0.1:$port/postgres";
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }

@@ -94,9 +94,53 @@ ok($node->poll_query_until('postgres', qq{SELECT state = 'listening' AND worker_
 is(sql(q{SELECT accepted FROM source_writes.sources WHERE source = 'pay'::regclass}), '1',
 	'the counts outlive the worker');
 
+# one table does not hold up the others: a request that takes longer than
+# source_writes.webhook_request_timeout is answered 503 and writes nothing,
+# and a table that DDL holds is not waited for
+$node->append_conf('postgresql.conf', "source_writes.webhook_request_timeout = '300ms'\n");
+$node->reload;
+ok($node->poll_query_until('postgres', q{SELECT current_setting('source_writes.webhook_request_timeout') = '300ms'}),
+	'a request timeout of 300 ms');
+sql(q{CREATE FOREIGN TABLE sleepy (id int, w text DEFAULT pg_catalog.pg_sleep(30)::text)
+	SERVER hooks OPTIONS (format 'json')});
+my $t0 = time();
+my ($sleepy_answer) = run_command([ 'curl', '-s', '-w', ' %{http_code}', '--data-binary', '{"id": 1}',
+	'-H', 'Content-Type: application/json', "http://127.0.0.1:$taken/postgres/public/sleepy" ]);
+is($sleepy_answer, "the request took longer than the server gives one; send it again\n 503",
+	'a request to a table whose default sleeps: 503');
+cmp_ok(time() - $t0, '<', 10, 'long before the default would have woken');
+is(sql(q{SELECT count(*) FROM sleepy}), '0', 'and nothing written');
+like(slurp_file($node->logfile), qr{request to /postgres/public/sleepy refused with status 503: it took longer than source_writes.webhook_request_timeout},
+	'the log says why');
+is(post_to($taken, '/public/pay', '{"id": "after-sleepy", "amount": 1}'), '200', 'the worker goes on');
+
+my $ddl = $node->background_psql('postgres', on_error_stop => 1);
+$ddl->query_safe(q{BEGIN; ALTER FOREIGN TABLE other ADD COLUMN extra int});
+$t0 = time();
+my ($altered) = run_command([ 'curl', '-s', '-w', ' %{http_code}', '--data-binary', '{"id": "o2"}',
+	'-H', 'Content-Type: application/json', "http://127.0.0.1:$taken/postgres/public/other" ]);
+is($altered, "the table is being altered; send it again\n 503", 'a table under an open ALTER: 503');
+cmp_ok(time() - $t0, '<', 4, 'at once, not after the lock timeout');
+is(post_to($taken, '/public/pay', '{"id": "during-alter", "amount": 1}'), '200', 'other tables are written meanwhile');
+$ddl->query_safe(q{COMMIT});
+is(post_to($taken, '/public/other', '{"id": "o3"}'), '200', 'once the ALTER commits, the table is written');
+
+# a table renamed while its name is resolved: the old address is 404
+$ddl->query_safe(q{BEGIN; ALTER FOREIGN TABLE other RENAME TO renamed});
+is(post_to($taken, '/public/other', '{"id": "o4"}'), '503', 'a table being renamed: 503');
+$ddl->query_safe(q{COMMIT});
+$ddl->quit;
+is(post_to($taken, '/public/other', '{"id": "o5"}'), '404', 'renamed: its old address is 404');
+is(post_to($taken, '/public/renamed', '{"id": "o6"}'), '200', 'and its new one is written');
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM renamed}), 'o,o3,o6', 'with nothing of the refused requests');
+
 # a shutdown while requests are being written: they get 503, and what got
-# 200 is there.  The first request holds the worker while the others queue;
+# 200 is there (without a time limit, which the slow requests would reach).  The first request holds the worker while the others queue;
 # they are written together next, and the server stops while they are.
+$node->append_conf('postgresql.conf', "source_writes.webhook_request_timeout = 0\n");
+$node->reload;
+ok($node->poll_query_until('postgres', q{SELECT current_setting('source_writes.webhook_request_timeout') = '0'}),
+	'no request timeout');
 sql(q{CREATE FOREIGN TABLE slow (id int, w text DEFAULT pg_catalog.pg_sleep(0.5)::text)
 	SERVER hooks OPTIONS (format 'json')});
 my @clients;
