@@ -407,7 +407,7 @@ wait_for_look(SwRequest *r, struct MHD_Connection *connection, int where)
 		if (where == SW_CHECK_BODY)
 			return MHD_NO;		/* no answer in the middle of a body: close */
 		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-						   "the server is shutting down\n");
+						   SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 	}
 	r->checking = where;
 	r->check_status = 0;
@@ -467,7 +467,7 @@ headers_looked_at(SwRequest *r, struct MHD_Connection *connection)
 		case MHD_HTTP_CONTENT_TOO_LARGE:
 			return send_answer(connection, r->check_status, SW_WEBHOOK_TOO_LARGE_TEXT);
 		default:
-			return send_answer(connection, r->check_status, "the server is shutting down\n");
+			return send_answer(connection, r->check_status, SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 	}
 }
 
@@ -598,7 +598,7 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	{
 		pthread_mutex_unlock(&queue_lock);
 		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-						   "the server is shutting down\n");
+						   SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 	}
 	if (in_flight >= SW_WEBHOOK_MAX_IN_FLIGHT)
 	{
@@ -942,7 +942,7 @@ sw_webhook_server_stop(void)
 		SwRequest  *next = r->next;
 
 		sw_webhook_server_answer(r, MHD_HTTP_SERVICE_UNAVAILABLE,
-								 "the server is shutting down\n");
+								 SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 		r = next;
 	}
 	r = sw_webhook_server_take_checks();

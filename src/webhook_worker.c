@@ -317,8 +317,9 @@ read_pem_file(const char *path, bool is_key, int elevel)
 		pfree(text);
 		ereport(elevel,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("webhook server %s file \"%s\" holds no %s in PEM format",
-						what, path, what),
+				 is_key ?
+				 errmsg("webhook server private key file \"%s\" holds no private key in PEM format", path) :
+				 errmsg("webhook server certificate file \"%s\" holds no certificate in PEM format", path),
 				 is_key ?
 				 errdetail("The file must hold the private key as a block beginning with \"-----BEGIN PRIVATE KEY-----\" or another \"-----BEGIN ... PRIVATE KEY-----\" line.") :
 				 errdetail("The file must hold the certificate as a block beginning with \"-----BEGIN CERTIFICATE-----\", followed by any intermediate certificates.")));
@@ -359,8 +360,9 @@ read_tls_files(int elevel, char **cert, char **key)
 		ereport(elevel,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
 				 errmsg("source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file must be set together"),
-				 errdetail("Only source_writes.webhook_ssl_%s_file is set.",
-						   has_cert ? "cert" : "key"),
+				 has_cert ?
+				 errdetail("Only source_writes.webhook_ssl_cert_file is set.") :
+				 errdetail("Only source_writes.webhook_ssl_key_file is set."),
 				 errhint("Set both to serve HTTPS, or neither to serve HTTP.")));
 		return false;
 	}
@@ -529,7 +531,7 @@ answer_unavailable(SwRequest *r)
 	{
 		SwRequest  *next = r->next;
 
-		sw_webhook_server_answer(r, 503, "the server is shutting down\n");
+		sw_webhook_server_answer(r, 503, SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 		r = next;
 	}
 }
