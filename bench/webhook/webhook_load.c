@@ -6,6 +6,10 @@
  *
  *   webhook_load URL CLIENTS SECONDS PREFIX
  *
+ * bench/webhook/run measures with wrk, which costs less CPU a request; it
+ * runs this client for its exact check, because this one waits for every
+ * answer and so knows exactly how many requests were answered 200.
+ *
  * Keeps CLIENTS requests in flight, each on a keep-alive connection of its
  * own, for SECONDS seconds: each one POSTs a JSON object of about 200 bytes
  * with a unique id ("PREFIX-<client>-<n>") and, once answered, the client
