@@ -135,6 +135,12 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* the largest certificate or key file the worker reads */
 #define SW_WEBHOOK_MAX_PEM_FILE	(1024 * 1024)
 
+/*
+ * The cancels a request's time limit sends before it ends the worker: a
+ * table's code that catches them all would hold up every other table.
+ */
+#define SW_WEBHOOK_CANCELS		3
+
 /* the most tables whose ingestion the worker keeps between groups */
 #define SW_WEBHOOK_KEPT_TABLES	128
 
@@ -142,7 +148,8 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 typedef struct GroupRequest
 {
 	SwRequest  *request;
-	struct TableEntry *table;	/* where it goes, if anywhere */
+	Oid			relid;			/* the source it is for, if any */
+	struct TableEntry *table;	/* where it goes, if it can be written */
 	int			status;
 	char	   *text;
 } GroupRequest;
@@ -156,8 +163,10 @@ static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
 static SwRequest *checking = NULL;	/* taken for a look at their limit */
 static TimeoutId request_timeout;	/* source_writes.webhook_request_timeout */
-static volatile sig_atomic_t request_timed_out = false;
+static volatile sig_atomic_t request_timed_out = 0;	/* cancels it asked for */
 static bool limits_stale = true;	/* the server's map of limits may be */
+static Oid *tracked = NULL;		/* the sources whose requests are counted */
+static int	ntracked = -1;
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -190,6 +199,7 @@ static TableEntry *open_tables = NULL;	/* in the current group */
 typedef struct GroupPath
 {
 	const char *path;
+	Oid			relid;			/* the source it names, if any */
 	TableEntry *table;			/* NULL: answer status and text */
 	int			status;
 	char	   *text;
@@ -1278,6 +1288,68 @@ forget_open_tables(void)
 }
 
 /*
+ * A request took longer than source_writes.webhook_request_timeout: cancel
+ * what it runs, as a statement timeout does.
+ */
+static void
+request_timeout_handler(void)
+{
+	request_timed_out++;
+	QueryCancelPending = true;
+	/* code that catches the cancel, again and again, ends the worker */
+	if (request_timed_out > SW_WEBHOOK_CANCELS)
+		ProcDiePending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * Start a request's time limit: a cancel when it runs out, and again each
+ * time as long again (code may catch a cancel).
+ */
+static void
+start_request_clock(void)
+{
+	request_timed_out = 0;
+	if (sw_webhook_request_timeout > 0)
+		enable_timeout_every(request_timeout,
+							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 sw_webhook_request_timeout),
+							 sw_webhook_request_timeout);
+}
+
+/*
+ * Stop it; true if it ran out.  A cancel it asked for and that nothing
+ * took yet is dropped: it was for the request, which is over.
+ */
+static bool
+stop_request_clock(void)
+{
+	disable_timeout(request_timeout, false);
+	if (request_timed_out == 0)
+		return false;
+	QueryCancelPending = false;
+	return true;
+}
+
+/* what a request, or a table's preparation, that ran out of time is told */
+#define SW_TIMED_OUT_TEXT "the request took longer than the server gives one; send it again\n"
+#define SW_TIMED_OUT_LOG "it took longer than source_writes.webhook_request_timeout"
+
+/*
+ * Run out of time though its code caught the cancel: an error, so that it
+ * writes nothing all the same.
+ */
+static void
+check_request_clock(void)
+{
+	if (stop_request_clock())
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg(SW_TIMED_OUT_LOG)));
+}
+
+/*
  * What a path of the group leads to: the first request sent to it
  * resolves it and opens its table, in a subtransaction (a failure is the
  * answer to the requests sent there, not to the group).  Called in the
@@ -1303,34 +1375,53 @@ group_path(const char *path, List **paths)
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(request_cxt);
+	start_request_clock();
 	PG_TRY();
 	{
 		Oid			relid = path_source(path);
+		SwSource	source;
 
 		/*
 		 * A table that DDL holds is not waited for: its requests get 503 at
 		 * once, and the other tables' go on.  Once it is locked, its name
 		 * is looked up again: it may have been dropped or renamed meanwhile
-		 * (taking the lock took in the invalidations).
+		 * (taking the lock took in the invalidations).  Its hidden heaps,
+		 * which VACUUM FULL or CLUSTER may hold, are not waited for either.
+		 * Preparing its ingestion (which may run its code: an immutable
+		 * default is computed once) is timed like a request.
 		 */
 		if (OidIsValid(relid) && !ConditionalLockRelationOid(relid, RowExclusiveLock))
 		{
+			p->relid = relid;
 			p->status = 503;
-			p->text = MemoryContextStrdup(cxt, "the table is being altered; send it again\n");
+			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_LOCKED_TEXT);
 		}
-		else if (OidIsValid(relid) && path_source(path) == relid)
-			p->table = open_table(relid, owner);
-		else
+		else if (!OidIsValid(relid) || path_source(path) != relid ||
+				 !sw_source_lookup(relid, &source))
 		{
 			p->status = 404;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 		}
+		else if (!ConditionalLockRelationOid(source.current_rel, RowExclusiveLock) ||
+				 !ConditionalLockRelationOid(source.history_rel, RowExclusiveLock))
+		{
+			p->relid = relid;
+			p->status = 503;
+			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_LOCKED_TEXT);
+		}
+		else
+		{
+			p->relid = relid;
+			p->table = open_table(relid, owner);
+		}
+		check_request_clock();
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
 	PG_CATCH();
 	{
+		bool		timed_out = stop_request_clock();
 		ErrorData  *edata;
 
 		MemoryContextSwitchTo(cxt);
@@ -1339,10 +1430,15 @@ group_path(const char *path, List **paths)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-			ReThrowError(edata);
 		p->table = NULL;
-		p->status = error_answer(edata, &p->text);
+		if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		{
+			p->status = 503;
+			p->text = pstrdup(SW_TIMED_OUT_TEXT);
+			edata->message = pstrdup(SW_TIMED_OUT_LOG);
+		}
+		else
+			p->status = error_answer(edata, &p->text);
 		ereport(LOG,
 				(errmsg("source_writes webhook request to %s refused with status %d: %s",
 						path, p->status, edata->message)));
@@ -1351,42 +1447,6 @@ group_path(const char *path, List **paths)
 	PG_END_TRY();
 	MemoryContextReset(request_cxt);
 	return p;
-}
-
-/*
- * A request took longer than source_writes.webhook_request_timeout: cancel
- * what it runs, as a statement timeout does.
- */
-static void
-request_timeout_handler(void)
-{
-	request_timed_out = true;
-	QueryCancelPending = true;
-	InterruptPending = true;
-	SetLatch(MyLatch);
-}
-
-/* start a request's time limit */
-static void
-start_request_clock(void)
-{
-	request_timed_out = false;
-	if (sw_webhook_request_timeout > 0)
-		enable_timeout_after(request_timeout, sw_webhook_request_timeout);
-}
-
-/*
- * Stop it; true if it ran out.  A cancel it asked for and that nothing
- * took yet is dropped: it was for the request, which is over.
- */
-static bool
-stop_request_clock(void)
-{
-	disable_timeout(request_timeout, false);
-	if (!request_timed_out)
-		return false;
-	QueryCancelPending = false;
-	return true;
 }
 
 /*
@@ -1446,7 +1506,7 @@ write_request(GroupRequest *g)
 			g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
 														rows == 1 ? "row" : "rows"));
 		}
-		(void) stop_request_clock();
+		check_request_clock();
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -1464,14 +1524,17 @@ write_request(GroupRequest *g)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		/*
+		 * Every error here is the request's own: a cancel of the worker
+		 * cancels the request it writes (a shutdown is FATAL, and does not
+		 * come here).
+		 */
 		if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 		{
 			g->status = 503;
-			g->text = pstrdup("the request took longer than the server gives one; send it again\n");
-			edata->message = pstrdup("it took longer than source_writes.webhook_request_timeout");
+			g->text = pstrdup(SW_TIMED_OUT_TEXT);
+			edata->message = pstrdup(SW_TIMED_OUT_LOG);
 		}
-		else if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-			ReThrowError(edata);
 		else
 		{
 			g->status = error_answer(edata, &text);
@@ -1554,6 +1617,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 
 			MemoryContextSwitchTo(group_cxt);
 			p = group_path(group[i].request->path, &paths);
+			group[i].relid = p->relid;
 			group[i].table = p->table;
 			group[i].status = p->status;
 			group[i].text = p->text;
@@ -1596,8 +1660,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			group[i].status = 503;
 			group[i].text = "the request could not be committed; send it again\n";
 		}
-		if (group[i].table)
-			sw_webhook_worker_count(group[i].table->relid, group[i].status, group[i].text);
+		if (OidIsValid(group[i].relid))
+			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
 		sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
 	if (holding)
@@ -1610,6 +1674,17 @@ static void
 limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
 	limits_stale = true;
+}
+
+/* the tables of the limits, in their order, in the current memory context */
+static Oid *
+limits_relids(const SwBodyLimit *limits, int n)
+{
+	Oid		   *relids = palloc(sizeof(Oid) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		relids[i] = limits[i].table_id;
+	return relids;
 }
 
 /*
@@ -1648,12 +1723,16 @@ publish_limits(void)
 		limits[n].table_id = source->relid;
 		n++;
 	}
+	/* the counts follow the sources, when they changed (in OID order) */
+	if (n != ntracked ||
+		memcmp(tracked, limits_relids(limits, n), sizeof(Oid) * n) != 0)
 	{
-		Oid		   *relids = palloc(sizeof(Oid) * Max(n, 1));
-
-		for (int i = 0; i < n; i++)
-			relids[i] = limits[i].table_id;
-		sw_webhook_worker_track(relids, n);
+		if (tracked)
+			pfree(tracked);
+		tracked = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(n, 1));
+		memcpy(tracked, limits_relids(limits, n), sizeof(Oid) * n);
+		ntracked = n;
+		sw_webhook_worker_track(tracked, n);
 	}
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
 	{
@@ -1850,6 +1929,8 @@ source_writes_webhook_main(Datum main_arg)
 
 		(void) WaitEventSetWait(events, SW_WEBHOOK_WAIT_MS, &event, 1, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		/* a cancel cancels the request being written; between them, nothing */
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

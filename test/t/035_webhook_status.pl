@@ -114,7 +114,45 @@ like(slurp_file($node->logfile), qr{request to /postgres/public/sleepy refused w
 	'the log says why');
 is(post_to($taken, '/public/pay', '{"id": "after-sleepy", "amount": 1}'), '200', 'the worker goes on');
 
+# code that catches the cancel does not get past the limit, nor does an
+# immutable default computed when the table is prepared; an error of the
+# table's code that looks like the server's own fails its request only
+sql(q{CREATE FUNCTION public.stubborn() RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN
+		BEGIN PERFORM pg_catalog.pg_sleep(0.6); EXCEPTION WHEN query_canceled THEN NULL; END;
+		RETURN 'caught';
+	END $$;
+	CREATE FUNCTION public.slow_imm() RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$
+	BEGIN PERFORM pg_catalog.pg_sleep(30); RETURN 'late'; END $$;
+	CREATE FUNCTION public.fake() RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'not really' USING ERRCODE = 'admin_shutdown'; END $$;
+	CREATE FOREIGN TABLE stub (id int, w text DEFAULT public.stubborn()) SERVER hooks OPTIONS (format 'json');
+	CREATE FOREIGN TABLE imm (id int, w text DEFAULT public.slow_imm()) SERVER hooks OPTIONS (format 'json');
+	CREATE FOREIGN TABLE fakes (id int, w text DEFAULT public.fake()) SERVER hooks OPTIONS (format 'json')});
+is(post_to($taken, '/public/stub', '{"id": 1}'), '503', 'a default that catches the cancel: 503');
+is(sql(q{SELECT count(*) FROM stub}), '0', 'and nothing written');
+$t0 = time();
+is(post_to($taken, '/public/imm', '{"id": 1}'), '503', 'an immutable default that sleeps: 503');
+cmp_ok(time() - $t0, '<', 10, 'long before it would have woken');
+my @together = map {
+	my $o = '';
+	[ IPC::Run::start([ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', '--data-binary', $_->[1],
+		'-H', 'Content-Type: application/json', "http://127.0.0.1:$taken/postgres/public/$_->[0]" ],
+		'>', \$o), \$o ] } (['fakes', '{"id": 1}'], ['pay', '{"id": "beside-fake", "amount": 1}']);
+$_->[0]->finish for @together;
+is(join(',', map { ${ $_->[1] } } @together), '503,200',
+	'an error of class 57 raised by a table\'s code fails its own request only');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pay WHERE id = 'beside-fake'}), '1', 'the other is written');
+
 my $ddl = $node->background_psql('postgres', on_error_stop => 1);
+my $heap = sql(q{SELECT current_rel FROM source_writes.source_tables WHERE relid = 'pay'::regclass});
+$ddl->query_safe(qq{BEGIN; LOCK TABLE $heap IN ACCESS EXCLUSIVE MODE});
+$t0 = time();
+is(post_to($taken, '/public/pay', '{"id": "locked-heap", "amount": 1}'), '503',
+	'a table whose storage is locked (VACUUM FULL): 503');
+cmp_ok(time() - $t0, '<', 4, 'at once, not after the lock timeout');
+$ddl->query_safe(q{COMMIT});
+
 $ddl->query_safe(q{BEGIN; ALTER FOREIGN TABLE other ADD COLUMN extra int});
 $t0 = time();
 my ($altered) = run_command([ 'curl', '-s', '-w', ' %{http_code}', '--data-binary', '{"id": "o2"}',
