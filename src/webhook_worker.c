@@ -165,8 +165,9 @@ static SwRequest *checking = NULL;	/* taken for a look at their limit */
 static TimeoutId request_timeout;	/* source_writes.webhook_request_timeout */
 static volatile sig_atomic_t request_timed_out = 0;	/* cancels it asked for */
 static bool limits_stale = true;	/* the server's map of limits may be */
-static Oid *tracked = NULL;		/* the sources whose requests are counted */
+static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
+static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -1669,11 +1670,21 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	MemoryContextSwitchTo(cxt);
 }
 
-/* a catalog change that may move a webhook source or change its limit */
+/*
+ * A catalog change that may move a webhook source or change its limit: a
+ * schema, a foreign table, or the pg_class row of a source in the map (of
+ * other tables' rows, which VACUUM and ANALYZE change all the time, none;
+ * a table that becomes a source comes with a foreign table's row).
+ */
 static void
 limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
-	limits_stale = true;
+	bool		ours = cacheid != RELOID || hashvalue == 0 || tracked_hashes == NULL;
+
+	for (int i = 0; i < ntracked && !ours; i++)
+		ours = tracked_hashes[i] == hashvalue;
+	if (ours)
+		limits_stale = true;
 }
 
 /* the tables of the limits, in their order, in the current memory context */
@@ -1729,9 +1740,20 @@ publish_limits(void)
 	{
 		if (tracked)
 			pfree(tracked);
+		if (tracked_hashes)
+			pfree(tracked_hashes);
+		tracked_hashes = NULL;	/* a change meanwhile is ours */
 		tracked = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(n, 1));
 		memcpy(tracked, limits_relids(limits, n), sizeof(Oid) * n);
 		ntracked = n;
+		{
+			uint32	   *hashes = MemoryContextAlloc(TopMemoryContext,
+													sizeof(uint32) * Max(n, 1));
+
+			for (int i = 0; i < n; i++)
+				hashes[i] = GetSysCacheHashValue1(RELOID, ObjectIdGetDatum(tracked[i]));
+			tracked_hashes = hashes;
+		}
 		sw_webhook_worker_track(tracked, n);
 	}
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
