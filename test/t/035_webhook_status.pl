@@ -131,6 +131,21 @@ sql(q{CREATE FUNCTION public.stubborn() RETURNS text LANGUAGE plpgsql AS $$
 	CREATE FOREIGN TABLE fakes (id int, w text DEFAULT public.fake()) SERVER hooks OPTIONS (format 'json')});
 is(post_to($taken, '/public/stub', '{"id": 1}'), '503', 'a default that catches the cancel: 503');
 is(sql(q{SELECT count(*) FROM stub}), '0', 'and nothing written');
+sql(q{CREATE FUNCTION public.obstinate() RETURNS text LANGUAGE plpgsql AS $$
+	BEGIN
+		LOOP
+			BEGIN PERFORM pg_catalog.pg_sleep(1); EXCEPTION WHEN query_canceled THEN NULL; END;
+		END LOOP;
+	END $$;
+	CREATE FOREIGN TABLE obstinate (id int, w text DEFAULT public.obstinate()) SERVER hooks OPTIONS (format 'json')});
+$pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+$t0 = time();
+is(post_to($taken, '/public/obstinate', '{"id": 1}'), '503', 'a default that catches every cancel: 503');
+cmp_ok(time() - $t0, '<', 10, 'after a few cancels');
+is(sql(q{SELECT count(*) FROM obstinate}), '0', 'nothing written');
+ok($node->poll_query_until('postgres', qq{SELECT state = 'listening' AND worker_pid <> $pid
+	FROM source_writes.sources WHERE source = 'pay'::regclass}), 'the worker it ended is started again');
+is(post_to($taken, '/public/pay', '{"id": "after-obstinate", "amount": 1}'), '200', 'and writes');
 $t0 = time();
 is(post_to($taken, '/public/imm', '{"id": 1}'), '503', 'an immutable default that sleeps: 503');
 cmp_ok(time() - $t0, '<', 10, 'long before it would have woken');
