@@ -60,6 +60,12 @@
  * with its headers only, for the main thread to publish a fresh map
  * before it is answered 413 or 404, or its body is read.
  *
+ * One table must not hold up the others: a table that DDL or maintenance
+ * holds locked is not waited for (503), and a request, or the preparing of
+ * a table for a group, that takes longer than
+ * source_writes.webhook_request_timeout is cancelled and answered 503,
+ * also when its code catches the cancel.
+ *
  * A request's memory is freed when it is written.  A group is at most
  * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit says, the commit
  * is flushed before the answers go.  Clients are told what was wrong with
