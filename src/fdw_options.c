@@ -1387,20 +1387,22 @@ check_key(SwSourceTable *st, Relation rel)
 }
 
 /*
- * How many workers ingest a Kafka source table (its option workers); 0 if
- * the table is gone.  Read from the catalog row alone, for the launcher.
+ * The value of one option of a foreign table, read from its catalog row
+ * alone (no lock); NULL if it is not set.  *exists says whether the table
+ * does.
  */
-int
-sw_source_workers(Oid relid)
+static char *
+table_option_value(Oid relid, const char *name, bool *exists)
 {
 	HeapTuple	tuple = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
 	Datum		datum;
 	bool		isnull;
-	int			workers = 1;
+	char	   *value = NULL;
 	ListCell   *lc;
 
-	if (!HeapTupleIsValid(tuple))
-		return 0;
+	*exists = HeapTupleIsValid(tuple);
+	if (!*exists)
+		return NULL;
 	datum = SysCacheGetAttr(FOREIGNTABLEREL, tuple, Anum_pg_foreign_table_ftoptions,
 							&isnull);
 	if (!isnull)
@@ -1408,11 +1410,26 @@ sw_source_workers(Oid relid)
 		{
 			DefElem    *def = lfirst(lc);
 
-			if (strcmp(def->defname, "workers") == 0)
-				workers = parse_workers(def->defname, defGetString(def));
+			if (strcmp(def->defname, name) == 0)
+				value = defGetString(def);
 		}
 	ReleaseSysCache(tuple);
-	return workers;
+	return value;
+}
+
+/*
+ * How many workers ingest a Kafka source table (its option workers); 0 if
+ * the table is gone.  Read from the catalog row alone, for the launcher.
+ */
+int
+sw_source_workers(Oid relid)
+{
+	bool		exists;
+	char	   *value = table_option_value(relid, "workers", &exists);
+
+	if (!exists)
+		return 0;
+	return value ? parse_workers("workers", value) : 1;
 }
 
 /*
@@ -1423,26 +1440,12 @@ sw_source_workers(Oid relid)
 int
 sw_source_max_body_bytes(Oid relid)
 {
-	HeapTuple	tuple = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
-	Datum		datum;
-	bool		isnull;
-	int			bytes = SW_DEFAULT_MAX_BODY;
-	ListCell   *lc;
+	bool		exists;
+	char	   *value = table_option_value(relid, "max_body_bytes", &exists);
 
-	if (!HeapTupleIsValid(tuple))
+	if (!exists)
 		return 0;
-	datum = SysCacheGetAttr(FOREIGNTABLEREL, tuple, Anum_pg_foreign_table_ftoptions,
-							&isnull);
-	if (!isnull)
-		foreach(lc, untransformRelOptions(datum))
-		{
-			DefElem    *def = lfirst(lc);
-
-			if (strcmp(def->defname, "max_body_bytes") == 0)
-				bytes = parse_byte_size(def->defname, defGetString(def));
-		}
-	ReleaseSysCache(tuple);
-	return bytes;
+	return value ? parse_byte_size("max_body_bytes", value) : SW_DEFAULT_MAX_BODY;
 }
 
 /*

@@ -254,11 +254,12 @@ hex_digit(char c)
 
 /*
  * Split a path /<database>/<schema>/<table> into its three names,
- * percent-decoded into buf (as long as the path), as the main thread
- * splits it (webhook_worker.c's path_source): false if it is no such path.
+ * percent-decoded into buf (as long as the path): false if it is no such
+ * path.  The HTTP threads and the main thread (path_source) both split
+ * paths with it.
  */
-static bool
-split_path(const char *path, char *buf, const char **names, size_t *lens)
+bool
+sw_webhook_split_path(const char *path, char *buf, const char **names, size_t *lens)
 {
 	const char *p = path;
 	char	   *out = buf;
@@ -324,7 +325,7 @@ find_limit(const char *path, size_t *limit, unsigned int *table_id)
 	char	   *buf = malloc(strlen(path) + 1);
 	const char *names[3];
 	size_t		lens[3];
-	bool		valid = buf != NULL && split_path(path, buf, names, lens);
+	bool		valid = buf != NULL && sw_webhook_split_path(path, buf, names, lens);
 	int			found;
 
 	pthread_mutex_lock(&queue_lock);

@@ -84,6 +84,8 @@ typedef struct SwRequest
 } SwRequest;
 
 extern bool sw_webhook_server_tls_supported(void);
+extern bool sw_webhook_split_path(const char *path, char *buf, const char **names,
+								  size_t *lens);
 extern const char *sw_webhook_server_start(const char *host, int port,
 										   const char *cert_pem, const char *key_pem);
 extern void sw_webhook_server_stop(void);

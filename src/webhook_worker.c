@@ -579,47 +579,6 @@ stop_server(int code, Datum arg)
 	sw_webhook_server_stop();
 }
 
-/* the value of a hexadecimal digit, or -1 */
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/*
- * Decode one percent-encoded path segment; NULL if it is not valid (a bad
- * escape, a NUL, bytes not in the database encoding).
- */
-static char *
-percent_decode(const char *s, size_t len)
-{
-	StringInfoData out;
-
-	initStringInfo(&out);
-	for (size_t i = 0; i < len; i++)
-	{
-		if (s[i] != '%')
-			appendStringInfoChar(&out, s[i]);
-		else if (i + 2 < len && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0)
-		{
-			appendStringInfoChar(&out, (char) (hex_value(s[i + 1]) * 16 + hex_value(s[i + 2])));
-			i += 2;
-		}
-		else
-			return NULL;
-	}
-	if (strlen(out.data) != (size_t) out.len ||
-		!pg_verifymbstr(out.data, out.len, true))
-		return NULL;
-	return out.data;
-}
-
 /*
  * The webhook source table a path names, /<database>/<schema>/<table>, in
  * this database; InvalidOid if there is none.  Tables that exist but are
@@ -628,25 +587,23 @@ percent_decode(const char *s, size_t len)
 static Oid
 path_source(const char *path)
 {
+	char	   *buf = palloc(strlen(path) + 1);
+	const char *names[3];
+	size_t		lens[3];
 	char	   *parts[3];
-	int			n = 0;
-	const char *p = path;
 	Oid			nsp;
 	Oid			relid;
 	SwSource	source;
 
-	if (*p++ != '/')
+	if (!sw_webhook_split_path(path, buf, names, lens))
 		return InvalidOid;
-	while (n < 3)
+	/* names without NUL, in the database encoding */
+	for (int n = 0; n < 3; n++)
 	{
-		const char *slash = strchr(p, '/');
-		size_t		len = slash ? (size_t) (slash - p) : strlen(p);
-
-		if (len == 0 || (n < 2 && slash == NULL) || (n == 2 && slash != NULL))
+		if (memchr(names[n], '\0', lens[n]) != NULL ||
+			!pg_verifymbstr(names[n], lens[n], true))
 			return InvalidOid;
-		if ((parts[n++] = percent_decode(p, len)) == NULL)
-			return InvalidOid;
-		p += len + 1;
+		parts[n] = pnstrdup(names[n], lens[n]);
 	}
 	if (strcmp(parts[0], database_name) != 0)
 		return InvalidOid;
@@ -915,6 +872,19 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 		return 415;
 	}
 	return 0;
+}
+
+/* the value of a hexadecimal digit, or -1 */
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
 }
 
 /*
@@ -1714,6 +1684,7 @@ publish_limits(void)
 {
 	List	   *sources;
 	SwBodyLimit *limits;
+	Oid		   *relids;
 	int			n = 0;
 	ListCell   *lc;
 
@@ -1741,8 +1712,8 @@ publish_limits(void)
 		n++;
 	}
 	/* the counts follow the sources, when they changed (in OID order) */
-	if (n != ntracked ||
-		memcmp(tracked, limits_relids(limits, n), sizeof(Oid) * n) != 0)
+	relids = limits_relids(limits, n);
+	if (n != ntracked || memcmp(tracked, relids, sizeof(Oid) * n) != 0)
 	{
 		if (tracked)
 			pfree(tracked);
@@ -1750,7 +1721,7 @@ publish_limits(void)
 			pfree(tracked_hashes);
 		tracked_hashes = NULL;	/* a change meanwhile is ours */
 		tracked = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(n, 1));
-		memcpy(tracked, limits_relids(limits, n), sizeof(Oid) * n);
+		memcpy(tracked, relids, sizeof(Oid) * n);
 		ntracked = n;
 		{
 			uint32	   *hashes = MemoryContextAlloc(TopMemoryContext,
