@@ -239,9 +239,12 @@ now_ms(void)
 	return (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-/* the value of a hexadecimal digit, or -1 */
-static int
-hex_digit(char c)
+/*
+ * The value of a hexadecimal digit, or -1.  The main thread decodes hex
+ * signatures with it too.
+ */
+int
+sw_webhook_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -278,9 +281,12 @@ sw_webhook_split_path(const char *path, char *buf, const char **names, size_t *l
 		{
 			if (p[i] != '%')
 				*out++ = p[i];
-			else if (i + 2 < len && hex_digit(p[i + 1]) >= 0 && hex_digit(p[i + 2]) >= 0)
+			else if (i + 2 < len &&
+					 sw_webhook_hex_digit(p[i + 1]) >= 0 &&
+					 sw_webhook_hex_digit(p[i + 2]) >= 0)
 			{
-				*out++ = (char) (hex_digit(p[i + 1]) * 16 + hex_digit(p[i + 2]));
+				*out++ = (char) (sw_webhook_hex_digit(p[i + 1]) * 16 +
+								 sw_webhook_hex_digit(p[i + 2]));
 				i += 2;
 			}
 			else

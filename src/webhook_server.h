@@ -84,6 +84,7 @@ typedef struct SwRequest
 } SwRequest;
 
 extern bool sw_webhook_server_tls_supported(void);
+extern int	sw_webhook_hex_digit(char c);
 extern bool sw_webhook_split_path(const char *path, char *buf, const char **names,
 								  size_t *lens);
 extern const char *sw_webhook_server_start(const char *host, int port,

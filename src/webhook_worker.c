@@ -874,19 +874,6 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 	return 0;
 }
 
-/* the value of a hexadecimal digit, or -1 */
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Check a request's signature if the table wants one: 0 if it passes,
  * else the status to answer (401 without the header, 403 when it does not
@@ -938,8 +925,8 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 		sent_len = PG_SHA256_DIGEST_LENGTH;
 		for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
 		{
-			int			hi = hex_value(value[2 * i]);
-			int			lo = hex_value(value[2 * i + 1]);
+			int			hi = sw_webhook_hex_digit(value[2 * i]);
+			int			lo = sw_webhook_hex_digit(value[2 * i + 1]);
 
 			if (hi < 0 || lo < 0)
 				sent_len = -1;
