@@ -1121,6 +1121,7 @@ source_writes_kafka_main(Datum main_arg)
 			if (strcmp(database, sw_database) != 0)
 				proc_exit(0);	/* the launcher serves another database now */
 		}
+		sw_report_stats();
 		AcceptInvalidationMessages();
 		if (!sw_worker_still_assigned())
 			proc_exit(0);

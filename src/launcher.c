@@ -248,6 +248,8 @@ source_writes_launcher_main(Datum main_arg)
 			}
 		}
 
+		sw_report_stats();
+
 		/* databases whose commits wait for a notifier (again soon if none could start) */
 		notifiers_started = sw_notifier_start_requested();
 

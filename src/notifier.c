@@ -12,9 +12,12 @@
  * stamped batch committed (or aborted) records the source in shared
  * memory, and the notifier of its database, a background worker, wakes
  * up, reads the upper of each source recorded and notifies its channel in
- * one transaction of its own: one flush for any number of commits.
+ * one transaction of its own, at most one every SW_NOTIFY_ROUND_MS.
  * Notifications are thus coalesced: a listener learns of every upper that
  * moves, or of a later one, and never of an upper it could not read yet.
+ * The notifier commits without waiting for its commit record to be
+ * flushed: what it announces was committed by the writers, and a crash
+ * that lost a notification ended the listener's session too.
  *
  * The launcher starts the notifier of a database when a commit there
  * needs one; a notifier that has had nothing to do for a second exits, so
@@ -51,6 +54,7 @@
 #include "catalog.h"
 #include "controller.h"
 #include "notifier.h"
+#include "workers.h"
 
 /* databases whose notifiers can have work at once */
 #define SW_NOTIFY_DATABASES		64
@@ -60,6 +64,15 @@
 
 /* how long a notifier waits for work before it exits */
 #define SW_NOTIFIER_IDLE_MS		1000
+
+/*
+ * The shortest time from one round of notifications to the next.  A writer
+ * that commits a thousand times a second would otherwise have the notifier
+ * run a transaction for nearly each commit, taking a tenth of a CPU from
+ * it; the commits of this long are announced together instead.  A commit
+ * after a quiet spell is announced at once.
+ */
+#define SW_NOTIFY_ROUND_MS		10
 
 /* the sources of one database whose upper may have moved */
 typedef struct SwNotifyDb
@@ -410,6 +423,7 @@ source_writes_notifier_main(Datum main_arg)
 	before_shmem_exit(notifier_detach, main_arg);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes notifier");
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	db = my_slot(dboid);
@@ -448,6 +462,7 @@ source_writes_notifier_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		sw_report_stats();
 
 		idle = TimestampDifferenceExceeds(last_work, GetCurrentTimestamp(),
 										  SW_NOTIFIER_IDLE_MS);
@@ -473,6 +488,10 @@ source_writes_notifier_main(Datum main_arg)
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(round_cxt);
 			last_work = GetCurrentTimestamp();
+
+			/* what commits meanwhile waits for the next round (the latch stays set) */
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 SW_NOTIFY_ROUND_MS, PG_WAIT_EXTENSION);
 			continue;
 		}
 

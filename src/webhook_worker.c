@@ -108,6 +108,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -135,8 +136,12 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* how long the worker waits between looks at its latch and the server */
 #define SW_WEBHOOK_WAIT_MS		1000
 
-/* the most requests written in one transaction */
-#define SW_WEBHOOK_GROUP		256
+/*
+ * The most requests written in one transaction.  Each that writes has a
+ * subtransaction ID: more than the cache of them that every snapshot reads
+ * would send snapshots of the whole cluster to pg_subtrans meanwhile.
+ */
+#define SW_WEBHOOK_GROUP		PGPROC_MAX_CACHED_SUBXIDS
 
 /* the largest certificate or key file the worker reads */
 #define SW_WEBHOOK_MAX_PEM_FILE	(1024 * 1024)
@@ -761,10 +766,16 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 	else if (st->format == SW_FORMAT_JSON)
 	{
 		JsonSemAction sem = {0};
-		JsonLexContext *lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
-														   GetDatabaseEncoding(), false);
+		const char *nl = memchr(body, '\n', r->body_len);
+		bool		one_line;
 
-		if (pg_parse_json(lex, &sem) == JSON_SUCCESS)
+		/* a line, blank space after it aside, is one value: parsed once */
+		one_line = body[strspn(body, " \t\r\n")] != '\0' &&
+			(nl == NULL || nl + strspn(nl, " \t\r\n") == body + r->body_len);
+		if (one_line ||
+			pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
+													   GetDatabaseEncoding(), false),
+						  &sem) == JSON_SUCCESS)
 		{
 			write_piece(ing, &m, body, r->body_len);	/* one value */
 			n = 1;
@@ -1913,6 +1924,7 @@ source_writes_webhook_main(Datum main_arg)
 	{
 		WaitEvent	event;
 
+		sw_report_stats();
 		(void) WaitEventSetWait(events, SW_WEBHOOK_WAIT_MS, &event, 1, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		/* a cancel cancels the request being written; between them, nothing */

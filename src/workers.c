@@ -860,6 +860,34 @@ sw_worker_restart_soon(void)
 	LWLockRelease(shared->lock);
 }
 
+/*
+ * Report the process's statistics (its tables' inserts, its commits, its
+ * WAL) as a backend does when it goes idle, for autovacuum and the
+ * pg_stat views: called between transactions by every background worker
+ * of ours, at least about once a second.  pgstat_report_stat(false) waits
+ * a second from one report to the next, measured by the end of the last
+ * transaction, which stands still while the worker idles: what it leaves
+ * pending is forced out by the first call after that second.
+ */
+void
+sw_report_stats(void)
+{
+	static TimestampTz due = 0;
+	long		wait_ms;
+
+	if (due != 0 && GetCurrentTimestamp() >= due)
+	{
+		due = 0;
+		(void) pgstat_report_stat(true);
+		return;
+	}
+	wait_ms = pgstat_report_stat(false);
+	if (wait_ms == 0)
+		due = 0;
+	else if (due == 0)
+		due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+}
+
 /* how far a slot's worker is behind the high watermarks it reported */
 static int64
 slot_lag(const SwWorkerSlot *slot)

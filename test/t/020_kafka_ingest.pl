@@ -44,6 +44,10 @@ sql(q{CREATE FOREIGN TABLE events (
 is(sql(q{SELECT source_writes.wait_for('events')}), '', 'wait_for returns once the topic is ingested');
 is(sql(q{SELECT count(*), count(DISTINCT id), count(DISTINCT (p, o)) FROM events}),
 	'1000|1000|1000', 'each message once');
+# the worker reports its activity as any session does: autovacuum sees the inserts
+ok($node->poll_query_until('postgres', q{SELECT n_tup_ins >= 1000 FROM pg_stat_all_tables
+	WHERE relid = (SELECT current_rel FROM source_writes.source_tables WHERE relid = 'events'::regclass)}),
+	'the statistics count the rows the worker inserted');
 is(sql(q{SELECT count(*) FROM (SELECT p, min(o), max(o), count(*) FROM events GROUP BY p
 	HAVING min(o) <> 0 OR max(o) <> count(*) - 1) gaps}), '0',
 	'per partition, offsets 0 .. n-1 without gaps');

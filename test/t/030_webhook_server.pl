@@ -301,6 +301,12 @@ for (1 .. 3)
 }
 unlike(substr(slurp_file($node->logfile), $from), qr/webhook server cannot start/, 'no second one tried to listen');
 
+# the worker reports its activity as any session does: autovacuum sees the inserts
+ok($node->poll_query_until('postgres', q{SELECT s.n_tup_ins > 0 AND s.n_tup_ins >= (SELECT count(*) FROM pay)
+	FROM pg_stat_all_tables s
+	WHERE s.relid = (SELECT current_rel FROM source_writes.source_tables WHERE relid = 'pay'::regclass)}),
+	'the statistics count the rows the worker inserted');
+
 # the server leaves with the last webhook source
 sql(q{DROP SERVER hooks CASCADE});
 ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
