@@ -202,6 +202,7 @@ compaction_pass(void)
 			(void) sw_notifier_start_requested();
 			supervise_workers(false);
 			next = compact_chunk(lfirst_oid(lc), next);
+			sw_report_stats();	/* autovacuum sees the deletes as they go */
 		} while (next != InvalidBlockNumber);
 	}
 }

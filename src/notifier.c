@@ -6,7 +6,7 @@
  * A client follows the log of a source by listening on its channel
  * (source_writes.channel()) and reading updates(since => the last upper it
  * was told).  Writers do not send the notification themselves: PostgreSQL
- * holds a database-wide lock from the moment a transaction that queued a
+ * holds a lock for the whole cluster from the moment a transaction that queued a
  * NOTIFY prepares to commit until its commit record is flushed, so
  * notifying writers would commit one at a time.  Instead, a writer whose
  * stamped batch committed (or aborted) records the source in shared

@@ -140,6 +140,7 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
  * The most requests written in one transaction.  Each that writes has a
  * subtransaction ID: more than the cache of them that every snapshot reads
  * would send snapshots of the whole cluster to pg_subtrans meanwhile.
+ * (The server's SW_WEBHOOK_MAX_IN_FLIGHT keeps groups no larger today.)
  */
 #define SW_WEBHOOK_GROUP		PGPROC_MAX_CACHED_SUBXIDS
 
@@ -766,12 +767,13 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 	else if (st->format == SW_FORMAT_JSON)
 	{
 		JsonSemAction sem = {0};
-		const char *nl = memchr(body, '\n', r->body_len);
+		const char *first_nl = memchr(body, '\n', r->body_len);
 		bool		one_line;
 
 		/* a line, blank space after it aside, is one value: parsed once */
 		one_line = body[strspn(body, " \t\r\n")] != '\0' &&
-			(nl == NULL || nl + strspn(nl, " \t\r\n") == body + r->body_len);
+			(first_nl == NULL ||
+			 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
 		if (one_line ||
 			pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
 													   GetDatabaseEncoding(), false),

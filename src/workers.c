@@ -55,6 +55,9 @@
 #include "fdw_options.h"
 #include "workers.h"
 
+/* how long a background worker's statistics may stay unreported */
+#define SW_STATS_INTERVAL_MS	1000
+
 #define SW_STATE_LEN		64
 #define SW_ERROR_LEN		256
 
@@ -861,31 +864,30 @@ sw_worker_restart_soon(void)
 }
 
 /*
- * Report the process's statistics (its tables' inserts, its commits, its
- * WAL) as a backend does when it goes idle, for autovacuum and the
- * pg_stat views: called between transactions by every background worker
- * of ours, at least about once a second.  pgstat_report_stat(false) waits
- * a second from one report to the next, measured by the end of the last
- * transaction, which stands still while the worker idles: what it leaves
- * pending is forced out by the first call after that second.
+ * Report the process's statistics (its tables' inserts and deletes, its
+ * commits, its WAL) as a backend does, for autovacuum and the pg_stat
+ * views: called between transactions by every background worker of ours,
+ * about once a second or more often.  pgstat_report_stat(false) reports at
+ * most once a second, measured by the end of the last transaction, which
+ * stands still while a worker idles without starting one; what it leaves
+ * pending waits for a later call, ten seconds later by the delay it
+ * returns.  Instead, what is still pending SW_STATS_INTERVAL_MS after the first call
+ * that left it is forced out.
  */
 void
 sw_report_stats(void)
 {
 	static TimestampTz due = 0;
-	long		wait_ms;
 
 	if (due != 0 && GetCurrentTimestamp() >= due)
 	{
 		due = 0;
 		(void) pgstat_report_stat(true);
-		return;
 	}
-	wait_ms = pgstat_report_stat(false);
-	if (wait_ms == 0)
+	else if (pgstat_report_stat(false) == 0)
 		due = 0;
 	else if (due == 0)
-		due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+		due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SW_STATS_INTERVAL_MS);
 }
 
 /* how far a slot's worker is behind the high watermarks it reported */

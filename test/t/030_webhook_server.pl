@@ -131,6 +131,13 @@ is($ok, 320, '16 concurrent clients: 320 requests answered 200');
 is(sql(q{SELECT count(*), count(DISTINCT id) FROM pay WHERE id LIKE 'c%'}), '320|320',
 	'each of them there once');
 
+# the worker reports its activity as any session does (while it runs: it
+# has not exited since it started): autovacuum sees the inserts
+ok($node->poll_query_until('postgres', q{SELECT s.n_tup_ins > 0 AND s.n_tup_ins >= (SELECT count(*) FROM pay)
+	FROM pg_stat_all_tables s
+	WHERE s.relid = (SELECT current_rel FROM source_writes.source_tables WHERE relid = 'pay'::regclass)}),
+	'the statistics count the rows the worker inserted');
+
 # signatures: HMAC-SHA256 of the raw body with the secret of the owner's
 # user mapping; without the header 401, wrong 403, and nothing written
 sql(q{CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-3141');
@@ -300,12 +307,6 @@ for (1 .. 3)
 		WHERE backend_type = 'source_writes webhook server'}), $worker, 'the same single webhook server');
 }
 unlike(substr(slurp_file($node->logfile), $from), qr/webhook server cannot start/, 'no second one tried to listen');
-
-# the worker reports its activity as any session does: autovacuum sees the inserts
-ok($node->poll_query_until('postgres', q{SELECT s.n_tup_ins > 0 AND s.n_tup_ins >= (SELECT count(*) FROM pay)
-	FROM pg_stat_all_tables s
-	WHERE s.relid = (SELECT current_rel FROM source_writes.source_tables WHERE relid = 'pay'::regclass)}),
-	'the statistics count the rows the worker inserted');
 
 # the server leaves with the last webhook source
 sql(q{DROP SERVER hooks CASCADE});
