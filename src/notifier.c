@@ -6,9 +6,9 @@
  * A client follows the log of a source by listening on its channel
  * (source_writes.channel()) and reading updates(since => the last upper it
  * was told).  Writers do not send the notification themselves: PostgreSQL
- * holds a lock for the whole cluster from the moment a transaction that queued a
- * NOTIFY prepares to commit until its commit record is flushed, so
- * notifying writers would commit one at a time.  Instead, a writer whose
+ * holds a lock for the whole cluster from the moment a transaction that
+ * queued a NOTIFY prepares to commit until its commit record is flushed,
+ * so notifying writers would commit one at a time.  Instead, a writer whose
  * stamped batch committed (or aborted) records the source in shared
  * memory, and the notifier of its database, a background worker, wakes
  * up, reads the upper of each source recorded and notifies its channel in
@@ -489,7 +489,7 @@ source_writes_notifier_main(Datum main_arg)
 			MemoryContextReset(round_cxt);
 			last_work = GetCurrentTimestamp();
 
-			/* what commits meanwhile waits for the next round (the latch stays set) */
+			/* later commits wait for the next round; the latch stays set */
 			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 SW_NOTIFY_ROUND_MS, PG_WAIT_EXTENSION);
 			continue;

@@ -871,8 +871,8 @@ sw_worker_restart_soon(void)
  * most once a second, measured by the end of the last transaction, which
  * stands still while a worker idles without starting one; what it leaves
  * pending waits for a later call, ten seconds later by the delay it
- * returns.  Instead, what is still pending SW_STATS_INTERVAL_MS after the first call
- * that left it is forced out.
+ * returns.  Instead, what is still pending SW_STATS_INTERVAL_MS after the
+ * first call that left it is forced out.
  */
 void
 sw_report_stats(void)
