@@ -1715,22 +1715,23 @@ publish_limits(void)
 	relids = limits_relids(limits, n);
 	if (n != ntracked || memcmp(tracked, relids, sizeof(Oid) * n) != 0)
 	{
-		if (tracked)
-			pfree(tracked);
-		if (tracked_hashes)
-			pfree(tracked_hashes);
-		tracked_hashes = NULL;	/* a change meanwhile is ours */
-		tracked = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(n, 1));
-		memcpy(tracked, relids, sizeof(Oid) * n);
-		ntracked = n;
-		{
-			uint32	   *hashes = MemoryContextAlloc(TopMemoryContext,
+		Oid		   *new_tracked = MemoryContextAlloc(TopMemoryContext,
+													 sizeof(Oid) * Max(n, 1));
+		uint32	   *new_hashes = MemoryContextAlloc(TopMemoryContext,
 													sizeof(uint32) * Max(n, 1));
 
-			for (int i = 0; i < n; i++)
-				hashes[i] = GetSysCacheHashValue1(RELOID, ObjectIdGetDatum(tracked[i]));
-			tracked_hashes = hashes;
+		/* both made before the old ones go: never one without the other */
+		memcpy(new_tracked, relids, sizeof(Oid) * n);
+		for (int i = 0; i < n; i++)
+			new_hashes[i] = GetSysCacheHashValue1(RELOID, ObjectIdGetDatum(relids[i]));
+		if (tracked)
+		{
+			pfree(tracked);
+			pfree(tracked_hashes);
 		}
+		tracked = new_tracked;
+		tracked_hashes = new_hashes;
+		ntracked = n;
 		sw_webhook_worker_track(tracked, n);
 	}
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
