@@ -96,7 +96,8 @@ static bool shutting_down = false;
 static size_t buffered = 0;		/* body bytes held, under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
 static int	answering = 0;		/* answered by the main thread, not sent yet */
-static pthread_cond_t answer_gone = PTHREAD_COND_INITIALIZER;	/* answering went down */
+static pthread_cond_t answer_gone;	/* answering went down; on CLOCK_MONOTONIC */
+static pthread_once_t answer_gone_once = PTHREAD_ONCE_INIT;
 static int	wake_pipe[2] = {-1, -1};
 
 /* where a request waits for the main thread to look at its table's limit */
@@ -675,6 +676,22 @@ keep_start_log(void *cls, const char *format, va_list ap)
 	pthread_mutex_unlock(&start_log_lock);
 }
 
+/*
+ * Make answer_gone, whose timed waits count on the monotonic clock: a
+ * stopping server waits a moment for its last answers, not whatever a
+ * change of the system's time makes of it.
+ */
+static void
+make_answer_gone(void)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&answer_gone, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
 /* can this libmicrohttpd serve HTTPS? */
 bool
 sw_webhook_server_tls_supported(void)
@@ -707,6 +724,7 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	sigset_t	old;
 	static char error[256];
 
+	pthread_once(&answer_gone_once, make_answer_gone);
 	shutting_down = false;
 	if (pipe(wake_pipe) != 0 ||
 		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
@@ -973,7 +991,7 @@ sw_webhook_server_stop(void)
 	 * Let the answers go, for a while: libmicrohttpd closes the connections
 	 * it still has when it stops, sent or not.
 	 */
-	clock_gettime(CLOCK_REALTIME, &deadline);
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_nsec += SW_WEBHOOK_STOP_WAIT_MS * 1000000L;
 	deadline.tv_sec += deadline.tv_nsec / 1000000000L;
 	deadline.tv_nsec %= 1000000000L;
