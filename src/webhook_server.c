@@ -21,9 +21,9 @@
  * its connection closed), bodies that would take the buffered bytes of all
  * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
  * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written (429), and everything
- * while the server shuts down (503).  Connections are limited in number, in total and
- * from one address, and one idle for SW_WEBHOOK_CONNECTION_TIMEOUT is
- * closed.
+ * while the server shuts down (503).  Connections are limited in number,
+ * in total and from one address, and one idle for
+ * SW_WEBHOOK_CONNECTION_TIMEOUT is closed.
  *
  * Given a certificate and a key (PEM text, which the main thread read),
  * the server speaks HTTPS only, through libmicrohttpd's GnuTLS: TLS 1.2 or
@@ -96,8 +96,7 @@ static bool shutting_down = false;
 static size_t buffered = 0;		/* body bytes held, under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
 static int	answering = 0;		/* answered by the main thread, not sent yet */
-static pthread_cond_t answer_gone;	/* answering went down; on CLOCK_MONOTONIC */
-static pthread_once_t answer_gone_once = PTHREAD_ONCE_INIT;
+static pthread_cond_t answer_gone = PTHREAD_COND_INITIALIZER;	/* answering went down */
 static int	wake_pipe[2] = {-1, -1};
 
 /* where a request waits for the main thread to look at its table's limit */
@@ -676,22 +675,6 @@ keep_start_log(void *cls, const char *format, va_list ap)
 	pthread_mutex_unlock(&start_log_lock);
 }
 
-/*
- * Make answer_gone, whose timed waits count on the monotonic clock: a
- * stopping server waits a moment for its last answers, not whatever a
- * change of the system's time makes of it.
- */
-static void
-make_answer_gone(void)
-{
-	pthread_condattr_t attr;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&answer_gone, &attr);
-	pthread_condattr_destroy(&attr);
-}
-
 /* can this libmicrohttpd serve HTTPS? */
 bool
 sw_webhook_server_tls_supported(void)
@@ -724,7 +707,6 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	sigset_t	old;
 	static char error[256];
 
-	pthread_once(&answer_gone_once, make_answer_gone);
 	shutting_down = false;
 	if (pipe(wake_pipe) != 0 ||
 		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
@@ -988,8 +970,9 @@ sw_webhook_server_stop(void)
 	}
 
 	/*
-	 * Let the answers go, for a while: libmicrohttpd closes the connections
-	 * it still has when it stops, sent or not.
+	 * Let the answers go, for a while (on the monotonic clock, which a
+	 * change of the system's time does not move): libmicrohttpd closes the
+	 * connections it still has when it stops, sent or not.
 	 */
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_nsec += SW_WEBHOOK_STOP_WAIT_MS * 1000000L;
@@ -997,7 +980,8 @@ sw_webhook_server_stop(void)
 	deadline.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&queue_lock);
 	while (answering > 0 &&
-		   pthread_cond_timedwait(&answer_gone, &queue_lock, &deadline) == 0)
+		   pthread_cond_clockwait(&answer_gone, &queue_lock, CLOCK_MONOTONIC,
+								  &deadline) == 0)
 		;
 	pthread_mutex_unlock(&queue_lock);
 	MHD_stop_daemon(daemon_handle);
