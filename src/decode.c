@@ -113,6 +113,9 @@
 /* longest part of a JSON token quoted in an error */
 #define SW_ERROR_TOKEN_BYTES	40
 
+/* longest context line kept for sw_decoder_failed() */
+#define SW_ERROR_WHERE_BYTES	256
+
 /* microseconds from the Unix epoch to PostgreSQL's */
 #define SW_EPOCH_DIFF_USECS \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
@@ -173,6 +176,11 @@ struct SwDecoder
 
 	/* CSV: one COPY, rewound for each message */
 	CopyFromState cstate;
+
+	/* the last call, for sw_decoder_failed() */
+	bool		running;		/* it began and did not return */
+	bool		converting;		/* ... and was converting a value */
+	char		error_where[SW_ERROR_WHERE_BYTES];	/* its context line */
 };
 
 /*
@@ -216,7 +224,8 @@ static size_t csv_input_pos;
 
 
 /*
- * Error context: the column being filled, or the part of the message.
+ * Error context: the column being filled, or the part of the message; kept
+ * for sw_decoder_failed() as well.
  */
 static void
 decode_error_callback(void *arg)
@@ -224,6 +233,7 @@ decode_error_callback(void *arg)
 	DecodeRun  *r = (DecodeRun *) arg;
 	StringInfoData buf;
 
+	r->d->error_where[0] = '\0';
 	initStringInfo(&buf);
 	if (r->col)
 	{
@@ -273,6 +283,7 @@ decode_error_callback(void *arg)
 		return;
 	if (r->byte > 0)
 		appendStringInfo(&buf, ", byte %d", r->byte);
+	strlcpy(r->d->error_where, buf.data, sizeof(r->d->error_where));
 	errcontext("%s", buf.data);
 }
 
@@ -322,8 +333,10 @@ make_cstring(DecodeRun *r, const char *s, size_t len)
 static inline void
 store_text(DecodeRun *r, DecColumn *c, char *str)
 {
+	r->d->converting = true;
 	r->values[c->attidx] = InputFunctionCall(&c->infunc, str, c->ioparam,
 											 c->typmod);
+	r->d->converting = false;
 	r->nulls[c->attidx] = (str == NULL);
 }
 
@@ -334,7 +347,11 @@ static void
 store_datum(DecodeRun *r, DecColumn *c, Datum value, bool isnull)
 {
 	if (c->is_domain)
+	{
+		r->d->converting = true;
 		domain_check(value, isnull, c->typid, &c->domain_extra, r->d->cxt);
+		r->d->converting = false;
+	}
 	r->values[c->attidx] = value;
 	r->nulls[c->attidx] = isnull;
 }
@@ -1254,6 +1271,9 @@ begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
 	errcb->arg = r;
 	errcb->previous = error_context_stack;
 	error_context_stack = errcb;
+	d->running = true;
+	d->converting = false;
+	d->error_where[0] = '\0';
 }
 
 /*
@@ -1337,6 +1357,7 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 		check_key(&r);
 
 	error_context_stack = errcb.previous;
+	d->running = false;
 	ExecStoreVirtualTuple(slot);
 }
 
@@ -1368,5 +1389,27 @@ sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 	check_key(&r);
 
 	error_context_stack = errcb.previous;
+	d->running = false;
 	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * After an error: whether the decoder's last call raised it (the decoder
+ * itself, or a column's input function, domain or default), and if so, in
+ * *where, the context line it added ("" if none; valid until the next
+ * call), and in *in_value whether a value of the message was being
+ * converted to its column's type (by the type's input function or the
+ * domain's checks, not by a default).  Forgets it: the next question is
+ * about the next error.
+ */
+bool
+sw_decoder_failed(SwDecoder *d, const char **where, bool *in_value)
+{
+	bool		failed = d->running;
+
+	*where = d->error_where;
+	*in_value = failed && d->converting;
+	d->running = false;
+	d->converting = false;
+	return failed;
 }

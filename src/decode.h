@@ -66,6 +66,13 @@ extern SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTable *st);
 extern void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 
 /*
+ * after an error: whether the decoder's last call raised it, the context
+ * line it added (which names the column or part), and whether it was
+ * converting a value of the message
+ */
+extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_value);
+
+/*
  * upsert sources, a tombstone: fill only the key columns (other columns
  * NULL) from the message, as sw_decode would: from the message key for a
  * column with source 'key'; for key columns that are value fields, by

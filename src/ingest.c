@@ -982,6 +982,17 @@ sw_ingest_write(SwIngest *ing, const SwMessage *msg)
 }
 
 /*
+ * After sw_ingest_write() raised an error: whether decoding the message
+ * raised it, where (the decoder's context line), and whether converting a
+ * value of the message did (a value that its column cannot take).
+ */
+bool
+sw_ingest_decode_failed(SwIngest *ing, const char **where, bool *in_value)
+{
+	return sw_decoder_failed(ing->decoder, where, in_value);
+}
+
+/*
  * End a subtransaction of the caller's in which it wrote with
  * sw_ingest_write() (a webhook request's): write the rows it buffered, if
  * it commits; else drop them, and forget what was prepared in it.  Called

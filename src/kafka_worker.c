@@ -88,6 +88,7 @@
 #include "ingest.h"
 #include "source_writes.h"
 #include "workers.h"
+#include "writer.h"
 
 PG_MODULE_MAGIC;
 
@@ -916,6 +917,7 @@ ingest_batch(void)
 	written = sw_ingest_end(ingest, &kept);
 	table_close(ftrel, NoLock);
 	PopActiveSnapshot();
+	sw_writer_commit_durably();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
@@ -961,6 +963,7 @@ try_batch(int *failures)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
+	sw_writer_forget_session_state();
 
 	if (ok)
 	{
@@ -1044,13 +1047,15 @@ leave_for_new_options(void)
 
 /*
  * Settings of the database or its owner that would stop ingestion (ALTER
- * DATABASE ... SET source_writes.as_of, say): overridden.
+ * DATABASE ... SET source_writes.as_of, say), or choose what names mean to
+ * the worker, a superuser (search_path): overridden.
  */
 static void
 override_settings(void)
 {
 	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void

@@ -847,6 +847,18 @@ sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id)
 }
 
 /*
+ * Whether the published map has a webhook source at path: 1 if it has, 0
+ * if not, -1 if there is no map.  For the main thread.
+ */
+int
+sw_webhook_server_knows(const char *path)
+{
+	size_t		limit;
+
+	return find_limit(path, &limit, NULL);
+}
+
+/*
  * Resume a request taken with sw_webhook_server_take_checks(): with status
  * 0, to read (more of) its body; else to be answered that status (404,
  * 413, 503) or, in the middle of its body, to have its connection closed.

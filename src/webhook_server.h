@@ -107,6 +107,7 @@ extern bool sw_webhook_server_publish_limits(const char *database,
 											 const SwBodyLimit *limits, int n);
 extern SwRequest *sw_webhook_server_take_checks(void);
 extern int	sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id);
+extern int	sw_webhook_server_knows(const char *path);
 extern void sw_webhook_server_checked(SwRequest *request, int status);
 
 #endif							/* SW_WEBHOOK_SERVER_H */

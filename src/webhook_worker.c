@@ -23,11 +23,16 @@
  * the table: one writer, which runs as the table's owner while it writes
  * them (the requests to another table run as that one's owner).  What the
  * worker prepared for a table (its options, its decoder) is kept from one
- * group to the next, and made again when the table, its server or the
- * caches change (relcache and syscache invalidations).
+ * group to the next, and made again when the table, its server, a
+ * function or the caches change (relcache and syscache invalidations).
+ * The table's code runs as its owner, restricted, with a search_path of
+ * pg_catalog (writer.c), also when the worker's own role owns the table;
+ * what it leaves to the session (advisory locks, prepared statements) is
+ * released after each group.
  *
  * A table with signature_header takes only requests signed with the
- * secret of its owner's user mapping for its server: HMAC-SHA256 of the
+ * secret of its owner's user mapping for its server (or the server's
+ * mapping for PUBLIC, as GetUserMapping() finds them): HMAC-SHA256 of the
  * raw body, in hex or base64, after signature_prefix, compared in constant
  * time.  A request without the header gets 401, one with a wrong signature
  * 403; either writes nothing.
@@ -67,11 +72,13 @@
  * also when its code catches the cancel.
  *
  * A request's memory is freed when it is written.  A group is at most
- * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit says, the commit
- * is flushed before the answers go.  Clients are told what was wrong with
- * their body (errors of classes 22 and 23: the value, the column, where);
- * of other errors only that the server failed, with 500 or, for errors
- * that pass (a lock, resources, shutdown), 503.
+ * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit the database or
+ * a role sets, the commit waits for its flush (and synchronous standbys)
+ * before the rows are visible and the answers go.  Clients are told what
+ * was wrong with their body (a value its column's type refused, errors of
+ * classes 22 and 23: the message, the column, where; not the context of
+ * the table's code); of other errors only that the server failed, with
+ * 500 or, for errors that pass (a lock, resources, shutdown), 503.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -87,7 +94,6 @@
 
 #include "access/table.h"
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
@@ -128,6 +134,7 @@
 #include "source_writes.h"
 #include "webhook_server.h"
 #include "workers.h"
+#include "writer.h"
 
 PG_MODULE_MAGIC;
 
@@ -156,6 +163,9 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 /* the most tables whose ingestion the worker keeps between groups */
 #define SW_WEBHOOK_KEPT_TABLES	128
 
+/* room for the part of a body being written ("element 12 of the body") */
+#define SW_WHERE_BYTES			64
+
 /* the requests of a group: taken together, written in one transaction */
 typedef struct GroupRequest
 {
@@ -180,6 +190,8 @@ static bool limits_stale = true;	/* the server's map of limits may be */
 static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
 static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
+
+static void publish_limits(void);
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -613,6 +625,17 @@ path_source(const char *path)
 	}
 	if (strcmp(parts[0], database_name) != 0)
 		return InvalidOid;
+
+	/*
+	 * An address that the map of webhook sources, made fresh, does not know
+	 * is none: its names are not looked up, which would leave an entry in
+	 * the catalog caches for each name that is not there (as many as
+	 * clients send).
+	 */
+	if (limits_stale)
+		publish_limits();
+	if (sw_webhook_server_knows(path) == 0)
+		return InvalidOid;
 	nsp = get_namespace_oid(parts[1], true);
 	if (!OidIsValid(nsp))
 		return InvalidOid;
@@ -668,7 +691,7 @@ array_element_end(void *state, bool isnull)
 		return;
 	w->message->value = w->start;
 	w->message->value_len = w->lex->prev_token_terminator - w->start;
-	snprintf(w->where, 64, "element %d of the body", ++w->n);
+	snprintf(w->where, SW_WHERE_BYTES, "element %d of the body", ++w->n);
 	sw_ingest_write(w->ing, w->message);
 }
 
@@ -703,16 +726,17 @@ write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
  * Write a request's body into its table: the messages its format makes of
  * it, each as it is found, through the table's ingestion (its batch begun
  * by the group), which raises the first error.  Returns how many rows.
+ * Which part of the body is being written goes into where (of
+ * SW_WHERE_BYTES), for the error's context and the caller.
  */
 static int
-write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
+write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 {
 	const SwSourceTable *st = sw_ingest_source_table(ing);
 	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
 	const char *body = r->body ? r->body : "";
 	SwMessage	m = {0};
 	ErrorContextCallback errcb;
-	char		where[64] = "the body";
 	int			n = 0;
 
 	for (int i = 0; i < r->nheaders; i++)
@@ -727,6 +751,7 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 	m.offset = -1;
 	m.timestamp_ms = r->received_ms;
 
+	strlcpy(where, "the body", SW_WHERE_BYTES);
 	errcb.callback = piece_context;
 	errcb.arg = where;
 	errcb.previous = error_context_stack;
@@ -759,7 +784,7 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 		result = pg_parse_json(w.lex, &sem);
 		if (result != JSON_SUCCESS)
 		{
-			strlcpy(where, "the body", sizeof(where));
+			strlcpy(where, "the body", SW_WHERE_BYTES);
 			bad_json(w.lex, result);
 		}
 		n = w.n;
@@ -799,7 +824,7 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing)
 					blank++;
 				if (at + blank < end)
 				{
-					snprintf(where, sizeof(where), "line %d of the body", line);
+					snprintf(where, SW_WHERE_BYTES, "line %d of the body", line);
 					write_piece(ing, &m, body + at, end - at);
 					n++;
 				}
@@ -1038,48 +1063,48 @@ check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 }
 
 /*
- * What a client is told of an error, and with which status: for errors in
- * what it sent (classes 22 and 23), the message and where (the context),
- * and for data exceptions the detail (where the JSON broke); of others,
- * only that the server failed.
+ * What a client is told of an error, and with which status.  Errors that
+ * pass (a lock, resources, shutdown) get 503.  An error in what it sent:
+ * one raised while a value of its body was converted to its column's type
+ * (its input function, its domain: in_value), or of classes 22 and 23,
+ * gets 400, its message, for data exceptions its detail (where the JSON
+ * broke), and where: the decoder's context line (decoder_where, the column
+ * and field) and the part of the body (piece), never the error's other
+ * context lines, which the table's own code adds (its queries, its
+ * functions).  Of others, only that the server failed: 500.
  */
 static int
-error_answer(ErrorData *edata, char **text)
+error_answer(ErrorData *edata, bool in_value, const char *decoder_where,
+			 const char *piece, char **text)
 {
 	StringInfoData s;
 	int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
 
-	if (category != ERRCODE_DATA_EXCEPTION &&
+	if (category == ERRCODE_TRANSACTION_ROLLBACK ||
+		category == ERRCODE_INSUFFICIENT_RESOURCES ||
+		category == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+		category == ERRCODE_OPERATOR_INTERVENTION ||
+		category == ERRCODE_SYSTEM_ERROR)
+	{
+		*text = pstrdup("the server could not write the request now; send it again\n");
+		return 503;
+	}
+	if (!in_value &&
+		category != ERRCODE_DATA_EXCEPTION &&
 		category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
 	{
-		bool		passes = category == ERRCODE_TRANSACTION_ROLLBACK ||
-			category == ERRCODE_INSUFFICIENT_RESOURCES ||
-			category == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
-			category == ERRCODE_OPERATOR_INTERVENTION ||
-			category == ERRCODE_SYSTEM_ERROR;
-
-		*text = pstrdup(passes ? "the server could not write the request now; send it again\n"
-						: "the server failed to write the request; its log says why\n");
-		return passes ? 503 : 500;
+		*text = pstrdup("the server failed to write the request; its log says why\n");
+		return 500;
 	}
 
 	initStringInfo(&s);
 	appendStringInfoString(&s, edata->message);
 	if (edata->detail && category == ERRCODE_DATA_EXCEPTION)
 		appendStringInfo(&s, ": %s", edata->detail);
-	if (edata->context && edata->context[0])
-	{
-		/* on one line: the context's lines, innermost first */
-		appendStringInfoString(&s, " (");
-		for (const char *c = edata->context; *c; c++)
-		{
-			if (*c == '\n')
-				appendStringInfoString(&s, "; ");
-			else
-				appendStringInfoChar(&s, *c);
-		}
-		appendStringInfoChar(&s, ')');
-	}
+	if (decoder_where[0])
+		appendStringInfo(&s, " (%s%s%s)", decoder_where, piece[0] ? "; " : "", piece);
+	else if (piece[0])
+		appendStringInfo(&s, " (%s)", piece);
 	appendStringInfoChar(&s, '\n');
 	*text = s.data;
 	return 400;
@@ -1110,7 +1135,11 @@ tables_relcache_callback(Datum arg, Oid relid)
 	tables_changed = true;
 }
 
-/* a server changed (its options, its type): every table, as seldom as that is */
+/*
+ * A server changed (its options, its type), or a function (its body, who
+ * may execute it: the defaults of the tables' decoders were prepared with
+ * the functions as they were): every table.
+ */
 static void
 tables_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -1132,6 +1161,7 @@ make_tables(void)
 						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(tables_relcache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, tables_syscache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, tables_syscache_callback, (Datum) 0);
 }
 
 /*
@@ -1327,6 +1357,40 @@ check_request_clock(void)
 }
 
 /*
+ * The webhook source at a path, locked for writing; InvalidOid if there is
+ * none.  A table that DDL holds is not waited for: *busy is set, and it is
+ * returned unlocked (its requests get 503 at once, and the other tables'
+ * go on).  Once it is locked, its name is looked up again: it may have
+ * been dropped or renamed meanwhile (taking the lock took in the
+ * invalidations), or another table renamed to it, which is then locked in
+ * its turn, as RangeVarGetRelidExtended() does.
+ */
+static Oid
+lock_path_source(const char *path, bool *busy)
+{
+	Oid			relid = path_source(path);
+
+	for (int tries = 0; tries < 3 && OidIsValid(relid); tries++)
+	{
+		Oid			again;
+
+		if (!ConditionalLockRelationOid(relid, RowExclusiveLock))
+		{
+			*busy = true;
+			return relid;
+		}
+		again = path_source(path);
+		if (again == relid)
+			return relid;
+		UnlockRelationOid(relid, RowExclusiveLock);
+		relid = again;
+	}
+	/* gone, or still moving after three looks */
+	*busy = OidIsValid(relid);
+	return relid;
+}
+
+/*
  * What a path of the group leads to: the first request sent to it
  * resolves it and opens its table, in a subtransaction (a failure is the
  * answer to the requests sent there, not to the group).  Called in the
@@ -1355,26 +1419,23 @@ group_path(const char *path, List **paths)
 	start_request_clock();
 	PG_TRY();
 	{
-		Oid			relid = path_source(path);
+		bool		busy = false;
+		Oid			relid = lock_path_source(path, &busy);
 		SwSource	source;
 
 		/*
-		 * A table that DDL holds is not waited for: its requests get 503 at
-		 * once, and the other tables' go on.  Once it is locked, its name
-		 * is looked up again: it may have been dropped or renamed meanwhile
-		 * (taking the lock took in the invalidations).  Its hidden heaps,
-		 * which VACUUM FULL or CLUSTER may hold, are not waited for either.
-		 * Preparing its ingestion (which may run its code: an immutable
-		 * default is computed once) is timed like a request.
+		 * Its hidden heaps, which VACUUM FULL or CLUSTER may hold, are not
+		 * waited for either.  Preparing its ingestion (which may run its
+		 * code: an immutable default is computed once) is timed like a
+		 * request.
 		 */
-		if (OidIsValid(relid) && !ConditionalLockRelationOid(relid, RowExclusiveLock))
+		if (busy)
 		{
 			p->relid = relid;
 			p->status = 503;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_LOCKED_TEXT);
 		}
-		else if (!OidIsValid(relid) || path_source(path) != relid ||
-				 !sw_source_lookup(relid, &source))
+		else if (!OidIsValid(relid) || !sw_source_lookup(relid, &source))
 		{
 			p->status = 404;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
@@ -1415,7 +1476,7 @@ group_path(const char *path, List **paths)
 			edata->message = pstrdup(SW_TIMED_OUT_LOG);
 		}
 		else
-			p->status = error_answer(edata, &p->text);
+			p->status = error_answer(edata, false, "", "", &p->text);
 		ereport(LOG,
 				(errmsg("source_writes webhook request to %s refused with status %d: %s",
 						path, p->status, edata->message)));
@@ -1438,6 +1499,7 @@ write_request(GroupRequest *g)
 	ResourceOwner owner = CurrentResourceOwner;
 	SwRequest  *r = g->request;
 	TableEntry *t = g->table;
+	char		where[SW_WHERE_BYTES] = "";
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(request_cxt);
@@ -1471,7 +1533,7 @@ write_request(GroupRequest *g)
 							r->path, g->status)));
 		}
 		else
-			rows = write_body(r, t->ftrel, t->ing);
+			rows = write_body(r, t->ftrel, t->ing, where);
 
 		/* the rows go into the table in this subtransaction, with the key */
 		sw_ingest_sub_end(t->ing, true);
@@ -1493,6 +1555,9 @@ write_request(GroupRequest *g)
 		bool		timed_out = stop_request_clock();
 		ErrorData  *edata;
 		char	   *text;
+		const char *decoder_where;
+		bool		in_value;
+		bool		in_decoder = sw_ingest_decode_failed(t->ing, &decoder_where, &in_value);
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
@@ -1514,7 +1579,8 @@ write_request(GroupRequest *g)
 		}
 		else
 		{
-			g->status = error_answer(edata, &text);
+			g->status = error_answer(edata, in_value, in_decoder ? decoder_where : "",
+									 where, &text);
 			g->text = text;
 		}
 		/* what the client sent is not logged: its error may quote it */
@@ -1603,16 +1669,19 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			write_table(e, group, n, group_cxt);
 		close_tables();
 		PopActiveSnapshot();
+		sw_writer_commit_durably();
 
 		/*
 		 * From the commit to the answers, no interrupt: a shutdown that
-		 * answered committed requests 503 would have them sent again.
+		 * answered committed requests 503 would have them sent again.  The
+		 * commit holds them itself from before its commit record (and no
+		 * earlier: stamping the batches may wait for a lock, which
+		 * lock_timeout and a shutdown must be able to end); nothing checks
+		 * for them between its end and here.
 		 */
+		CommitTransactionCommand();
 		HOLD_INTERRUPTS();
 		holding = true;
-		CommitTransactionCommand();
-		/* durably, whatever synchronous_commit says */
-		XLogFlush(XactLastCommitEnd);
 		committed = true;
 	}
 	PG_CATCH();
@@ -1626,6 +1695,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		forget_open_tables();
 	}
 	PG_END_TRY();
+	sw_writer_forget_session_state();
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/* answer and count; the requests are not ours any more */
@@ -1867,9 +1937,10 @@ have_webhook_sources(void)
 
 /*
  * Settings of the database or its owner that would change what the worker
- * does (ALTER DATABASE ... SET): overridden.  A lock that a user's
- * transaction holds long makes a request fail (503), not every request
- * wait behind it; and a group commits in read committed, where no
+ * does (ALTER DATABASE ... SET): overridden.  Names mean to the worker, a
+ * superuser, what they mean in pg_catalog (search_path).  A lock that a
+ * user's transaction holds long makes a request fail (503), not every
+ * request wait behind it; and a group commits in read committed, where no
  * serialization failure can fail it whole.
  */
 static void
@@ -1879,6 +1950,7 @@ override_settings(void)
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void

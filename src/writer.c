@@ -28,14 +28,16 @@
  * a transaction is one instant, and within it the pair cancels out.
  * Retractions are collected and written to the history heap in groups too.
  *
- * A writer opened for a role other than the current user (a background
- * worker writes as the table's owner) runs as that role, in a
- * security-restricted operation, from open to close: whatever user code
- * it runs (CHECK constraints, the key type's equality, index expressions)
- * cannot reach the worker's own rights.  A writer needs no executor state:
- * it makes its own when the caller has none.  A writer writes in the
- * subtransaction it was opened in (what it buffers would not follow a
- * rollback to a savepoint): a worker that writes each message in a
+ * A writer that ingests (any origin but a user's: a background worker,
+ * or retry_errors(), writes as the table's owner) runs as the owner, in a
+ * security-restricted operation with a search_path of pg_catalog, from
+ * open to close, also when the owner is the current user: whatever user
+ * code it runs (CHECK constraints, the key type's equality, index
+ * expressions) cannot reach the worker's own rights, nor find objects
+ * that the database's settings put in its way.  A writer needs no
+ * executor state: it makes its own when the caller has none.  A writer
+ * writes in the subtransaction it was opened in (what it buffers would not
+ * follow a rollback to a savepoint): a worker that writes each message in a
  * savepoint of its own opens a writer in each.
  *
  * Copyright (c) 2026, source_writes developers
@@ -51,10 +53,12 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "commands/prepare.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -144,10 +148,11 @@ struct SwWriter
 };
 
 /*
- * While running code as a table's owner on behalf of another role (a
- * worker, or the caller of retry_errors()), names resolve in pg_catalog
- * only: objects the other role planted in its search_path must not stand
- * in for the owner's.  The caller has made a new GUC nest level.
+ * While running code as a table's owner on behalf of a worker or the
+ * caller of retry_errors(), names resolve in pg_catalog only: objects
+ * planted in the caller's search_path (by another role, or by the
+ * database's settings) must not stand in for the owner's.  The caller has
+ * made a new GUC nest level.
  */
 void
 sw_writer_safe_search_path(void)
@@ -166,6 +171,39 @@ void
 sw_writer_reset_checks(SwWriter *w)
 {
 	w->table_rri = NULL;
+}
+
+/*
+ * In a worker, after a transaction in which tables' owners' code ran (as
+ * those owners, restricted): release what that code may have left to the
+ * worker's session rather than to the transaction, session-level advisory
+ * locks and prepared statements, so that none of it outlives the
+ * transaction in a session that serves every table.  The workers take no
+ * advisory locks of their own.
+ */
+void
+sw_writer_forget_session_state(void)
+{
+	LockReleaseAll(USER_LOCKMETHOD, true);
+	DropAllPreparedStatements();
+}
+
+/*
+ * In a worker, before it commits a transaction that wrote batches: the
+ * commit waits for its WAL flush, and for synchronous standbys as
+ * synchronous_commit's default does, whatever the database or its owner
+ * set it to (off, local).  Else a batch's rows and the upper it moved
+ * would be visible before they are durable, and a crash or a failover
+ * could take back what readers saw, or a webhook request answered 200.
+ * Only for this transaction.
+ */
+void
+sw_writer_commit_durably(void)
+{
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
+		(void) set_config_option("synchronous_commit", "on",
+								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+								 true, 0, false);
 }
 
 /*
@@ -188,7 +226,14 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 				 errhint("RESET source_writes.as_of to edit the current contents.")));
 	sw_source_require(RelationGetRelid(ftrel), &source);
 
-	if (role != GetUserId())
+	/*
+	 * Ingestion runs the table's code (defaults, checks, input functions)
+	 * as its owner, restricted and with the safe search_path, also when the
+	 * worker's own role owns the table: the worker is a superuser, and its
+	 * search_path is whatever the database's settings made it.  A user's
+	 * edit runs as that user, as DML does.
+	 */
+	if (origin != SW_ORIGIN_USER || role != GetUserId())
 	{
 		GetUserIdAndSecContext(&w->save_userid, &w->save_sec_context);
 		SetUserIdAndSecContext(role, w->save_sec_context |

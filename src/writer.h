@@ -29,6 +29,8 @@ extern void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_reset_checks(SwWriter *w);
 extern void sw_writer_safe_search_path(void);
+extern void sw_writer_forget_session_state(void);
+extern void sw_writer_commit_durably(void);
 extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_flush(SwWriter *w);
