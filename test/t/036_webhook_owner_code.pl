@@ -5,9 +5,9 @@
 # does not outlive its group; a privilege revoked from the owner holds at
 # once.  Bad values get 400 whatever their type's error code, and the
 # answer shows neither the table's code nor, in the log, the body.  The
-# worker's commit waits for synchronous standbys whatever the database's
-# synchronous_commit says.  Addresses that are no table leave nothing in
-# the worker's memory.
+# worker's commit is bounded by lock_timeout, and waits for synchronous
+# standbys whatever the database's synchronous_commit says.  Addresses
+# that are no table leave nothing in the worker's memory.
 use strict;
 use warnings;
 
@@ -186,7 +186,23 @@ my $after = cache_bytes();
 cmp_ok($after - $before, '<', 64 * 1024, "the worker's catalog caches did not grow with them ($before, then $after bytes used)");
 is(post('/public/orders', '{"id": "3"}'), '200 1 row', 'a table is still found');
 
-# 7. The group's commit waits for synchronous standbys as the server's
+# 7. The group's commit is bounded by the worker's lock_timeout: stamping
+# its batch waits for a lock that DDL holds (CREATE INDEX on the batches),
+# for 5 s, and then every request of the group gets 503.
+my $blocker = $node->background_psql('postgres', on_error_stop => 1);
+$blocker->query_safe(q{BEGIN; LOCK TABLE source_writes.batches IN SHARE MODE});
+my $t0 = time();
+my ($answer) = run_command([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '60',
+	"$base/public/orders", '--data-binary', '{"id": "locked"}', '-H', 'Content-Type: application/json' ]);
+is($answer, "the request could not be committed; send it again\n 503",
+	'a commit that waits for a lock longer than lock_timeout: 503');
+cmp_ok(time() - $t0, '<', 30, 'after lock_timeout');
+$blocker->query_safe('ROLLBACK');
+$blocker->quit;
+is(sql(q{SELECT count(*) FROM orders WHERE id = 'locked'}), '0', 'nothing of it is written');
+is(post('/public/orders', '{"id": "unlocked"}'), '200 1 row', 'once the lock is gone: 200');
+
+# 8. The group's commit waits for synchronous standbys as the server's
 # configuration asks, though the database sets synchronous_commit = local.
 sql(q{ALTER DATABASE postgres SET synchronous_commit = local});
 restart_worker();
