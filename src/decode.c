@@ -179,7 +179,7 @@ struct SwDecoder
 
 	/* the last call, for sw_decoder_failed() */
 	bool		running;		/* it began and did not return */
-	bool		converting;		/* ... and was converting a value */
+	bool		defaulting;		/* ... and was computing a default */
 	char		error_where[SW_ERROR_WHERE_BYTES];	/* its context line */
 };
 
@@ -232,6 +232,7 @@ decode_error_callback(void *arg)
 {
 	DecodeRun  *r = (DecodeRun *) arg;
 	StringInfoData buf;
+	int			keep;
 
 	r->d->error_where[0] = '\0';
 	initStringInfo(&buf);
@@ -283,7 +284,10 @@ decode_error_callback(void *arg)
 		return;
 	if (r->byte > 0)
 		appendStringInfo(&buf, ", byte %d", r->byte);
-	strlcpy(r->d->error_where, buf.data, sizeof(r->d->error_where));
+	/* kept whole, or cut on a character's boundary */
+	keep = pg_mbcliplen(buf.data, buf.len, sizeof(r->d->error_where) - 1);
+	memcpy(r->d->error_where, buf.data, keep);
+	r->d->error_where[keep] = '\0';
 	errcontext("%s", buf.data);
 }
 
@@ -333,10 +337,8 @@ make_cstring(DecodeRun *r, const char *s, size_t len)
 static inline void
 store_text(DecodeRun *r, DecColumn *c, char *str)
 {
-	r->d->converting = true;
 	r->values[c->attidx] = InputFunctionCall(&c->infunc, str, c->ioparam,
 											 c->typmod);
-	r->d->converting = false;
 	r->nulls[c->attidx] = (str == NULL);
 }
 
@@ -347,11 +349,7 @@ static void
 store_datum(DecodeRun *r, DecColumn *c, Datum value, bool isnull)
 {
 	if (c->is_domain)
-	{
-		r->d->converting = true;
 		domain_check(value, isnull, c->typid, &c->domain_extra, r->d->cxt);
-		r->d->converting = false;
-	}
 	r->values[c->attidx] = value;
 	r->nulls[c->attidx] = isnull;
 }
@@ -553,7 +551,9 @@ fill_default(DecodeRun *r, DecColumn *c)
 		bool		isnull;
 		Datum		value;
 
+		r->d->defaulting = true;
 		value = ExecEvalExpr(c->default_expr, r->d->econtext, &isnull);
+		r->d->defaulting = false;
 		r->values[c->attidx] = value;
 		r->nulls[c->attidx] = isnull;
 	}
@@ -1272,7 +1272,7 @@ begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
 	errcb->previous = error_context_stack;
 	error_context_stack = errcb;
 	d->running = true;
-	d->converting = false;
+	d->defaulting = false;
 	d->error_where[0] = '\0';
 }
 
@@ -1397,19 +1397,19 @@ sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
  * After an error: whether the decoder's last call raised it (the decoder
  * itself, or a column's input function, domain or default), and if so, in
  * *where, the context line it added ("" if none; valid until the next
- * call), and in *in_value whether a value of the message was being
- * converted to its column's type (by the type's input function or the
- * domain's checks, not by a default).  Forgets it: the next question is
+ * call), and in *in_message whether it was raised while the message was
+ * read (its parts found, its values converted to their columns' types),
+ * not while a default was computed.  Forgets it: the next question is
  * about the next error.
  */
 bool
-sw_decoder_failed(SwDecoder *d, const char **where, bool *in_value)
+sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message)
 {
 	bool		failed = d->running;
 
 	*where = d->error_where;
-	*in_value = failed && d->converting;
+	*in_message = failed && !d->defaulting;
 	d->running = false;
-	d->converting = false;
+	d->defaulting = false;
 	return failed;
 }

@@ -68,9 +68,9 @@ extern void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 /*
  * after an error: whether the decoder's last call raised it, the context
  * line it added (which names the column or part), and whether it was
- * converting a value of the message
+ * reading the message (not computing a default)
  */
-extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_value);
+extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message);
 
 /*
  * upsert sources, a tombstone: fill only the key columns (other columns

@@ -983,13 +983,13 @@ sw_ingest_write(SwIngest *ing, const SwMessage *msg)
 
 /*
  * After sw_ingest_write() raised an error: whether decoding the message
- * raised it, where (the decoder's context line), and whether converting a
- * value of the message did (a value that its column cannot take).
+ * raised it, where (the decoder's context line), and whether reading the
+ * message did (its parts, its values), not a default.
  */
 bool
-sw_ingest_decode_failed(SwIngest *ing, const char **where, bool *in_value)
+sw_ingest_decode_failed(SwIngest *ing, const char **where, bool *in_message)
 {
-	return sw_decoder_failed(ing->decoder, where, in_value);
+	return sw_decoder_failed(ing->decoder, where, in_message);
 }
 
 /*

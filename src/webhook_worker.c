@@ -75,10 +75,11 @@
  * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit the database or
  * a role sets, the commit waits for its flush (and synchronous standbys)
  * before the rows are visible and the answers go.  Clients are told what
- * was wrong with their body (a value its column's type refused, errors of
- * classes 22 and 23: the message, the column, where; not the context of
- * the table's code); of other errors only that the server failed, with
- * 500 or, for errors that pass (a lock, resources, shutdown), 503.
+ * was wrong with their body (an error that reading it raised itself, and
+ * errors of classes 22 and 23: the message, the column, where; not the
+ * context of the table's code); of other errors only that the server
+ * failed, with 500 or, for errors that pass (a lock, resources,
+ * shutdown), 503.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -190,8 +191,6 @@ static bool limits_stale = true;	/* the server's map of limits may be */
 static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
 static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
-
-static void publish_limits(void);
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -627,14 +626,12 @@ path_source(const char *path)
 		return InvalidOid;
 
 	/*
-	 * An address that the map of webhook sources, made fresh, does not know
-	 * is none: its names are not looked up, which would leave an entry in
-	 * the catalog caches for each name that is not there (as many as
-	 * clients send).
+	 * An address that the map of webhook sources does not know, while the
+	 * map is fresh, is none: its names are not looked up, which would leave
+	 * an entry in the catalog caches for each name that is not there (as
+	 * many as clients send).  (The map is made fresh between groups.)
 	 */
-	if (limits_stale)
-		publish_limits();
-	if (sw_webhook_server_knows(path) == 0)
+	if (!limits_stale && sw_webhook_server_knows(path) == 0)
 		return InvalidOid;
 	nsp = get_namespace_oid(parts[1], true);
 	if (!OidIsValid(nsp))
@@ -1065,16 +1062,17 @@ check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 /*
  * What a client is told of an error, and with which status.  Errors that
  * pass (a lock, resources, shutdown) get 503.  An error in what it sent:
- * one raised while a value of its body was converted to its column's type
- * (its input function, its domain: in_value), or of classes 22 and 23,
- * gets 400, its message, for data exceptions its detail (where the JSON
- * broke), and where: the decoder's context line (decoder_where, the column
- * and field) and the part of the body (piece), never the error's other
- * context lines, which the table's own code adds (its queries, its
- * functions).  Of others, only that the server failed: 500.
+ * one that reading its body raised itself (the decoder, a column's input
+ * function or domain, with no code of the table's between them: in_body),
+ * or one of classes 22 and 23, gets 400, its message, for data exceptions
+ * its detail (where the JSON broke), and where: the decoder's context line
+ * (decoder_where, the column and field) and the part of the body (piece),
+ * never the error's other context lines, which the table's own code adds
+ * (its queries, its functions).  Of others, only that the server failed:
+ * 500.
  */
 static int
-error_answer(ErrorData *edata, bool in_value, const char *decoder_where,
+error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
 			 const char *piece, char **text)
 {
 	StringInfoData s;
@@ -1089,7 +1087,7 @@ error_answer(ErrorData *edata, bool in_value, const char *decoder_where,
 		*text = pstrdup("the server could not write the request now; send it again\n");
 		return 503;
 	}
-	if (!in_value &&
+	if (!in_body &&
 		category != ERRCODE_DATA_EXCEPTION &&
 		category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
 	{
@@ -1108,6 +1106,19 @@ error_answer(ErrorData *edata, bool in_value, const char *decoder_where,
 	appendStringInfoChar(&s, '\n');
 	*text = s.data;
 	return 400;
+}
+
+/* how many lines an error's context has */
+static int
+context_lines(const char *context)
+{
+	int			n = 0;
+
+	if (context == NULL || context[0] == '\0')
+		return 0;
+	for (const char *c = context; c; c = strchr(c + 1, '\n'))
+		n++;
+	return n;
 }
 
 /* a cached table changed: make its ingestion again before it is used */
@@ -1136,9 +1147,10 @@ tables_relcache_callback(Datum arg, Oid relid)
 }
 
 /*
- * A server changed (its options, its type), or a function (its body, who
- * may execute it: the defaults of the tables' decoders were prepared with
- * the functions as they were): every table.
+ * A server changed (its options, its type), a function (its body, who may
+ * execute it) or a role's memberships (whose rights its owner has): every
+ * table, as the defaults of the tables' decoders were prepared, and their
+ * rights to functions checked, with these as they were.
  */
 static void
 tables_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -1162,6 +1174,7 @@ make_tables(void)
 	CacheRegisterRelcacheCallback(tables_relcache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, tables_syscache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(PROCOID, tables_syscache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, tables_syscache_callback, (Datum) 0);
 }
 
 /*
@@ -1556,8 +1569,8 @@ write_request(GroupRequest *g)
 		ErrorData  *edata;
 		char	   *text;
 		const char *decoder_where;
-		bool		in_value;
-		bool		in_decoder = sw_ingest_decode_failed(t->ing, &decoder_where, &in_value);
+		bool		in_message;
+		bool		in_decoder = sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
@@ -1579,7 +1592,11 @@ write_request(GroupRequest *g)
 		}
 		else
 		{
-			g->status = error_answer(edata, in_value, in_decoder ? decoder_where : "",
+			/* raised by the reading itself: no context but ours */
+			int			ours = (in_decoder && decoder_where[0]) + (where[0] != '\0');
+			bool		in_body = in_message && context_lines(edata->context) <= ours;
+
+			g->status = error_answer(edata, in_body, in_decoder ? decoder_where : "",
 									 where, &text);
 			g->text = text;
 		}
@@ -1916,21 +1933,36 @@ make_events(void)
 	return events;
 }
 
-/* does the database still have webhook sources? */
+/* does the database still have webhook sources?  (yes, if it cannot tell now) */
 static bool
 have_webhook_sources(void)
 {
-	bool		found = false;
-	ListCell   *lc;
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool found = false;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (sw_catalog_exists())
-		foreach(lc, sw_catalog_sources(InvalidOid))
-			found |= ((SwSource *) lfirst(lc))->kind == SW_KIND_WEBHOOK;
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	PG_TRY();
+	{
+		ListCell   *lc;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (sw_catalog_exists())
+			foreach(lc, sw_catalog_sources(InvalidOid))
+				found |= ((SwSource *) lfirst(lc))->kind == SW_KIND_WEBHOOK;
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* a lock held long, say: stay, and look again later */
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		found = true;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(TopMemoryContext);
 	return found;
 }

@@ -36,6 +36,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -196,6 +197,19 @@ sw_workers_shmem_startup(void)
 }
 
 /*
+ * Copy an error's text into one of the SW_ERROR_LEN buffers of shared
+ * memory, cut on a character's boundary if it is longer.
+ */
+static void
+copy_error(char *to, const char *error)
+{
+	int			len = pg_mbcliplen(error, strlen(error), SW_ERROR_LEN - 1);
+
+	memcpy(to, error, len);
+	to[len] = '\0';
+}
+
+/*
  * Set the state (and, if error is not NULL, the last error) of a slot that
  * is still in the given generation.
  */
@@ -209,7 +223,7 @@ report(int index, uint32 generation, const char *state, const char *error)
 	{
 		strlcpy(slot->state, state, SW_STATE_LEN);
 		if (error)
-			strlcpy(slot->last_error, error, SW_ERROR_LEN);
+			copy_error(slot->last_error, error);
 	}
 	LWLockRelease(shared->lock);
 }
@@ -438,7 +452,7 @@ sw_webhook_worker_report_error(const char *error)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (shared->webhook_pid == MyProcPid)
-		strlcpy(shared->webhook_error, error ? error : "", SW_ERROR_LEN);
+		copy_error(shared->webhook_error, error ? error : "");
 	LWLockRelease(shared->lock);
 }
 
@@ -475,7 +489,8 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 		counts->accepted++;
 	else if (counts)
 	{
-		int			len = strcspn(text, "\n");
+		/* the status and the first line, cut on a character's boundary */
+		int			len = pg_mbcliplen(text, strcspn(text, "\n"), SW_ERROR_LEN - 5);
 
 		counts->refused++;
 		snprintf(counts->last_error, SW_ERROR_LEN, "%d %.*s", status, len, text);

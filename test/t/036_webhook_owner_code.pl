@@ -110,16 +110,20 @@ is(post('/public/typed', '{"id": "1", "q": "BODYSECRET1 & & y"}'),
 is(post('/public/typed', '{"id": "2", "r": "bodysecret2"}'),
 	'400 relation "bodysecret2" does not exist (column "r" of source table "typed", field "r"; the body)',
 	'a regclass of no relation: 400');
+is(post('/public/typed', '{"id": "j", "q": {"a": 1}}'),
+	'400 cannot convert a JSON object to type tsquery (column "q" of source table "typed", field "q"; the body)',
+	'a JSON object for a column of another type: 400');
 is(post('/public/typed', '{"id": "3", "q": "a & b", "r": "pg_class"}'), '200 1 row', 'good values: 200');
 my $logged = substr(slurp_file($node->logfile), $log);
-is(scalar(() = $logged =~ m{request to /postgres/public/typed refused with status 400$}mg), 2,
-	'both refusals are logged');
+is(scalar(() = $logged =~ m{request to /postgres/public/typed refused with status 400$}mg), 3,
+	'the refusals are logged');
 unlike($logged, qr/bodysecret/i, 'the log does not quote the bodies');
 is(sql(q{SELECT string_agg(id, ',') FROM typed}), '3', 'only the good one is written');
 
-# 4. An error that the table's own code raises while it checks a value
-# reaches the client with its message and where in the body, never with
-# the code's context (its queries, its functions).
+# 4. A data exception that the table's own code raises while it checks a
+# value reaches the client with its message and where in the body, never
+# with the code's context (its queries, its functions); another error of
+# its code is the server's: 500, and its message only in the log.
 sql(q{CREATE TABLE private_t (v text);
 	INSERT INTO private_t VALUES ('not-a-number');
 	CREATE FUNCTION public.chk(t text) RETURNS bool LANGUAGE plpgsql AS $$
@@ -132,6 +136,16 @@ is(post('/public/d', '{"id": "probe"}'),
 is(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'd'::regclass}),
 	'400 invalid input syntax for type integer: "not-a-number" (column "id" of source table "d", field "id"; the body)',
 	'the same in last_error');
+sql(q{CREATE FUNCTION public.chk2(t text) RETURNS bool LANGUAGE plpgsql AS $$
+		BEGIN PERFORM 1 FROM public.dropped_t; RETURN true; END $$;
+	CREATE DOMAIN broken_text AS text CHECK (public.chk2(VALUE));
+	CREATE FOREIGN TABLE d2 (id broken_text) SERVER hooks OPTIONS (format 'json')});
+$log = -s $node->logfile;
+is(post('/public/d2', '{"id": "probe"}'), '500 the server failed to write the request; its log says why',
+	'a domain\'s function that fails on its own (a table it needs is gone): 500');
+like(substr(slurp_file($node->logfile), $log),
+	qr{request to /postgres/public/d2 refused with status 500: relation "public.dropped_t" does not exist},
+	'its message is in the log');
 
 # 5. A privilege revoked from the owner holds for the next request, though
 # the worker keeps what it prepared for the table between groups.
@@ -213,6 +227,7 @@ my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max
 	'>', \$out, '2>', \$err);
 ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
 	WHERE backend_type = 'source_writes webhook server'}), 'the worker waits for the standby');
+$h->pump_nb;
 is($out, '', 'no answer meanwhile');
 sql(q{ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()});
 $h->finish;
