@@ -1616,6 +1616,19 @@ write_request(GroupRequest *g)
 }
 
 /*
+ * After an error that ends the worker's transaction: log it, and abort
+ * the transaction, back in memory context cxt.
+ */
+static void
+report_and_abort(MemoryContext cxt)
+{
+	MemoryContextSwitchTo(cxt);
+	EmitErrorReport();
+	FlushErrorState();
+	AbortOutOfAnyTransaction();
+}
+
+/*
  * Write the group's requests to one table, in the order they came, each
  * in its own subtransaction, in one batch of the table: one writer, which
  * runs as the table's owner until the last of them is written.
@@ -1705,10 +1718,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	{
 		/* the error reset the interrupt holdoff that the commit took */
 		holding = false;
-		MemoryContextSwitchTo(group_cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortOutOfAnyTransaction();
+		report_and_abort(group_cxt);
 		forget_open_tables();
 	}
 	PG_END_TRY();
@@ -1858,10 +1868,7 @@ refresh_limits(bool always)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortOutOfAnyTransaction();
+		report_and_abort(cxt);
 		(void) sw_webhook_server_publish_limits(NULL, NULL, 0);
 		limits_stale = true;
 	}
@@ -1956,10 +1963,7 @@ have_webhook_sources(void)
 	PG_CATCH();
 	{
 		/* a lock held long, say: stay, and look again later */
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortOutOfAnyTransaction();
+		report_and_abort(cxt);
 		found = true;
 	}
 	PG_END_TRY();
