@@ -134,8 +134,9 @@ typedef struct DecColumn
 	bool		is_json;		/* of base type json or jsonb */
 	bool		is_bytea;		/* of base type bytea */
 	bool		is_key;			/* named by the key option */
-	FmgrInfo	infunc;			/* the type's input function */
+	FmgrInfo	infunc;			/* the (base) type's input function */
 	Oid			ioparam;
+	int32		intypmod;		/* ... and the typmod it takes */
 	void	   *domain_extra;	/* domain_check()'s cache */
 
 	/* data columns */
@@ -179,7 +180,8 @@ struct SwDecoder
 
 	/* the last call, for sw_decoder_failed() */
 	bool		running;		/* it began and did not return */
-	bool		defaulting;		/* ... and was computing a default */
+	bool		checking;		/* ... and was checking a domain's value */
+	bool		defaulting;		/* ... or computing a default */
 	char		error_where[SW_ERROR_WHERE_BYTES];	/* its context line */
 };
 
@@ -331,27 +333,31 @@ make_cstring(DecodeRun *r, const char *s, size_t len)
 }
 
 /*
- * Fill a column from a string, or NULL, through its type's input function.
- * NULL goes through it too, so that a domain's NOT NULL holds, as in COPY.
- */
-static inline void
-store_text(DecodeRun *r, DecColumn *c, char *str)
-{
-	r->values[c->attidx] = InputFunctionCall(&c->infunc, str, c->ioparam,
-											 c->typmod);
-	r->nulls[c->attidx] = (str == NULL);
-}
-
-/*
  * Fill a column with a value of its base type, checked against its domain.
  */
 static void
 store_datum(DecodeRun *r, DecColumn *c, Datum value, bool isnull)
 {
 	if (c->is_domain)
+	{
+		r->d->checking = true;
 		domain_check(value, isnull, c->typid, &c->domain_extra, r->d->cxt);
+		r->d->checking = false;
+	}
 	r->values[c->attidx] = value;
 	r->nulls[c->attidx] = isnull;
+}
+
+/*
+ * Fill a column from a string, or NULL, through its (base) type's input
+ * function, and its domain's checks, as domain_in() would.  NULL goes
+ * through them too, so that a domain's NOT NULL holds, as in COPY.
+ */
+static inline void
+store_text(DecodeRun *r, DecColumn *c, char *str)
+{
+	store_datum(r, c, InputFunctionCall(&c->infunc, str, c->ioparam, c->intypmod),
+				str == NULL);
 }
 
 /*
@@ -1217,7 +1223,11 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 		c->is_domain = c->basetype != c->typid;
 		c->is_json = c->basetype == JSONOID || c->basetype == JSONBOID;
 		c->is_bytea = c->basetype == BYTEAOID;
-		getTypeInputInfo(c->typid, &infunc, &c->ioparam);
+		/* a domain's value: its base type's input, then its checks */
+		c->intypmod = c->typmod;
+		if (c->is_domain)
+			(void) getBaseTypeAndTypmod(c->typid, &c->intypmod);
+		getTypeInputInfo(c->basetype, &infunc, &c->ioparam);
 		fmgr_info_cxt(infunc, &c->infunc, d->cxt);
 		c->next_same = -1;
 
@@ -1272,6 +1282,7 @@ begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
 	errcb->previous = error_context_stack;
 	error_context_stack = errcb;
 	d->running = true;
+	d->checking = false;
 	d->defaulting = false;
 	d->error_where[0] = '\0';
 }
@@ -1398,9 +1409,10 @@ sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
  * itself, or a column's input function, domain or default), and if so, in
  * *where, the context line it added ("" if none; valid until the next
  * call), and in *in_message whether it was raised while the message was
- * read (its parts found, its values converted to their columns' types),
- * not while a default was computed.  Forgets it: the next question is
- * about the next error.
+ * read (its parts found, its values converted by their types' input
+ * functions), not while a domain checked a value (its constraints are the
+ * table's code) or a default was computed.  Forgets it: the next question
+ * is about the next error.
  */
 bool
 sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message)
@@ -1408,8 +1420,9 @@ sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message)
 	bool		failed = d->running;
 
 	*where = d->error_where;
-	*in_message = failed && !d->defaulting;
+	*in_message = failed && !d->checking && !d->defaulting;
 	d->running = false;
+	d->checking = false;
 	d->defaulting = false;
 	return failed;
 }

@@ -1063,7 +1063,7 @@ check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
  * What a client is told of an error, and with which status.  Errors that
  * pass (a lock, resources, shutdown) get 503.  An error in what it sent:
  * one that reading its body raised itself (the decoder, a column's input
- * function or domain, with no code of the table's between them: in_body),
+ * function, with no code of the table's between them: in_body),
  * or one of classes 22 and 23, gets 400, its message, for data exceptions
  * its detail (where the JSON broke), and where: the decoder's context line
  * (decoder_where, the column and field) and the part of the body (piece),
@@ -1108,19 +1108,6 @@ error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
 	return 400;
 }
 
-/* how many lines an error's context has */
-static int
-context_lines(const char *context)
-{
-	int			n = 0;
-
-	if (context == NULL || context[0] == '\0')
-		return 0;
-	for (const char *c = context; c; c = strchr(c + 1, '\n'))
-		n++;
-	return n;
-}
-
 /* a cached table changed: make its ingestion again before it is used */
 static void
 tables_relcache_callback(Datum arg, Oid relid)
@@ -1148,9 +1135,10 @@ tables_relcache_callback(Datum arg, Oid relid)
 
 /*
  * A server changed (its options, its type), a function (its body, who may
- * execute it) or a role's memberships (whose rights its owner has): every
- * table, as the defaults of the tables' decoders were prepared, and their
- * rights to functions checked, with these as they were.
+ * execute it), or a role (its attributes, its memberships: whose rights
+ * its owner has): every table, as the defaults of the tables' decoders
+ * were prepared, and their rights to functions checked, with these as they
+ * were.
  */
 static void
 tables_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -1175,6 +1163,7 @@ make_tables(void)
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, tables_syscache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(PROCOID, tables_syscache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, tables_syscache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, tables_syscache_callback, (Datum) 0);
 }
 
 /*
@@ -1592,9 +1581,17 @@ write_request(GroupRequest *g)
 		}
 		else
 		{
-			/* raised by the reading itself: no context but ours */
-			int			ours = (in_decoder && decoder_where[0]) + (where[0] != '\0');
-			bool		in_body = in_message && context_lines(edata->context) <= ours;
+			/*
+			 * Raised by the reading itself: the error's context begins with
+			 * our own lines, no code of the table's before them; and no
+			 * internal error.
+			 */
+			const char *ours = in_decoder && decoder_where[0] ? decoder_where : where;
+			const char *context = edata->context ? edata->context : "";
+			bool		in_body = in_message &&
+				strncmp(context, ours, strlen(ours)) == 0 &&
+				(ours[0] != '\0' || context[0] == '\0') &&
+				ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTERNAL_ERROR;
 
 			g->status = error_answer(edata, in_body, in_decoder ? decoder_where : "",
 									 where, &text);

@@ -146,6 +146,10 @@ is(post('/public/d2', '{"id": "probe"}'), '500 the server failed to write the re
 like(substr(slurp_file($node->logfile), $log),
 	qr{request to /postgres/public/d2 refused with status 500: relation "public.dropped_t" does not exist},
 	'its message is in the log');
+sql(q{CREATE DOMAIN conf_text AS text CHECK (VALUE <> current_setting('app.missing'));
+	CREATE FOREIGN TABLE d3 (id conf_text) SERVER hooks OPTIONS (format 'json')});
+is(post('/public/d3', '{"id": "probe"}'), '500 the server failed to write the request; its log says why',
+	'a domain\'s check that fails on its own with no function of its own (a setting that is not there): 500');
 
 # 5. A privilege revoked from the owner holds for the next request, though
 # the worker keeps what it prepared for the table between groups.
