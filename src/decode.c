@@ -1407,8 +1407,8 @@ sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 /*
  * After an error: whether the decoder's last call raised it (the decoder
  * itself, or a column's input function, domain or default), and if so, in
- * *where, the context line it added ("" if none; valid until the next
- * call), and in *in_message whether it was raised while the message was
+ * *where, the context line it added ("" if none, or if it did not raise
+ * it; valid until the next call), and in *in_message whether it was raised while the message was
  * read (its parts found, its values converted by their types' input
  * functions), not while a domain checked a value (its constraints are the
  * table's code) or a default was computed.  Forgets it: the next question
@@ -1419,7 +1419,7 @@ sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message)
 {
 	bool		failed = d->running;
 
-	*where = d->error_where;
+	*where = failed ? d->error_where : "";
 	*in_message = failed && !d->checking && !d->defaulting;
 	d->running = false;
 	d->checking = false;

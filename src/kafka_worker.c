@@ -1045,19 +1045,6 @@ leave_for_new_options(void)
 	proc_exit(0);
 }
 
-/*
- * Settings of the database or its owner that would stop ingestion (ALTER
- * DATABASE ... SET source_writes.as_of, say), or choose what names mean to
- * the worker, a superuser (search_path): overridden.
- */
-static void
-override_settings(void)
-{
-	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-}
-
 void
 source_writes_kafka_main(Datum main_arg)
 {
@@ -1079,7 +1066,7 @@ source_writes_kafka_main(Datum main_arg)
 		proc_exit(0);			/* the slot went to another source */
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes kafka worker");
-	override_settings();
+	sw_worker_override_settings();
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes kafka worker",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -1122,7 +1109,7 @@ source_writes_kafka_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			override_settings();
+			sw_worker_override_settings();
 			if (strcmp(database, sw_database) != 0)
 				proc_exit(0);	/* the launcher serves another database now */
 		}

@@ -1559,7 +1559,8 @@ write_request(GroupRequest *g)
 		char	   *text;
 		const char *decoder_where;
 		bool		in_message;
-		bool		in_decoder = sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
+
+		(void) sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
@@ -1586,15 +1587,14 @@ write_request(GroupRequest *g)
 			 * our own lines, no code of the table's before them; and no
 			 * internal error.
 			 */
-			const char *ours = in_decoder && decoder_where[0] ? decoder_where : where;
+			const char *ours = decoder_where[0] ? decoder_where : where;
 			const char *context = edata->context ? edata->context : "";
 			bool		in_body = in_message &&
 				strncmp(context, ours, strlen(ours)) == 0 &&
 				(ours[0] != '\0' || context[0] == '\0') &&
 				ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTERNAL_ERROR;
 
-			g->status = error_answer(edata, in_body, in_decoder ? decoder_where : "",
-									 where, &text);
+			g->status = error_answer(edata, in_body, decoder_where, where, &text);
 			g->text = text;
 		}
 		/* what the client sent is not logged: its error may quote it */
@@ -1970,20 +1970,17 @@ have_webhook_sources(void)
 
 /*
  * Settings of the database or its owner that would change what the worker
- * does (ALTER DATABASE ... SET): overridden.  Names mean to the worker, a
- * superuser, what they mean in pg_catalog (search_path).  A lock that a
- * user's transaction holds long makes a request fail (503), not every
- * request wait behind it; and a group commits in read committed, where no
- * serialization failure can fail it whole.
+ * does (ALTER DATABASE ... SET): overridden, those of every worker of ours
+ * and these.  A lock that a user's transaction holds long makes a request
+ * fail (503), not every request wait behind it; and a group commits in
+ * read committed, where no serialization failure can fail it whole.
  */
 static void
 override_settings(void)
 {
-	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	sw_worker_override_settings();
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void

@@ -46,6 +46,7 @@
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -903,6 +904,20 @@ sw_report_stats(void)
 		due = 0;
 	else if (due == 0)
 		due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SW_STATS_INTERVAL_MS);
+}
+
+/*
+ * Settings of the database or its owner that would stop a worker of ours
+ * (ALTER DATABASE ... SET source_writes.as_of, say), or choose what names
+ * mean to it, a superuser (search_path): overridden.  At its start and
+ * after each reload.
+ */
+void
+sw_worker_override_settings(void)
+{
+	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /* how far a slot's worker is behind the high watermarks it reported */

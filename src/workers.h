@@ -46,6 +46,7 @@ extern uint64 sw_worker_wait_requested(void);
 extern void sw_worker_wait_served(uint64 request);
 extern void sw_worker_restart_soon(void);
 extern void sw_report_stats(void);
+extern void sw_worker_override_settings(void);
 
 /* the webhook server's worker */
 extern bool sw_webhook_worker_attach(void);
