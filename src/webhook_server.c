@@ -12,8 +12,9 @@
  * suspends the connection.  The main thread takes the queue, writes the
  * requests in one transaction and, after the commit, answers each one,
  * which resumes its connection: libmicrohttpd then calls us again in its
- * thread, and we send the answer.  The request is freed when libmicrohttpd
- * is done with the connection.
+ * thread, and we send the answer (or close the connection unanswered,
+ * when the main thread cannot tell the request's outcome).  The request is
+ * freed when libmicrohttpd is done with the connection.
  *
  * Requests that need no database are answered here: methods other than
  * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
@@ -527,9 +528,10 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	if (r->checking == SW_CHECK_HEADERS)
 		return headers_looked_at(r, connection);
 
-	/* answered by the main thread: send it */
+	/* answered by the main thread: send it, or close without an answer */
 	if (r->answered)
-		return send_answer(connection, r->status, r->text ? r->text : "");
+		return r->status == 0 ? MHD_NO :
+			send_answer(connection, r->status, r->text ? r->text : "");
 
 	/* a piece of the body */
 	if (*upload_data_size > 0)
@@ -928,6 +930,18 @@ sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits
 	return map != NULL || database == NULL;
 }
 
+/* resume a request the main thread answered (status 0: close unanswered) */
+static void
+resume_answered(SwRequest *request)
+{
+	request->answered = true;
+	pthread_mutex_lock(&queue_lock);
+	in_flight--;
+	answering++;
+	pthread_mutex_unlock(&queue_lock);
+	MHD_resume_connection(request->connection);
+}
+
 /*
  * Answer a request taken from the queue: its connection resumes, and one of
  * libmicrohttpd's threads sends the answer.  The request is not ours any
@@ -938,12 +952,20 @@ sw_webhook_server_answer(SwRequest *request, int status, const char *text)
 {
 	request->text = copy_string(text);
 	request->status = request->text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
-	request->answered = true;
-	pthread_mutex_lock(&queue_lock);
-	in_flight--;
-	answering++;
-	pthread_mutex_unlock(&queue_lock);
-	MHD_resume_connection(request->connection);
+	resume_answered(request);
+}
+
+/*
+ * Close a taken request's connection without an answer, when the request's
+ * outcome cannot be told: its sender sees the connection drop, as a client
+ * of PostgreSQL does whose commit could not be confirmed.  The request is
+ * not ours any more.
+ */
+void
+sw_webhook_server_hang_up(SwRequest *request)
+{
+	request->status = 0;
+	resume_answered(request);
 }
 
 /*

@@ -93,6 +93,7 @@ extern void sw_webhook_server_stop(void);
 extern int	sw_webhook_server_wake_fd(void);
 extern SwRequest *sw_webhook_server_take(void);
 extern void sw_webhook_server_answer(SwRequest *request, int status, const char *text);
+extern void sw_webhook_server_hang_up(SwRequest *request);
 
 /* a webhook source's address (its names, not encoded) and max_body_bytes */
 typedef struct SwBodyLimit

@@ -1662,7 +1662,9 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	List	   *paths = NIL;
 	int			n = 0;
 	int			i = 0;
+	int			unconfirmed = 0;
 	volatile bool committed = false;
+	volatile bool replicated = true;
 	volatile bool holding = false;
 
 	for (SwRequest *r = requests; r; r = r->next)
@@ -1710,6 +1712,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		HOLD_INTERRUPTS();
 		holding = true;
 		committed = true;
+		replicated = sw_writer_commit_replicated();
 	}
 	PG_CATCH();
 	{
@@ -1733,8 +1736,26 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		}
 		if (OidIsValid(group[i].relid))
 			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
-		sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
+
+		/*
+		 * Rows committed here, but maybe not on the synchronous standbys
+		 * that 200 stands for, as their wait was cut short; and 503 would
+		 * have them sent again.  PostgreSQL closes a session whose commit it
+		 * cannot confirm, and so does the server.
+		 */
+		if (!replicated && group[i].status == 200)
+		{
+			sw_webhook_server_hang_up(group[i].request);
+			unconfirmed++;
+		}
+		else
+			sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
+	if (unconfirmed > 0)
+		ereport(WARNING,
+				(errmsg("closed %d webhook connection%s without an answer",
+						unconfirmed, unconfirmed == 1 ? "" : "s"),
+				 errdetail("Their requests are committed locally, but the wait for synchronous replication was cut short.")));
 	if (holding)
 		RESUME_INTERRUPTS();
 	MemoryContextSwitchTo(cxt);

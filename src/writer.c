@@ -57,6 +57,9 @@
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
@@ -72,6 +75,9 @@
 #include "controller.h"
 #include "storage.h"
 #include "writer.h"
+
+/* what the commit after sw_writer_commit_durably() waits for */
+static int	durable_wait_mode = SYNC_REP_NO_WAIT;
 
 /* rows and bytes of appended rows collected before they are written */
 #define SW_APPEND_BUFFER_ROWS	1000
@@ -204,6 +210,59 @@ sw_writer_commit_durably(void)
 		(void) set_config_option("synchronous_commit", "on",
 								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
 								 true, 0, false);
+
+	/*
+	 * The mode SyncRepWaitForLSN will use, as synchronous_commit's assign
+	 * hook sets it; no wait without an XID (then nothing was written)
+	 */
+	if (!SyncRepRequested() || !TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		durable_wait_mode = SYNC_REP_NO_WAIT;
+	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE)
+		durable_wait_mode = SYNC_REP_WAIT_WRITE;
+	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY)
+		durable_wait_mode = SYNC_REP_WAIT_APPLY;
+	else
+		durable_wait_mode = SYNC_REP_WAIT_FLUSH;
+}
+
+/*
+ * Whether synchronous standbys are asked for, as a commit's wait for them
+ * tells it (the caller holds SyncRepLock).  The checkpointer publishes what
+ * synchronous_standby_names says; before it first did, the setting does.
+ * (PostgreSQL 15.13 replaced the flag it published with flags of a status.)
+ */
+static bool
+standbys_asked_for(void)
+{
+#ifdef SYNC_STANDBY_DEFINED
+	if (WalSndCtl->sync_standbys_status & SYNC_STANDBY_INIT)
+		return (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
+	return SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
+#else
+	return WalSndCtl->sync_standbys_defined;
+#endif
+}
+
+/*
+ * After the commit that followed sw_writer_commit_durably(): whether it
+ * reached the synchronous standbys it waited for.  It did not if its wait
+ * was cut short, by a cancel or a shutdown (PostgreSQL then warns that the
+ * transaction is committed locally and might not be replicated).  A commit
+ * that waited for no standby, or that was released because none is asked
+ * for any more, did.
+ */
+bool
+sw_writer_commit_replicated(void)
+{
+	bool		replicated;
+
+	if (durable_wait_mode == SYNC_REP_NO_WAIT)
+		return true;
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+	replicated = WalSndCtl->lsn[durable_wait_mode] >= XactLastCommitEnd ||
+		!standbys_asked_for();
+	LWLockRelease(SyncRepLock);
+	return replicated;
 }
 
 /*

@@ -31,6 +31,7 @@ extern void sw_writer_reset_checks(SwWriter *w);
 extern void sw_writer_safe_search_path(void);
 extern void sw_writer_forget_session_state(void);
 extern void sw_writer_commit_durably(void);
+extern bool sw_writer_commit_replicated(void);
 extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_flush(SwWriter *w);

@@ -6,7 +6,8 @@
 # once.  Bad values get 400 whatever their type's error code, and the
 # answer shows neither the table's code nor, in the log, the body.  The
 # worker's commit is bounded by lock_timeout, and waits for synchronous
-# standbys whatever the database's synchronous_commit says.  Addresses
+# standbys whatever the database's synchronous_commit says (a wait cut
+# short closes the connections unanswered).  Addresses
 # that are no table leave nothing in the worker's memory.
 use strict;
 use warnings;
@@ -236,5 +237,44 @@ is($out, '', 'no answer meanwhile');
 sql(q{ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()});
 $h->finish;
 is($out, "1 row\n 200", 'once no standby is asked for: 200');
+
+# A wait for the standby cut short, by a cancel or by the worker's end,
+# leaves the rows committed here only: 200 would say the standby has them,
+# 503 would have them sent again.  The connection is closed unanswered, as
+# PostgreSQL closes a session whose commit it cannot confirm.
+sub post_waiting
+{
+	my ($id, $out) = @_;
+	my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '120',
+		"$base/public/orders", '--data-binary', qq({"id": "$id"}),
+		'-H', 'Content-Type: application/json' ], '>', $out, '2>', \$err);
+	ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server'}), "$id: the worker waits for the standby");
+	return $h;
+}
+sql(q{ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()});
+my $pid = worker_pid();
+$log = -s $node->logfile;
+$out = '';
+$h = post_waiting('cancelled', \$out);
+sql("SELECT pg_cancel_backend($pid)");
+$h->finish;
+is($out, ' 000', 'a cancelled wait for the standby: no answer, the connection is closed');
+ok($node->wait_for_log(qr/WARNING:  closed 1 webhook connection without an answer/, $log),
+	'the worker says why');
+is(sql(q{SELECT count(*) FROM orders WHERE id = 'cancelled'}), '1', 'the row is committed here');
+is(worker_pid(), $pid, 'the worker goes on');
+
+$log = -s $node->logfile;
+$out = '';
+$h = post_waiting('terminated', \$out);
+sql("SELECT pg_terminate_backend($pid)");
+$h->finish;
+is($out, ' 000', 'a wait cut short by the end of the worker: no answer either');
+is(sql(q{SELECT count(*) FROM orders WHERE id = 'terminated'}), '1', 'that row is committed here too');
+sql(q{ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()});
+ok($node->wait_for_log(qr/source_writes webhook server listening on/, $log),
+	'the worker is started again');
+is(post('/public/orders', '{"id": "after"}'), '200 1 row', 'then 200 again');
 
 done_testing();
