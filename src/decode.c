@@ -616,6 +616,35 @@ wanted(DecodeRun *r, DecColumn *c)
 }
 
 /*
+ * Where PostgreSQL's JSON parser failed, for an error: the byte (from 1)
+ * of lex's input where the token it failed at begins, or the byte after
+ * the last if the input ended; a long token is cut, for json_errdetail()
+ * to quote at most its beginning.
+ */
+int
+sw_json_error_byte(JsonLexContext *lex)
+{
+	int			toklen;
+
+	if (lex->token_start == NULL)
+		return (lex->token_terminator - lex->input) + 1;
+	toklen = lex->token_terminator - lex->token_start;
+	if (toklen > SW_ERROR_TOKEN_BYTES)
+		lex->token_terminator = lex->token_start +
+			pg_mbcliplen(lex->token_start, toklen, SW_ERROR_TOKEN_BYTES);
+	return (lex->token_start - lex->input) + 1;
+}
+
+/* the SQLSTATE of an error of PostgreSQL's JSON parser */
+int
+sw_json_error_code(JsonParseErrorType err)
+{
+	return err == JSON_UNICODE_CODE_POINT_ZERO || err == JSON_UNICODE_HIGH_ESCAPE
+		? ERRCODE_UNTRANSLATABLE_CHARACTER
+		: ERRCODE_INVALID_TEXT_REPRESENTATION;
+}
+
+/*
  * The parser failed at a token of lex, whose input begins at byte offset
  * of the message part: say where, and what it expected.
  */
@@ -623,28 +652,10 @@ static void
 json_error(DecodeRun *r, JsonParseErrorType err, JsonLexContext *lex,
 		   int offset)
 {
-	int			pos;
+	int			pos = offset + sw_json_error_byte(lex);
 
-	if (lex->token_start)
-	{
-		int			toklen = lex->token_terminator - lex->token_start;
-
-		pos = offset + (lex->token_start - lex->input) + 1;
-		/* quote at most the beginning of a long token */
-		if (toklen > SW_ERROR_TOKEN_BYTES)
-			lex->token_terminator = lex->token_start +
-				pg_mbcliplen(lex->token_start, toklen, SW_ERROR_TOKEN_BYTES);
-	}
-	else
-	{
-		/* the input ended: the byte after its last */
-		pos = offset + (lex->token_terminator - lex->input) + 1;
-	}
 	ereport(ERROR,
-			(errcode(err == JSON_UNICODE_CODE_POINT_ZERO ||
-					 err == JSON_UNICODE_HIGH_ESCAPE
-					 ? ERRCODE_UNTRANSLATABLE_CHARACTER
-					 : ERRCODE_INVALID_TEXT_REPRESENTATION),
+			(errcode(sw_json_error_code(err)),
 			 r->in_key
 			 ? errmsg("invalid JSON in message key at byte %d", pos)
 			 : errmsg("invalid JSON in message value at byte %d", pos),

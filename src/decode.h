@@ -24,6 +24,7 @@
 #ifndef SW_DECODE_H
 #define SW_DECODE_H
 
+#include "common/jsonapi.h"
 #include "executor/tuptable.h"
 #include "utils/relcache.h"
 
@@ -80,5 +81,9 @@ extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message
  * ERROR if a key column stays NULL
  */
 extern void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+
+/* where PostgreSQL's JSON parser failed, and with which SQLSTATE, for errors */
+extern int	sw_json_error_byte(JsonLexContext *lex);
+extern int	sw_json_error_code(JsonParseErrorType err);
 
 #endif							/* SW_DECODE_H */

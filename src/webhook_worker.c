@@ -644,6 +644,13 @@ path_source(const char *path)
 }
 
 /*
+ * Whether PostgreSQL's JSON parser is reading a request's body for the
+ * worker (and not writing an element it found): its errors (a body nested
+ * deeper than the stack allows) are the body's, as the decoder's are.
+ */
+static bool parsing_body = false;
+
+/*
  * Writing the elements of a JSON array as PostgreSQL's parser finds them:
  * its semantic actions' state.
  */
@@ -689,17 +696,21 @@ array_element_end(void *state, bool isnull)
 	w->message->value = w->start;
 	w->message->value_len = w->lex->prev_token_terminator - w->start;
 	snprintf(w->where, SW_WHERE_BYTES, "element %d of the body", ++w->n);
+	parsing_body = false;
 	sw_ingest_write(w->ing, w->message);
+	parsing_body = true;
+	strlcpy(w->where, "the body", SW_WHERE_BYTES);
 }
 
 /* a body that PostgreSQL's JSON parser cannot take: say where */
 static void
 bad_json(JsonLexContext *lex, JsonParseErrorType result)
 {
+	int			byte = sw_json_error_byte(lex);
+
 	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-			 errmsg("invalid JSON in the body at byte %d",
-					(int) (lex->token_start - lex->input) + 1),
+			(errcode(sw_json_error_code(result)),
+			 errmsg("invalid JSON in the body at byte %d", byte),
 			 errdetail("%s", json_errdetail(result, lex))));
 }
 
@@ -778,28 +789,32 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 		sem.array_end = array_unnest;
 		sem.array_element_start = array_element_start;
 		sem.array_element_end = array_element_end;
+		parsing_body = true;
 		result = pg_parse_json(w.lex, &sem);
+		parsing_body = false;
 		if (result != JSON_SUCCESS)
-		{
-			strlcpy(where, "the body", SW_WHERE_BYTES);
 			bad_json(w.lex, result);
-		}
 		n = w.n;
 	}
 	else if (st->format == SW_FORMAT_JSON)
 	{
 		JsonSemAction sem = {0};
 		const char *first_nl = memchr(body, '\n', r->body_len);
-		bool		one_line;
+		bool		one_value;
 
 		/* a line, blank space after it aside, is one value: parsed once */
-		one_line = body[strspn(body, " \t\r\n")] != '\0' &&
+		one_value = body[strspn(body, " \t\r\n")] != '\0' &&
 			(first_nl == NULL ||
 			 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
-		if (one_line ||
-			pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
-													   GetDatabaseEncoding(), false),
-						  &sem) == JSON_SUCCESS)
+		if (!one_value)
+		{
+			parsing_body = true;
+			one_value = pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
+																  GetDatabaseEncoding(), false),
+									  &sem) == JSON_SUCCESS;
+			parsing_body = false;
+		}
+		if (one_value)
 		{
 			write_piece(ing, &m, body, r->body_len);	/* one value */
 			n = 1;
@@ -1561,6 +1576,8 @@ write_request(GroupRequest *g)
 		bool		in_message;
 
 		(void) sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
+		in_message |= parsing_body;
+		parsing_body = false;
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();

@@ -74,8 +74,17 @@ is(request('POST', '/public/items', '[{"sku": "a", "n": 1}, {"sku": "b", "n": 2}
 	'200 3 rows', 'json_array: an element is a row');
 like(request('POST', '/public/items', '{"sku": "a"}'), qr/^400 the body is not a JSON array/,
 	'json_array: another body is refused');
-like(request('POST', '/public/items', '[{"sku": "a"}, '), qr/^400 invalid JSON in the body at byte/,
+is(request('POST', '/public/items', '[{"sku": "a"}, '),
+	'400 invalid JSON in the body at byte 16: The input string ended unexpectedly. (the body)',
 	'json_array: a broken array is refused, saying where');
+is(request('POST', '/public/items', '[{"sku": "a"} x]'),
+	'400 invalid JSON in the body at byte 15: Token "x" is invalid. (the body)',
+	'or where it broke inside');
+# nested deeper than the stack allows: the body's fault too, whoever parses it
+is(request('POST', '/public/items', '[' x 50000 . ']' x 50000),
+	'400 stack depth limit exceeded (the body)', 'json_array: a body nested too deeply is refused');
+is(request('POST', '/public/pay', '[' x 50000 . "\n" . ']' x 50000),
+	'400 stack depth limit exceeded (the body)', 'json: so is one over several lines');
 is(request('POST', '/public/notes', "any text\nat all"), '200 1 row', 'text');
 is(request('POST', '/public/raw', "\x01\x02bytes"), '200 1 row', 'bytes');
 is(sql(q{SELECT (SELECT string_agg(sku || coalesce(n::text, '-'), ',' ORDER BY sku) FROM items) || ' ' ||
