@@ -137,7 +137,9 @@ static char *source_name;
 static Oid	server_oid;
 static char *database;
 static char *topic;
-static SwIngest *ingest;
+static SwIngest *ingest;			/* in ingest_cxt; NULL until made again */
+static MemoryContext ingest_cxt;
+static SwSourceTable *source_table;	/* the table's options */
 static rd_kafka_t *rk;
 static rd_kafka_queue_t *queue;
 static KafkaPartition *partitions;
@@ -155,6 +157,7 @@ static int	nmsgs;
 
 /* set by callbacks */
 static bool options_changed = false;
+static bool ingest_stale = false;
 static char broker_error[256];
 static bool broker_error_pending = false;
 
@@ -178,6 +181,18 @@ syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 		hashvalue == GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(server_oid)))
 		options_changed = true;
+}
+
+/*
+ * A function (its body, who may execute it) or a role (its attributes, its
+ * memberships: whose rights the owner has) changed: the ingestion prepared
+ * the table's defaults, and checked the owner's rights to them, with these
+ * as they were, so the next batch makes it again.
+ */
+static void
+ingest_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	ingest_stale = true;
 }
 
 /*
@@ -339,8 +354,13 @@ set_up(void)
 	source_name = pstrdup(RelationGetRelationName(ftrel));
 	database = get_database_name(MyDatabaseId);
 	server_oid = GetForeignServerIdByRelId(source_relid);
+	ingest_cxt = AllocSetContextCreate(worker_cxt, "source_writes kafka ingestion",
+									   ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(ingest_cxt);
 	ingest = sw_ingest_create(ftrel, SW_ORIGIN_KAFKA);
-	topic = pstrdup(sw_ingest_source_table(ingest)->topic);
+	MemoryContextSwitchTo(worker_cxt);
+	source_table = sw_source_table(ftrel);
+	topic = source_table->topic;
 	MemoryContextSwitchTo(old);
 	pgstat_report_activity(STATE_RUNNING, "setting up");
 
@@ -441,7 +461,7 @@ query_offsets(int n, const int32 *parts, bool latest, int64 *offsets)
 static void
 start_offsets(int n, const int32 *parts, int64 *offsets)
 {
-	const SwSourceTable *st = sw_ingest_source_table(ingest);
+	const SwSourceTable *st = source_table;
 	bool		latest = first_start && st->start_latest;
 	const char *error = query_offsets(n, parts, latest, offsets);
 
@@ -890,6 +910,18 @@ ingest_batch(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "ingesting a batch");
 	ftrel = table_open(source_relid, RowExclusiveLock);
+	if (ingest == NULL || ingest_stale)
+	{
+		MemoryContext old;
+
+		/* a change from now on makes it again; a failure leaves none */
+		ingest = NULL;
+		ingest_stale = false;
+		MemoryContextReset(ingest_cxt);
+		old = MemoryContextSwitchTo(ingest_cxt);
+		ingest = sw_ingest_create(ftrel, SW_ORIGIN_KAFKA);
+		MemoryContextSwitchTo(old);
+	}
 	sw_ingest_begin(ingest, ftrel);
 	for (;;)
 	{
@@ -954,7 +986,8 @@ try_batch(int *failures)
 		EmitErrorReport();
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
-		sw_ingest_abort(ingest);
+		if (ingest)
+			sw_ingest_abort(ingest);
 		drop_messages();
 		RESUME_INTERRUPTS();
 		set_state("retrying after an error", edata->message);
@@ -1078,6 +1111,9 @@ source_writes_kafka_main(Datum main_arg)
 	CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, syscache_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, syscache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, ingest_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, ingest_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, ingest_callback, (Datum) 0);
 
 	PG_TRY();
 	{

@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1' ]);
+my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1', 'granted:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('owner_code', conf => "max_worker_processes = 24\nshared_buffers = 1MB\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -97,5 +97,30 @@ is(sql(q{SELECT count(*), count(DISTINCT id), min(id), max(id), bool_and(length(
 	'5000|5000|1|5000|t', 'each kept error moved once, as itself');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'ret'::regclass}), '0',
 	'and left the errors');
+
+# a privilege revoked from the owner holds for the next batch, though the
+# worker keeps what it prepared for the table between batches: the source
+# waits, its messages kept in the topic, until the owner has it again
+sql(q{CREATE ROLE alice; CREATE ROLE bob; GRANT USAGE ON FOREIGN SERVER k TO alice;
+	GRANT CREATE ON SCHEMA public TO alice, bob;
+	SET ROLE bob;
+	CREATE FUNCTION public.bobs_fn() RETURNS text LANGUAGE sql AS $$ SELECT 'bobs' $$;
+	REVOKE EXECUTE ON FUNCTION public.bobs_fn() FROM PUBLIC;
+	GRANT EXECUTE ON FUNCTION public.bobs_fn() TO alice;
+	SET ROLE alice;
+	CREATE FOREIGN TABLE granted (id int, v text DEFAULT public.bobs_fn())
+	  SERVER k OPTIONS (topic 'granted')});
+produce('granted', "a\t{\"id\": 1}");
+sql(q{SELECT source_writes.wait_for('granted')});
+is(sql(q{SELECT string_agg(id || ':' || v, ',') FROM granted}), '1:bobs', 'a row with bob\'s function');
+sql(q{SET ROLE bob; REVOKE EXECUTE ON FUNCTION public.bobs_fn() FROM alice});
+produce('granted', "b\t{\"id\": 2}");
+ok($node->poll_query_until('postgres', q{SELECT last_error LIKE '%permission denied for function bobs_fn%'
+	FROM source_writes.sources WHERE source = 'granted'::regclass}), 'after bob revoked it: refused, saying why');
+is(sql(q{SELECT string_agg(id || ':' || v, ',') FROM granted}), '1:bobs', 'nothing written after the revoke');
+sql(q{SET ROLE bob; GRANT EXECUTE ON FUNCTION public.bobs_fn() TO alice});
+sql(q{SELECT source_writes.wait_for('granted', '60 s')});
+is(sql(q{SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM granted}), '1:bobs,2:bobs',
+	'granted again: the message is written, once');
 
 done_testing();
