@@ -583,10 +583,15 @@ resume_checked(SwRequest *r, int status)
 	}
 }
 
-/* when the worker leaves: answer what it holds, and stop the server */
+/*
+ * When the worker leaves: answer what it holds, and stop the server.  A
+ * group it was writing is rolled back first (as ShutdownPostgres would,
+ * after this), so that its locks are not held while the answers go.
+ */
 static void
 stop_server(int code, Datum arg)
 {
+	AbortOutOfAnyTransaction();
 	resume_checked(checking, 503);
 	checking = NULL;
 	answer_unavailable(writing);
