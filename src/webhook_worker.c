@@ -1671,6 +1671,9 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 	e->begun = false;
 }
 
+/* what the sources view says of requests whose connections were closed */
+#define SW_UNCONFIRMED_TEXT "closed without an answer: committed, but not confirmed by the synchronous standbys"
+
 /*
  * Write the requests taken together in one transaction, then answer them:
  * after the commit, or 503 each if it failed.  Their addresses are
@@ -1756,28 +1759,33 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			group[i].status = 503;
 			group[i].text = "the request could not be committed; send it again\n";
 		}
-		if (OidIsValid(group[i].relid))
-			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
 
 		/*
 		 * Rows committed here, but maybe not on the synchronous standbys
-		 * that 200 stands for, as their wait was cut short; and 503 would
-		 * have them sent again.  PostgreSQL closes a session whose commit it
-		 * cannot confirm, and so does the server.
+		 * that 200 stands for, as the wait for them was cut short; and 503
+		 * would have them sent again.  The connection is closed unanswered,
+		 * as PostgreSQL closes a session whose commit it cannot confirm when
+		 * it is terminated (after a cancel it confirms it with a warning).
 		 */
 		if (!replicated && group[i].status == 200)
 		{
-			sw_webhook_server_hang_up(group[i].request);
+			group[i].status = 0;
+			group[i].text = SW_UNCONFIRMED_TEXT;
 			unconfirmed++;
 		}
+		if (OidIsValid(group[i].relid))
+			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
+		if (group[i].status == 0)
+			sw_webhook_server_hang_up(group[i].request);
 		else
 			sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
 	}
 	if (unconfirmed > 0)
 		ereport(WARNING,
-				(errmsg("closed %d webhook connection%s without an answer",
-						unconfirmed, unconfirmed == 1 ? "" : "s"),
-				 errdetail("Their requests are committed locally, but the wait for synchronous replication was cut short.")));
+				(errmsg_plural("source_writes webhook server closed %d connection without an answer",
+							   "source_writes webhook server closed %d connections without an answer",
+							   unconfirmed, unconfirmed),
+				 errdetail("The requests are committed locally, but the wait for synchronous replication was cut short.")));
 	if (holding)
 		RESUME_INTERRUPTS();
 	MemoryContextSwitchTo(cxt);

@@ -459,8 +459,10 @@ sw_webhook_worker_report_error(const char *error)
 
 /*
  * Count a request the webhook server answered for a source of its
- * database, with the status and text it answered.  The counts of the
- * first SW_WEBHOOK_COUNTED sources are kept; the others are not counted.
+ * database, with the status and text it answered (status 0: it closed the
+ * connection without an answer, for the reason text says).  The counts of
+ * the first SW_WEBHOOK_COUNTED sources are kept; the others are not
+ * counted.
  */
 void
 sw_webhook_worker_count(Oid relid, int status, const char *text)
@@ -494,7 +496,10 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 		int			len = pg_mbcliplen(text, strcspn(text, "\n"), SW_ERROR_LEN - 5);
 
 		counts->refused++;
-		snprintf(counts->last_error, SW_ERROR_LEN, "%d %.*s", status, len, text);
+		if (status == 0)
+			snprintf(counts->last_error, SW_ERROR_LEN, "%.*s", len, text);
+		else
+			snprintf(counts->last_error, SW_ERROR_LEN, "%d %.*s", status, len, text);
 	}
 	LWLockRelease(shared->lock);
 }

@@ -79,6 +79,10 @@
 /* what the commit after sw_writer_commit_durably() waits for */
 static int	durable_wait_mode = SYNC_REP_NO_WAIT;
 
+/* the flags of WalSndCtl's sync_standbys_status, from PostgreSQL 15.13 */
+#define SW_SYNC_STANDBY_INIT		(1 << 0)
+#define SW_SYNC_STANDBY_DEFINED		(1 << 1)
+
 /* rows and bytes of appended rows collected before they are written */
 #define SW_APPEND_BUFFER_ROWS	1000
 #define SW_APPEND_BUFFER_BYTES	65536
@@ -213,9 +217,11 @@ sw_writer_commit_durably(void)
 
 	/*
 	 * The mode SyncRepWaitForLSN will use, as synchronous_commit's assign
-	 * hook sets it; no wait without an XID (then nothing was written)
+	 * hook sets it; as RecordTransactionCommit, no wait without an XID or
+	 * without WAL written
 	 */
-	if (!SyncRepRequested() || !TransactionIdIsValid(GetTopTransactionIdIfAny()))
+	if (!SyncRepRequested() || !TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+		XactLastRecEnd == InvalidXLogRecPtr)
 		durable_wait_mode = SYNC_REP_NO_WAIT;
 	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		durable_wait_mode = SYNC_REP_WAIT_WRITE;
@@ -228,19 +234,30 @@ sw_writer_commit_durably(void)
 /*
  * Whether synchronous standbys are asked for, as a commit's wait for them
  * tells it (the caller holds SyncRepLock).  The checkpointer publishes what
- * synchronous_standby_names says; before it first did, the setting does.
- * (PostgreSQL 15.13 replaced the flag it published with flags of a status.)
+ * synchronous_standby_names says in a byte of WalSndCtl whose meaning
+ * changed in PostgreSQL 15.13: a bool before, flags since, with the setting
+ * to go by until the checkpointer first published it.  The server that
+ * runs may be of another minor release than the one built against, so the
+ * byte is read as its own release means it.
  */
 static bool
 standbys_asked_for(void)
 {
+	static int	server_version = 0;
+	uint8		published;
+
 #ifdef SYNC_STANDBY_DEFINED
-	if (WalSndCtl->sync_standbys_status & SYNC_STANDBY_INIT)
-		return (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
-	return SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
+	published = WalSndCtl->sync_standbys_status;
 #else
-	return WalSndCtl->sync_standbys_defined;
+	published = WalSndCtl->sync_standbys_defined;
 #endif
+	if (server_version == 0)
+		server_version = atoi(GetConfigOption("server_version_num", false, false));
+	if (server_version < 150013)
+		return published != 0;
+	if (published & SW_SYNC_STANDBY_INIT)
+		return (published & SW_SYNC_STANDBY_DEFINED) != 0;
+	return SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
 }
 
 /*

@@ -241,7 +241,8 @@ is($out, "1 row\n 200", 'once no standby is asked for: 200');
 # A wait for the standby cut short, by a cancel or by the worker's end,
 # leaves the rows committed here only: 200 would say the standby has them,
 # 503 would have them sent again.  The connection is closed unanswered, as
-# PostgreSQL closes a session whose commit it cannot confirm.
+# PostgreSQL closes a session whose commit it cannot confirm when it is
+# terminated.
 sub post_waiting
 {
 	my ($id, $out) = @_;
@@ -260,8 +261,11 @@ $h = post_waiting('cancelled', \$out);
 sql("SELECT pg_cancel_backend($pid)");
 $h->finish;
 is($out, ' 000', 'a cancelled wait for the standby: no answer, the connection is closed');
-ok($node->wait_for_log(qr/WARNING:  closed 1 webhook connection without an answer/, $log),
+ok($node->wait_for_log(qr/WARNING:  source_writes webhook server closed 1 connection without an answer/, $log),
 	'the worker says why');
+is(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'orders'::regclass}),
+	'closed without an answer: committed, but not confirmed by the synchronous standbys',
+	'and so does the sources view');
 is(sql(q{SELECT count(*) FROM orders WHERE id = 'cancelled'}), '1', 'the row is committed here');
 is(worker_pid(), $pid, 'the worker goes on');
 

@@ -1,0 +1,97 @@
+# With a real synchronous standby, a webhook group's commit waits for it
+# and answers 200 whatever synchronous_commit the database sets (remote_write,
+# remote_apply, local); its rows are on the standby when the answer comes
+# (remote_apply).  A standby that is gone holds the answer back; a cancel
+# of that wait closes the connection unanswered; the standby back, 200.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use SwTest;
+
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $standby_port = PostgreSQL::Test::Cluster::get_free_port();
+my $node = SwTest::node('primary', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n"
+	. "wal_level = replica\nmax_wal_senders = 4\nwal_keep_size = '64MB'\n");
+my $base = "http://127.0.0.1:$port/postgres";
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# POST {"id": ID}: "<answer> <status>", newlines dropped
+sub post
+{
+	my ($id) = @_;
+	my ($out) = run_command([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '60',
+		"$base/public/ev", '--data-binary', qq({"id": "$id"}), '-H', 'Content-Type: application/json' ]);
+	$out =~ s/\n//g;
+	return $out;
+}
+
+sub worker_pid
+{
+	return sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
+}
+
+sub standby_is_sync
+{
+	return $node->poll_query_until('postgres',
+		q{SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'});
+}
+
+sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE ev (id text) SERVER hooks OPTIONS (format 'json')});
+ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+	'the webhook server listens');
+
+$node->backup('base');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'base', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "source_writes.webhook_listen = '127.0.0.1:$standby_port'\n");
+$standby->start;
+sql(q{ALTER SYSTEM SET synchronous_standby_names = 'standby'; SELECT pg_reload_conf()});
+ok(standby_is_sync(), 'the standby is synchronous');
+
+my $log = -s $node->logfile;
+is(post('on'), '1 row 200', 'synchronous_commit on: 200');
+for my $setting ('remote_write', 'remote_apply', 'local')
+{
+	sql("ALTER DATABASE postgres SET synchronous_commit = $setting");
+	my $old = worker_pid();
+	my $from = -s $node->logfile;
+	sql("SELECT pg_terminate_backend($old)");
+	ok($node->wait_for_log(qr/source_writes webhook server listening on/, $from),
+		"the worker starts again, with the database's synchronous_commit = $setting");
+	is(post($setting), '1 row 200', "$setting: 200");
+	if ($setting eq 'remote_apply')
+	{
+		is($standby->safe_psql('postgres', q{SELECT count(*) FROM ev WHERE id = 'remote_apply'}), '1',
+			'remote_apply: the row is on the standby when the answer comes');
+	}
+}
+unlike(substr(slurp_file($node->logfile), $log), qr/without an answer/,
+	'no connection closed unanswered while the standby is there');
+
+# the standby goes away: the answer waits; a cancel of the wait closes the
+# connection; the standby back, 200 again
+$standby->stop;
+my ($out, $err) = ('', '');
+my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '60',
+	"$base/public/ev", '--data-binary', '{"id": "down"}', '-H', 'Content-Type: application/json' ],
+	'>', \$out, '2>', \$err);
+ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server'}), 'with the standby gone, the worker waits for it');
+$h->pump_nb;
+is($out, '', 'no answer meanwhile');
+sql('SELECT pg_cancel_backend(' . worker_pid() . ')');
+$h->finish;
+is($out, ' 000', 'the wait cancelled: the connection is closed unanswered');
+$standby->start;
+ok(standby_is_sync(), 'the standby is back');
+is(post('back'), '1 row 200', 'then 200');
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM ev}),
+	'back,down,local,on,remote_apply,remote_write', 'the standby has every row, once');
+
+done_testing();
