@@ -1084,68 +1084,57 @@ bytes_of(Datum d, size_t *len)
 }
 
 /*
- * The kept errors of a source, oldest partition and offset first, as the
- * messages they were.
+ * The next kept error of a source from scan (oldest partition and offset
+ * first), as the message it was, in the current memory context; false
+ * after the last.
  */
-static List *
-read_kept_errors(Relation rel, Oid index, SwIngest *ing)
+static bool
+next_kept_error(SysScanDesc scan, Relation rel, SwIngest *ing, SwKeptError *e)
 {
-	SysScanDesc scan;
-	ScanKeyData key;
 	HeapTuple	tuple;
-	List	   *result = NIL;
+	Datum		values[Natts_e];
+	bool		nulls[Natts_e];
+	SwMessage  *m = &e->msg;
 
-	ScanKeyInit(&key, Anum_e_source, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ing->relid));
-	scan = systable_beginscan_ordered(rel, index_open(index, AccessShareLock),
-									  GetActiveSnapshot(), 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection)))
+	tuple = systable_getnext_ordered(scan, ForwardScanDirection);
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	memset(e, 0, sizeof(SwKeptError));
+	/* the copy: the scan's buffer is not ours for long */
+	e->tuple = heap_copytuple(tuple);
+	heap_deform_tuple(e->tuple, RelationGetDescr(rel), values, nulls);
+	m->partition = nulls[Anum_e_partition - 1] ? -1 : DatumGetInt32(values[Anum_e_partition - 1]);
+	m->offset = nulls[Anum_e_offset - 1] ? -1 : DatumGetInt64(values[Anum_e_offset - 1]);
+	if (!nulls[Anum_e_key - 1])
+		m->key = bytes_of(values[Anum_e_key - 1], &m->key_len);
+	if (!nulls[Anum_e_value - 1])
+		m->value = bytes_of(values[Anum_e_value - 1], &m->value_len);
+	m->timestamp_ms = nulls[Anum_e_timestamp - 1] ? -1 : DatumGetInt64(values[Anum_e_timestamp - 1]);
+	m->topic = ing->st->topic;
+	if (!nulls[Anum_e_header_names - 1] && !nulls[Anum_e_header_values - 1])
 	{
-		Datum		values[Natts_e];
-		bool		nulls[Natts_e];
-		SwKeptError *e = palloc0(sizeof(SwKeptError));
-		SwMessage  *m = &e->msg;
+		Datum	   *names;
+		Datum	   *hvalues;
+		bool	   *hnulls;
+		int			nnames;
+		int			nvalues;
+		SwHeader   *headers;
 
-		CHECK_FOR_INTERRUPTS();
-		/* the copy: the scan's buffer is not ours for long */
-		e->tuple = heap_copytuple(tuple);
-		heap_deform_tuple(e->tuple, RelationGetDescr(rel), values, nulls);
-		m->partition = nulls[Anum_e_partition - 1] ? -1 : DatumGetInt32(values[Anum_e_partition - 1]);
-		m->offset = nulls[Anum_e_offset - 1] ? -1 : DatumGetInt64(values[Anum_e_offset - 1]);
-		if (!nulls[Anum_e_key - 1])
-			m->key = bytes_of(values[Anum_e_key - 1], &m->key_len);
-		if (!nulls[Anum_e_value - 1])
-			m->value = bytes_of(values[Anum_e_value - 1], &m->value_len);
-		m->timestamp_ms = nulls[Anum_e_timestamp - 1] ? -1 : DatumGetInt64(values[Anum_e_timestamp - 1]);
-		m->topic = ing->st->topic;
-		if (!nulls[Anum_e_header_names - 1] && !nulls[Anum_e_header_values - 1])
+		deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_names - 1]),
+						  TEXTOID, -1, false, TYPALIGN_INT, &names, NULL, &nnames);
+		deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_values - 1]),
+						  BYTEAOID, -1, false, TYPALIGN_INT, &hvalues, &hnulls, &nvalues);
+		headers = palloc0(sizeof(SwHeader) * Max(nnames, 1));
+		for (int i = 0; i < nnames && i < nvalues; i++)
 		{
-			Datum	   *names;
-			Datum	   *hvalues;
-			bool	   *hnulls;
-			int			nnames;
-			int			nvalues;
-			SwHeader   *headers;
-
-			deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_names - 1]),
-							  TEXTOID, -1, false, TYPALIGN_INT, &names, NULL, &nnames);
-			deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_values - 1]),
-							  BYTEAOID, -1, false, TYPALIGN_INT, &hvalues, &hnulls, &nvalues);
-			headers = palloc0(sizeof(SwHeader) * Max(nnames, 1));
-			for (int i = 0; i < nnames && i < nvalues; i++)
-			{
-				headers[i].name = TextDatumGetCString(names[i]);
-				if (!hnulls[i])
-					headers[i].value = bytes_of(hvalues[i], &headers[i].len);
-			}
-			m->headers = headers;
-			m->nheaders = Min(nnames, nvalues);
+			headers[i].name = TextDatumGetCString(names[i]);
+			if (!hnulls[i])
+				headers[i].value = bytes_of(hvalues[i], &headers[i].len);
 		}
-		result = lappend(result, e);
+		m->headers = headers;
+		m->nheaders = Min(nnames, nvalues);
 	}
-	index_close(scan->irel, AccessShareLock);
-	systable_endscan_ordered(scan);
-	return result;
+	return true;
 }
 
 PG_FUNCTION_INFO_V1(source_writes_retry_errors);
@@ -1167,8 +1156,11 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	Relation	rel;
 	Oid			index;
 	SwIngest   *ing;
-	List	   *kept;
-	ListCell   *lc;
+	SysScanDesc scan;
+	ScanKeyData key;
+	SwKeptError kept;
+	MemoryContext error_cxt;
+	MemoryContext old_cxt;
 	int64		moved = 0;
 	int64		kept_again;
 	AclResult	acl;
@@ -1194,14 +1186,26 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 						   ? SW_ORIGIN_KAFKA : SW_ORIGIN_WEBHOOK);
 	sw_ingest_begin(ing, ftrel);
 
+	/*
+	 * Each error is read, retried and deleted or updated in turn, in memory
+	 * of its own.  The scan's snapshot, the query's, does not see the
+	 * versions the updates make, nor the rows they write.
+	 */
 	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
-	kept = read_kept_errors(rel, index, ing);
-	foreach(lc, kept)
+	ScanKeyInit(&key, Anum_e_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan_ordered(rel, index_open(index, AccessShareLock),
+									  GetActiveSnapshot(), 1, &key);
+	error_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes kept error",
+									  ALLOCSET_DEFAULT_SIZES);
+	old_cxt = MemoryContextSwitchTo(error_cxt);
+	while (next_kept_error(scan, rel, ing, &kept))
 	{
-		SwKeptError *e = lfirst(lc);
+		SwKeptError *e = &kept;
 		char	   *error = NULL;
 		TM_FailureData tmfd;
 
+		CHECK_FOR_INTERRUPTS();
 		ing->messages[0] = &e->msg;
 		if (decode_run(ing, 0, 1, &error) == 1)
 		{
@@ -1230,7 +1234,14 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 		ExecClearTuple(ing->slots[0]);
 		MemoryContextReset(ing->chunk_cxt);
 		CommandCounterIncrement();
+		MemoryContextSwitchTo(old_cxt);
+		MemoryContextReset(error_cxt);
+		MemoryContextSwitchTo(error_cxt);
 	}
+	MemoryContextSwitchTo(old_cxt);
+	MemoryContextDelete(error_cxt);
+	index_close(scan->irel, AccessShareLock);
+	systable_endscan_ordered(scan);
 	table_close(rel, RowExclusiveLock);
 	(void) sw_ingest_end(ing, &kept_again);
 	table_close(ftrel, NoLock);

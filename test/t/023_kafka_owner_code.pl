@@ -2,7 +2,8 @@
 # as the owner, never as the superuser the worker connects as; a CHECK that
 # fails while it is prepared is not skipped afterwards; retry_errors()
 # takes SELECT, INSERT and DELETE, and moves each kept error once, as
-# itself, even when the errors outnumber shared buffers.
+# itself, even when the errors outnumber shared buffers, in memory that
+# does not grow with them.
 use strict;
 use warnings;
 
@@ -77,24 +78,41 @@ is(sql(q{SELECT string_agg(k || '=' || v, ',' ORDER BY k) FROM big}), 'after=3,s
 like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'big'::regclass}),
 	qr/index row/, 'it is kept as an error, with the reason');
 
-# retry_errors(): the privileges it takes, and 5000 errors over 1 MB of
-# shared buffers, each moved once, as itself
-sql(q{CREATE FOREIGN TABLE ret (id int, pad text) SERVER k OPTIONS (topic 'ret');
+# retry_errors(): the privileges it takes, and 20000 errors over 1 MB of
+# shared buffers, each moved once, as itself, in memory that does not grow
+# with them (26 MB of payloads; the backend's peak grows by less than 8 MB)
+my $n = 20000;
+sql(qq{CREATE FOREIGN TABLE ret (id int, pad text) SERVER k OPTIONS (topic 'ret');
 	CREATE ROLE deleter LOGIN; GRANT DELETE ON ret TO deleter;
 	CREATE ROLE inserter LOGIN; GRANT SELECT, INSERT ON ret TO inserter;
 	INSERT INTO source_writes.errors (source, ts, partition, "offset", value, error)
 	SELECT 'ret'::regclass, 0, 0, g,
 	       convert_to('{"id": ' || g || ', "pad": "' || repeat('x', 1300) || '"}', 'UTF8'), 'e'
-	FROM generate_series(1, 5000) g});
+	FROM generate_series(1, $n) g});
 for my $role ('deleter', 'inserter')
 {
 	my ($ret, $out, $err) = $node->psql('postgres', q{SELECT source_writes.retry_errors('ret')},
 		extra_params => [ '-U', $role ]);
 	like($err, qr/permission denied/, "retry_errors refuses $role");
 }
-is(sql(q{SELECT source_writes.retry_errors('ret')}), '5000', 'all 5000 errors move');
+{
+	my $session = $node->background_psql('postgres');
+	my $pid = $session->query_safe('SELECT pg_backend_pid()');
+	my $peak = sub {
+		my $status = slurp_file("/proc/$pid/status");
+		$status =~ /^VmHWM:\s+(\d+) kB/m or die "no VmHWM for $pid";
+		return $1;
+	};
+	$session->query_safe(q{SELECT count(*) FROM source_writes.sources});
+	my $before = $peak->();
+	is($session->query_safe(q{SELECT source_writes.retry_errors('ret')}), $n, "all $n errors move");
+	my $grown = $peak->() - $before;
+	note("the backend's peak memory grew by $grown kB");
+	cmp_ok($grown, '<', 8 * 1024, 'in memory that does not grow with the errors');
+	$session->quit;
+}
 is(sql(q{SELECT count(*), count(DISTINCT id), min(id), max(id), bool_and(length(pad) = 1300) FROM ret}),
-	'5000|5000|1|5000|t', 'each kept error moved once, as itself');
+	"$n|$n|1|$n|t", 'each kept error moved once, as itself');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'ret'::regclass}), '0',
 	'and left the errors');
 
