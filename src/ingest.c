@@ -427,6 +427,8 @@ error_text(ErrorData *edata)
 static bool
 may_keep(ErrorData *edata)
 {
+	if (edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
+		return false;			/* the owner's, revoked from it */
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
 		case ERRCODE_TRANSACTION_ROLLBACK:	/* serialization, deadlock */
@@ -493,7 +495,8 @@ is_interruption(ErrorData *edata)
 /*
  * May a message be kept as an error for this one?  Yes if the error is the
  * message's (see may_keep()).  Errors of the server's state (resources, a
- * lock not available, I/O, serialization, cancellation) never are.  Others,
+ * lock not available, I/O, serialization, cancellation, a privilege the
+ * owner lost) never are.  Others,
  * such as an internal error that an input function or a constraint's code
  * raises for one message, are, once the message has failed that many
  * batches in a row: it must not stop its partition for ever.
@@ -511,7 +514,9 @@ may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
 		case ERRCODE_SYSTEM_ERROR:
 			return false;
 	}
-	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE || msg->offset < 0)
+	/* a lock, or a privilege the owner lost: not the message's, however long */
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE || msg->offset < 0)
 		return false;
 	if (msg->partition != ing->failing_partition || msg->offset != ing->failing_offset)
 	{
@@ -1135,6 +1140,24 @@ next_kept_error(SysScanDesc scan, Relation rel, SwIngest *ing, SwKeptError *e)
 		m->nheaders = Min(nnames, nvalues);
 	}
 	return true;
+}
+
+/*
+ * Make a source's ingestion again, in the current memory context, after a
+ * function or a role its code uses changed: it carries over how often the
+ * same message failed its batches, which the old one counted.
+ */
+SwIngest *
+sw_ingest_remake(SwIngest *old, Relation ftrel)
+{
+	SwIngest   *ing = sw_ingest_create(ftrel, old->origin);
+
+	ing->batch = old->batch;
+	ing->failing_partition = old->failing_partition;
+	ing->failing_offset = old->failing_offset;
+	ing->failing_batch = old->failing_batch;
+	ing->failures = old->failures;
+	return ing;
 }
 
 PG_FUNCTION_INFO_V1(source_writes_retry_errors);

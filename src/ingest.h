@@ -23,6 +23,7 @@
 typedef struct SwIngest SwIngest;
 
 extern SwIngest *sw_ingest_create(Relation ftrel, SwOrigin origin);
+extern SwIngest *sw_ingest_remake(SwIngest *old, Relation ftrel);
 extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
 extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
 extern void sw_ingest_flush(SwIngest *ing);

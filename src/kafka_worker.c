@@ -137,7 +137,7 @@ static char *source_name;
 static Oid	server_oid;
 static char *database;
 static char *topic;
-static SwIngest *ingest;			/* in ingest_cxt; NULL until made again */
+static SwIngest *ingest;			/* in ingest_cxt */
 static MemoryContext ingest_cxt;
 static SwSourceTable *source_table;	/* the table's options */
 static rd_kafka_t *rk;
@@ -355,7 +355,7 @@ set_up(void)
 	database = get_database_name(MyDatabaseId);
 	server_oid = GetForeignServerIdByRelId(source_relid);
 	ingest_cxt = AllocSetContextCreate(worker_cxt, "source_writes kafka ingestion",
-									   ALLOCSET_SMALL_SIZES);
+									   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(ingest_cxt);
 	ingest = sw_ingest_create(ftrel, SW_ORIGIN_KAFKA);
 	MemoryContextSwitchTo(worker_cxt);
@@ -885,6 +885,38 @@ add_messages(void)
 }
 
 /*
+ * Make the ingestion again, after a function or a role changed, in memory
+ * of its own; the old one goes only once the new one is made.
+ */
+static void
+remake_ingestion(Relation ftrel)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+
+	cxt = AllocSetContextCreate(worker_cxt, "source_writes kafka ingestion",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		/* a change from now on makes it again */
+		ingest_stale = false;
+		ingest = sw_ingest_remake(ingest, ftrel);
+	}
+	PG_CATCH();
+	{
+		ingest_stale = true;
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(ingest_cxt);
+	ingest_cxt = cxt;
+}
+
+/*
  * Write a batch in a transaction of our own, starting with the messages
  * taken, and consume their offsets in it; then move the partitions on.
  * The batch goes on taking messages while the brokers have more for us,
@@ -910,18 +942,18 @@ ingest_batch(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "ingesting a batch");
 	ftrel = table_open(source_relid, RowExclusiveLock);
-	if (ingest == NULL || ingest_stale)
+	if (options_changed)
 	{
-		MemoryContext old;
-
-		/* a change from now on makes it again; a failure leaves none */
-		ingest = NULL;
-		ingest_stale = false;
-		MemoryContextReset(ingest_cxt);
-		old = MemoryContextSwitchTo(ingest_cxt);
-		ingest = sw_ingest_create(ftrel, SW_ORIGIN_KAFKA);
-		MemoryContextSwitchTo(old);
+		/* the table changed before we locked it: leave, writing nothing */
+		table_close(ftrel, NoLock);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(worker_cxt);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return;
 	}
+	if (ingest_stale)
+		remake_ingestion(ftrel);
 	sw_ingest_begin(ingest, ftrel);
 	for (;;)
 	{
@@ -986,8 +1018,7 @@ try_batch(int *failures)
 		EmitErrorReport();
 		AbortOutOfAnyTransaction();
 		FlushErrorState();
-		if (ingest)
-			sw_ingest_abort(ingest);
+		sw_ingest_abort(ingest);
 		drop_messages();
 		RESUME_INTERRUPTS();
 		set_state("retrying after an error", edata->message);

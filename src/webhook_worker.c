@@ -585,13 +585,15 @@ resume_checked(SwRequest *r, int status)
 
 /*
  * When the worker leaves: answer what it holds, and stop the server.  A
- * group it was writing is rolled back first (as ShutdownPostgres would,
- * after this), so that its locks are not held while the answers go.
+ * group it was writing is rolled back first, and what its tables' code
+ * left to the session released (as ShutdownPostgres would, after this),
+ * so that no lock of theirs is held while the answers go.
  */
 static void
 stop_server(int code, Datum arg)
 {
 	AbortOutOfAnyTransaction();
+	sw_writer_forget_session_state();
 	resume_checked(checking, 503);
 	checking = NULL;
 	answer_unavailable(writing);

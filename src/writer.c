@@ -218,7 +218,9 @@ sw_writer_commit_durably(void)
 	/*
 	 * The mode SyncRepWaitForLSN will use, as synchronous_commit's assign
 	 * hook sets it; as RecordTransactionCommit, no wait without an XID or
-	 * without WAL written
+	 * without WAL written.  (The commit's own work before its record,
+	 * stamping the batches, adds WAL only to a transaction that wrote rows,
+	 * and so WAL, already.)
 	 */
 	if (!SyncRepRequested() || !TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
 		XactLastRecEnd == InvalidXLogRecPtr)

@@ -11,7 +11,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1', 'granted:1' ]);
+my $broker = SwTest::broker(topics => [ 'esc:1', 'esc2:1', 'chk:1', 'ret:1', 'big:1', 'granted:1', 'checked:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('owner_code', conf => "max_worker_processes = 24\nshared_buffers = 1MB\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -139,6 +139,37 @@ is(sql(q{SELECT string_agg(id || ':' || v, ',') FROM granted}), '1:bobs', 'nothi
 sql(q{SET ROLE bob; GRANT EXECUTE ON FUNCTION public.bobs_fn() TO alice});
 sql(q{SELECT source_writes.wait_for('granted', '60 s')});
 is(sql(q{SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM granted}), '1:bobs,2:bobs',
+	'granted again: the message is written, once');
+
+# the same for a function that runs later, in a domain's check: a lost
+# privilege is not the message's fault, which is not kept as an error
+sql(q{SET ROLE bob;
+	CREATE FUNCTION public.bobs_check(int) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN RETURN $1 > 0; END $$;
+	REVOKE EXECUTE ON FUNCTION public.bobs_check(int) FROM PUBLIC;
+	GRANT EXECUTE ON FUNCTION public.bobs_check(int) TO alice;
+	SET ROLE alice;
+	CREATE DOMAIN public.positive AS int CHECK (public.bobs_check(VALUE));
+	CREATE FOREIGN TABLE checked (id public.positive) SERVER k OPTIONS (topic 'checked')});
+produce('checked', "a\t{\"id\": 1}");
+sql(q{SELECT source_writes.wait_for('checked')});
+is(sql(q{SELECT string_agg(id::text, ',') FROM checked}), '1', 'a row checked by bob\'s function');
+sql(q{SET ROLE bob; REVOKE EXECUTE ON FUNCTION public.bobs_check(int) FROM alice});
+my $from = -s $node->logfile;
+produce('checked', "b\t{\"id\": 2}");
+ok($node->poll_query_until('postgres', q{SELECT last_error LIKE '%permission denied for function bobs_check%'
+	FROM source_writes.sources WHERE source = 'checked'::regclass}), 'after bob revoked it: refused, saying why');
+# more batches than a message may fail for a reason not its own before it
+# is kept as an error
+my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+sleep 1 while time() < $deadline
+	&& (() = substr(slurp_file($node->logfile), $from) =~ /permission denied for function bobs_check/g) < 4;
+cmp_ok(scalar(() = substr(slurp_file($node->logfile), $from) =~ /permission denied for function bobs_check/g),
+	'>=', 4, 'its batch fails, and is tried again, four times');
+is(sql(q{SELECT count(*) FROM checked}) . ' ' . sql(q{SELECT count(*) FROM source_writes.errors
+	WHERE source = 'checked'::regclass}), '1 0', 'nothing written, and the message not kept as an error');
+sql(q{SET ROLE bob; GRANT EXECUTE ON FUNCTION public.bobs_check(int) TO alice});
+sql(q{SELECT source_writes.wait_for('checked', '60 s')});
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM checked}), '1,2',
 	'granted again: the message is written, once');
 
 done_testing();
