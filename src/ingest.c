@@ -428,7 +428,7 @@ static bool
 may_keep(ErrorData *edata)
 {
 	if (edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
-		return false;			/* the owner's, revoked from it */
+		return false;			/* maybe the owner's, revoked from it */
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
 		case ERRCODE_TRANSACTION_ROLLBACK:	/* serialization, deadlock */
@@ -495,11 +495,12 @@ is_interruption(ErrorData *edata)
 /*
  * May a message be kept as an error for this one?  Yes if the error is the
  * message's (see may_keep()).  Errors of the server's state (resources, a
- * lock not available, I/O, serialization, cancellation, a privilege the
- * owner lost) never are.  Others,
+ * lock not available, I/O, serialization, cancellation) never are.  Others,
  * such as an internal error that an input function or a constraint's code
- * raises for one message, are, once the message has failed that many
- * batches in a row: it must not stop its partition for ever.
+ * raises for one message, or a privilege the owner lacks (revoked, or one
+ * that a value needs: a regclass in a schema it may not use), are, once
+ * the message has failed that many batches in a row: it must not stop its
+ * partition for ever.
  */
 static bool
 may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
@@ -514,9 +515,7 @@ may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
 		case ERRCODE_SYSTEM_ERROR:
 			return false;
 	}
-	/* a lock, or a privilege the owner lost: not the message's, however long */
-	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE || msg->offset < 0)
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE || msg->offset < 0)
 		return false;
 	if (msg->partition != ing->failing_partition || msg->offset != ing->failing_offset)
 	{
@@ -1090,18 +1089,23 @@ bytes_of(Datum d, size_t *len)
 
 /*
  * The next kept error of a source from scan (oldest partition and offset
- * first), as the message it was, in the current memory context; false
- * after the last.
+ * first), begun in scan_cxt, as the message it was, in the current memory
+ * context; false after the last.
  */
 static bool
-next_kept_error(SysScanDesc scan, Relation rel, SwIngest *ing, SwKeptError *e)
+next_kept_error(SysScanDesc scan, MemoryContext scan_cxt, Relation rel,
+				SwIngest *ing, SwKeptError *e)
 {
 	HeapTuple	tuple;
 	Datum		values[Natts_e];
 	bool		nulls[Natts_e];
 	SwMessage  *m = &e->msg;
+	MemoryContext cxt;
 
+	/* the scan's own state (dead entries it meets) lives as long as it */
+	cxt = MemoryContextSwitchTo(scan_cxt);
 	tuple = systable_getnext_ordered(scan, ForwardScanDirection);
+	MemoryContextSwitchTo(cxt);
 	if (!HeapTupleIsValid(tuple))
 		return false;
 	memset(e, 0, sizeof(SwKeptError));
@@ -1222,7 +1226,7 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	error_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes kept error",
 									  ALLOCSET_DEFAULT_SIZES);
 	old_cxt = MemoryContextSwitchTo(error_cxt);
-	while (next_kept_error(scan, rel, ing, &kept))
+	while (next_kept_error(scan, old_cxt, rel, ing, &kept))
 	{
 		SwKeptError *e = &kept;
 		char	   *error = NULL;
