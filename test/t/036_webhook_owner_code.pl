@@ -225,13 +225,22 @@ is(post('/public/orders', '{"id": "unlocked"}'), '200 1 row', 'once the lock is 
 # configuration asks, though the database sets synchronous_commit = local.
 sql(q{ALTER DATABASE postgres SET synchronous_commit = local});
 restart_worker();
+
+# POST {"id": ID} in the background, its answer and status into $$out, once
+# the worker waits for the standby
+sub post_waiting
+{
+	my ($id, $out) = @_;
+	my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '120',
+		"$base/public/orders", '--data-binary', qq({"id": "$id"}),
+		'-H', 'Content-Type: application/json' ], '>', $out, '2>', \my $err);
+	ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server'}), "$id: the worker waits for the standby");
+	return $h;
+}
 sql(q{ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()});
-my ($out, $err) = ('', '');
-my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '120',
-	"$base/public/orders", '--data-binary', '{"id": "sync"}', '-H', 'Content-Type: application/json' ],
-	'>', \$out, '2>', \$err);
-ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
-	WHERE backend_type = 'source_writes webhook server'}), 'the worker waits for the standby');
+my $out = '';
+my $h = post_waiting('sync', \$out);
 $h->pump_nb;
 is($out, '', 'no answer meanwhile');
 sql(q{ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()});
@@ -243,16 +252,6 @@ is($out, "1 row\n 200", 'once no standby is asked for: 200');
 # 503 would have them sent again.  The connection is closed unanswered, as
 # PostgreSQL closes a session whose commit it cannot confirm when it is
 # terminated.
-sub post_waiting
-{
-	my ($id, $out) = @_;
-	my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '120',
-		"$base/public/orders", '--data-binary', qq({"id": "$id"}),
-		'-H', 'Content-Type: application/json' ], '>', $out, '2>', \$err);
-	ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
-		WHERE backend_type = 'source_writes webhook server'}), "$id: the worker waits for the standby");
-	return $h;
-}
 sql(q{ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()});
 my $pid = worker_pid();
 $log = -s $node->logfile;
