@@ -618,6 +618,7 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	in_flight++;
 	MHD_suspend_connection(connection);
 	wake = queue_head == NULL;
+	r->next = NULL;				/* it may still link the checks it waited among */
 	if (queue_tail)
 		queue_tail->next = r;
 	else
