@@ -1015,6 +1015,17 @@ sw_ingest_sub_end(SwIngest *ing, bool commit)
 }
 
 /*
+ * After an error in sw_ingest_write(): was it raised while rows that were
+ * buffered before, maybe of earlier messages, were being written?  Then it
+ * is not the message's own.
+ */
+bool
+sw_ingest_failed_flushing(SwIngest *ing)
+{
+	return ing->writer != NULL && sw_writer_failed_flushing(ing->writer);
+}
+
+/*
  * The batch consumes the offsets [from, to) of a partition: when it is
  * stamped, the stored progress must be at from, and moves to to (see
  * sw_writer_consumed()).

@@ -31,6 +31,7 @@ extern void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
 extern bool sw_ingest_decode_failed(SwIngest *ing, const char **where,
 									bool *in_message);
 extern void sw_ingest_sub_end(SwIngest *ing, bool commit);
+extern bool sw_ingest_failed_flushing(SwIngest *ing);
 extern bool sw_ingest_full(SwIngest *ing);
 extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
 extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);

@@ -50,6 +50,7 @@ char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
 bool		sw_webhook_bench_discard = false;
 int			sw_webhook_request_timeout = 1000;
+int			sw_webhook_join_time = 10;
 static char *sw_as_of_string = NULL;
 
 /* source_writes.as_of as a number: -1 when not set */
@@ -215,6 +216,16 @@ _PG_init(void)
 							"A request that takes longer (a table's slow default, constraint or trigger) is answered 503 and writes nothing, so that it does not hold up the requests to other tables; 0 means no limit.",
 							&sw_webhook_request_timeout,
 							1000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("source_writes.webhook_join_time",
+							"How long after the webhook server began to write a group of requests new requests may join it.",
+							"Requests that come while a group is written join it, so that one commit serves them all, until this time has passed since it began; later ones wait for the next group.  0 means they never join.",
+							&sw_webhook_join_time,
+							10,
 							0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,

@@ -51,6 +51,7 @@ extern char *sw_webhook_listen;
 extern char *sw_webhook_ssl_cert_file;
 extern char *sw_webhook_ssl_key_file;
 extern int	sw_webhook_request_timeout;
+extern int	sw_webhook_join_time;
 
 extern void sw_warn_if_not_preloaded(void);
 

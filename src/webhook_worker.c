@@ -11,17 +11,25 @@
  *
  * The worker's main thread waits on its latch and on the server's pipe.
  * It takes the requests that came meanwhile and writes them in one
- * transaction, each in a subtransaction of its own, so that a bad one
- * fails alone; after the commit it answers them all: 200 only for rows
+ * transaction; after the commit it answers them all: 200 only for rows
  * that are durably committed.  POST /<database>/<schema>/<table> appends
  * the body to that webhook source table, as the table's owner, with origin
  * webhook; the names are percent-decoded, as PostgreSQL spells them.
- * Requests that come while a group is written form the next group.
+ * Requests that come while a group is written join it, up to
+ * SW_WEBHOOK_GROUP of them and for source_writes.webhook_join_time after
+ * it began, so that one commit (and its WAL flush) serves as many as it
+ * can; each round of them is written with a new snapshot, and a catalog
+ * change ends the joining (what the group resolved and prepared would be
+ * out of date for them).  Those that come later form the next group.
  *
  * A group resolves each address it was sent to once, and writes the
  * requests to one table together, in the order they came, in one batch of
  * the table: one writer, which runs as the table's owner while it writes
- * them (the requests to another table run as that one's owner).  What the
+ * them (the requests to another table run as that one's owner).  They are
+ * written in one subtransaction, their rows inserted many at a time; if
+ * one fails, the subtransaction is rolled back, that request is answered
+ * with its error, and the others are written again, each in a
+ * subtransaction of its own, so that a bad request fails alone.  What the
  * worker prepared for a table (its options, its decoder) is kept from one
  * group to the next, and made again when the table, its server, a
  * function or the caches change (relcache and syscache invalidations).
@@ -71,8 +79,7 @@
  * source_writes.webhook_request_timeout is cancelled and answered 503,
  * also when its code catches the cancel.
  *
- * A request's memory is freed when it is written.  A group is at most
- * SW_WEBHOOK_GROUP requests.  Whatever synchronous_commit the database or
+ * A request's memory is freed when it is written.  Whatever synchronous_commit the database or
  * a role sets, the commit waits for its flush (and synchronous standbys)
  * before the rows are visible and the answers go.  Clients are told what
  * was wrong with their body (an error that reading it raised itself, and
@@ -161,6 +168,13 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
  */
 #define SW_WEBHOOK_CANCELS		3
 
+/*
+ * After a request failed among others written together: how many times
+ * its table's requests are then written a request at a time (a table that
+ * is sent bad requests all the time pays for each once, not twice).
+ */
+#define SW_WEBHOOK_CAREFUL_GROUPS	16
+
 /* the most tables whose ingestion the worker keeps between groups */
 #define SW_WEBHOOK_KEPT_TABLES	128
 
@@ -175,6 +189,7 @@ typedef struct GroupRequest
 	struct TableEntry *table;	/* where it goes, if it can be written */
 	int			status;
 	char	   *text;
+	bool		refused;		/* by its checks: to be logged */
 } GroupRequest;
 
 static char *listening = NULL;	/* the webhook_listen the server serves */
@@ -208,9 +223,11 @@ typedef struct TableEntry
 	SwIngest   *ing;			/* NULL until made */
 	Relation	ftrel;			/* open in the current group, else NULL */
 	bool		begun;			/* its batch begun in the current group */
+	int			careful;		/* groups to write a request at a time */
 	struct TableEntry *next_open;	/* the group's other open tables */
 } TableEntry;
 
+static uint64 cache_changes = 0;	/* invalidations taken in, counted */
 static HTAB *tables = NULL;		/* relid -> TableEntry */
 static MemoryContext tables_cxt = NULL;
 static bool tables_changed = false; /* some entry is no longer valid */
@@ -1137,6 +1154,7 @@ tables_relcache_callback(Datum arg, Oid relid)
 	HASH_SEQ_STATUS seq;
 	TableEntry *e;
 
+	cache_changes++;
 	if (tables == NULL)
 		return;
 	if (OidIsValid(relid))
@@ -1252,6 +1270,7 @@ open_table(Oid relid, ResourceOwner group_owner)
 		e->ing = NULL;
 		e->ftrel = NULL;
 		e->begun = false;
+		e->careful = 0;
 	}
 	if (e->ftrel)
 		return e;				/* the group opened it already */
@@ -1512,6 +1531,130 @@ group_path(const char *path, List **paths)
 }
 
 /*
+ * Check one request of a group and write its body, in the current
+ * subtransaction: its answer (given after the commit) in g, in memory
+ * context cxt.  A refusal of the checks sets g->refused, to be logged once
+ * the subtransaction commits.  Which part of the body is written goes into
+ * where (of SW_WHERE_BYTES).
+ */
+static void
+take_request(GroupRequest *g, MemoryContext cxt, char *where)
+{
+	SwRequest  *r = g->request;
+	TableEntry *t = g->table;
+	const SwSourceTable *st = sw_ingest_source_table(t->ing);
+	char	   *text;
+	const char *key = NULL;
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	int			rows;
+	int			status = check_request(r, st, &text);
+
+	where[0] = '\0';
+	if (status == 0)
+		status = check_signature(r, t->ftrel, st, &text);
+	if (status == 0)
+		status = check_idempotency(r, t->relid, st, &key, hash, &text);
+	if (status)
+	{
+		/* refused, or a repeated delivery: the first one's answer */
+		g->status = status;
+		g->text = MemoryContextStrdup(cxt, text);
+		g->refused = status != 200;
+		return;
+	}
+
+	/* the rows go into the table in this subtransaction, with the key */
+	rows = write_body(r, t->ftrel, t->ing, where);
+	if (key)
+		sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);
+	g->status = 200;
+	g->refused = false;
+	g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows, rows == 1 ? "row" : "rows"));
+}
+
+/* log a request refused by its checks */
+static void
+log_refused(GroupRequest *g)
+{
+	ereport(LOG,
+			(errmsg("source_writes webhook request to %s refused with status %d",
+					g->request->path, g->status)));
+}
+
+/*
+ * After an error in a subtransaction that wrote requests of table t: roll
+ * it back, back in memory context cxt and resource owner owner.  If the
+ * error was raised by one request's checks or writing, g is that request,
+ * and gets its answer from the error (the request's part of the body in
+ * where), which is logged; with g NULL, the error is only dropped.
+ */
+static void
+roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
+				   MemoryContext cxt, ResourceOwner owner)
+{
+	bool		timed_out = stop_request_clock();
+	ErrorData  *edata;
+	char	   *text;
+	const char *decoder_where;
+	bool		in_message;
+
+	(void) sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
+	in_message |= parsing_body;
+	parsing_body = false;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	sw_ingest_sub_end(t->ing, false);
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	MemoryContextReset(request_cxt);
+	if (g == NULL)
+	{
+		FreeErrorData(edata);
+		return;
+	}
+
+	/*
+	 * Every error here is the request's own: a cancel of the worker cancels
+	 * the request it writes (a shutdown is FATAL, and does not come here).
+	 */
+	g->refused = false;
+	if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+	{
+		g->status = 503;
+		g->text = pstrdup(SW_TIMED_OUT_TEXT);
+		edata->message = pstrdup(SW_TIMED_OUT_LOG);
+	}
+	else
+	{
+		/*
+		 * Raised by the reading itself: the error's context begins with our
+		 * own lines, no code of the table's before them; and no internal
+		 * error.
+		 */
+		const char *ours = decoder_where[0] ? decoder_where : where;
+		const char *context = edata->context ? edata->context : "";
+		bool		in_body = in_message &&
+			strncmp(context, ours, strlen(ours)) == 0 &&
+			(ours[0] != '\0' || context[0] == '\0') &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTERNAL_ERROR;
+
+		g->status = error_answer(edata, in_body, decoder_where, where, &text);
+		g->text = text;
+	}
+	/* what the client sent is not logged: its error may quote it */
+	if (g->status == 400)
+		log_refused(g);
+	else
+		ereport(LOG,
+				(errmsg("source_writes webhook request to %s refused with status %d: %s",
+						g->request->path, g->status, edata->message)));
+	FreeErrorData(edata);
+}
+
+/*
  * Write one request of a group, in a subtransaction of its own: its answer
  * (given after the commit) in g, in the caller's memory context.  One that
  * runs out of time is answered 503 and writes nothing.
@@ -1521,8 +1664,6 @@ write_request(GroupRequest *g)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	SwRequest  *r = g->request;
-	TableEntry *t = g->table;
 	char		where[SW_WHERE_BYTES] = "";
 
 	BeginInternalSubTransaction(NULL);
@@ -1530,110 +1671,78 @@ write_request(GroupRequest *g)
 	start_request_clock();
 	PG_TRY();
 	{
-		const SwSourceTable *st = sw_ingest_source_table(t->ing);
-		char	   *text;
-		const char *key = NULL;
-		uint8		hash[PG_SHA256_DIGEST_LENGTH];
-		int			rows = 0;
-		int			status = check_request(r, st, &text);
-
-		if (status == 0)
-			status = check_signature(r, t->ftrel, st, &text);
-		if (status == 0)
-			status = check_idempotency(r, t->relid, st, &key, hash, &text);
-
-		if (status == 200)
-		{
-			/* a repeated delivery: the first one's answer */
-			g->status = 200;
-			g->text = MemoryContextStrdup(cxt, text);
-		}
-		else if (status)
-		{
-			g->status = status;
-			g->text = MemoryContextStrdup(cxt, text);
-			ereport(LOG,
-					(errmsg("source_writes webhook request to %s refused with status %d",
-							r->path, g->status)));
-		}
-		else
-			rows = write_body(r, t->ftrel, t->ing, where);
-
-		/* the rows go into the table in this subtransaction, with the key */
-		sw_ingest_sub_end(t->ing, true);
-		if (status == 0)
-		{
-			if (key)
-				sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);
-			g->status = 200;
-			g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows,
-														rows == 1 ? "row" : "rows"));
-		}
+		take_request(g, cxt, where);
+		sw_ingest_sub_end(g->table->ing, true);
 		check_request_clock();
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		MemoryContextReset(request_cxt);
+		if (g->refused)
+			log_refused(g);
 	}
 	PG_CATCH();
 	{
-		bool		timed_out = stop_request_clock();
-		ErrorData  *edata;
-		char	   *text;
-		const char *decoder_where;
-		bool		in_message;
-
-		(void) sw_ingest_decode_failed(t->ing, &decoder_where, &in_message);
-		in_message |= parsing_body;
-		parsing_body = false;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		sw_ingest_sub_end(t->ing, false);
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		/*
-		 * Every error here is the request's own: a cancel of the worker
-		 * cancels the request it writes (a shutdown is FATAL, and does not
-		 * come here).
-		 */
-		if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-		{
-			g->status = 503;
-			g->text = pstrdup(SW_TIMED_OUT_TEXT);
-			edata->message = pstrdup(SW_TIMED_OUT_LOG);
-		}
-		else
-		{
-			/*
-			 * Raised by the reading itself: the error's context begins with
-			 * our own lines, no code of the table's before them; and no
-			 * internal error.
-			 */
-			const char *ours = decoder_where[0] ? decoder_where : where;
-			const char *context = edata->context ? edata->context : "";
-			bool		in_body = in_message &&
-				strncmp(context, ours, strlen(ours)) == 0 &&
-				(ours[0] != '\0' || context[0] == '\0') &&
-				ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTERNAL_ERROR;
-
-			g->status = error_answer(edata, in_body, decoder_where, where, &text);
-			g->text = text;
-		}
-		/* what the client sent is not logged: its error may quote it */
-		if (g->status == 400)
-			ereport(LOG,
-					(errmsg("source_writes webhook request to %s refused with status %d",
-							r->path, g->status)));
-		else
-			ereport(LOG,
-					(errmsg("source_writes webhook request to %s refused with status %d: %s",
-							r->path, g->status, edata->message)));
-		FreeErrorData(edata);
+		roll_back_requests(g->table, g, where, cxt, owner);
 	}
 	PG_END_TRY();
-	MemoryContextReset(request_cxt);
+}
+
+/*
+ * Write the requests of a group to table t (of group[0 .. n-1], those
+ * whose table it is) together, in one subtransaction, their rows many to
+ * a multi-insert: true if it committed.  If a request fails, the
+ * subtransaction rolls back, and that request, *failed, has its answer
+ * from its error; the others are to be written again one at a time (-1
+ * when the rows failed once written, which no one request is told).
+ */
+static bool
+write_together(TableEntry *t, GroupRequest *group, int n, int *failed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char		where[SW_WHERE_BYTES] = "";
+	volatile int current = -1;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(request_cxt);
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+		{
+			if (group[i].table != t)
+				continue;
+			current = i;
+			start_request_clock();
+			take_request(&group[i], cxt, where);
+			check_request_clock();
+			MemoryContextReset(request_cxt);
+		}
+		current = -1;
+		start_request_clock();
+		sw_ingest_sub_end(t->ing, true);
+		check_request_clock();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		MemoryContextReset(request_cxt);
+	}
+	PG_CATCH();
+	{
+		/* writing buffered rows, maybe of earlier requests: no one's fault */
+		if (sw_ingest_failed_flushing(t->ing))
+			current = -1;
+		roll_back_requests(t, current >= 0 ? &group[current] : NULL, where, cxt, owner);
+		ok = false;
+	}
+	PG_END_TRY();
+	*failed = current;
+	if (ok)
+		for (int i = 0; i < n; i++)
+			if (group[i].table == t && group[i].refused)
+				log_refused(&group[i]);
+	return ok;
 }
 
 /*
@@ -1650,21 +1759,44 @@ report_and_abort(MemoryContext cxt)
 }
 
 /*
- * Write the group's requests to one table, in the order they came, each
- * in its own subtransaction, in one batch of the table: one writer, which
- * runs as the table's owner until the last of them is written.
+ * Write the group's requests to one table (those of group[0 .. n-1] whose
+ * table it is), in the order they came, in one batch of the table: one
+ * writer, which runs as the table's owner until the last of them is
+ * written.  They are written together, in one subtransaction; if one of
+ * them fails, it alone has its answer from its error, and the others are
+ * written again each in a subtransaction of its own, as they are for the
+ * table's next SW_WEBHOOK_CAREFUL_GROUPS writes.
  */
 static void
 write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 {
 	int64		kept;
+	int			failed = -1;
+	bool		written = false;
+	bool		any = false;
+
+	for (int i = 0; i < n && !any; i++)
+		any = group[i].table == e;
+	if (!any)
+		return;
 
 	MemoryContextSwitchTo(TopTransactionContext);
 	sw_ingest_begin(e->ing, e->ftrel);
 	e->begun = true;
-	for (int i = 0; i < n; i++)
+	MemoryContextSwitchTo(group_cxt);
+	if (e->careful > 0)
+		e->careful--;
+	else if (write_together(e, group, n, &failed))
+		written = true;
+	else
 	{
-		if (group[i].table != e)
+		elog(DEBUG1, "source_writes webhook requests to table \"%s\" are written again one at a time, as one of them failed",
+			 RelationGetRelationName(e->ftrel));
+		e->careful = SW_WEBHOOK_CAREFUL_GROUPS;
+	}
+	for (int i = 0; i < n && !written; i++)
+	{
+		if (group[i].table != e || i == failed)
 			continue;
 		MemoryContextSwitchTo(group_cxt);
 		write_request(&group[i]);
@@ -1687,8 +1819,10 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	MemoryContext cxt = CurrentMemoryContext;
 	GroupRequest *group;
 	List	   *paths = NIL;
-	int			n = 0;
+	volatile int n = 0;
 	int			i = 0;
+	TimestampTz began = 0;
+	uint64		changes = 0;
 	int			unconfirmed = 0;
 	volatile bool committed = false;
 	volatile bool replicated = true;
@@ -1697,7 +1831,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	for (SwRequest *r = requests; r; r = r->next)
 		n++;
 	MemoryContextSwitchTo(group_cxt);
-	group = palloc0(sizeof(GroupRequest) * n);
+	group = palloc0(sizeof(GroupRequest) * SW_WEBHOOK_GROUP);
 	for (SwRequest *r = requests; r; r = r->next)
 		group[i++].request = r;
 
@@ -1706,23 +1840,63 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
+		began = GetCurrentTimestamp();
+		changes = cache_changes;
 		pgstat_report_activity(STATE_RUNNING,
 							   psprintf("writing %d webhook request%s", n, n == 1 ? "" : "s"));
 		if (tables_changed || hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES)
 			forget_tables();
-		for (i = 0; i < n; i++)
+		for (int first = 0;;)
 		{
-			GroupPath  *p;
+			SwRequest  *more;
 
-			MemoryContextSwitchTo(group_cxt);
-			p = group_path(group[i].request->path, &paths);
-			group[i].relid = p->relid;
-			group[i].table = p->table;
-			group[i].status = p->status;
-			group[i].text = p->text;
+			for (i = first; i < n; i++)
+			{
+				GroupPath  *p;
+
+				MemoryContextSwitchTo(group_cxt);
+				p = group_path(group[i].request->path, &paths);
+				group[i].relid = p->relid;
+				group[i].table = p->table;
+				group[i].status = p->status;
+				group[i].text = p->text;
+			}
+			for (TableEntry *e = open_tables; e; e = e->next_open)
+				write_table(e, group + first, n - first, group_cxt);
+
+			/*
+			 * Requests that came meanwhile join it, unless the caches took
+			 * in a change since it began (they were sent after it): then
+			 * they wait for the next group, which looks again.
+			 */
+			if (n >= SW_WEBHOOK_GROUP || in_hand != NULL ||
+				TimestampDifferenceExceeds(began, GetCurrentTimestamp(), sw_webhook_join_time) ||
+				(more = sw_webhook_server_take()) == NULL)
+				break;
+			AcceptInvalidationMessages();
+			if (cache_changes != changes)
+			{
+				in_hand = more;
+				break;
+			}
+			group[n - 1].request->next = more;	/* being written, too */
+			first = n;
+			for (SwRequest *r = more; r; r = r->next)
+			{
+				if (n == SW_WEBHOOK_GROUP)
+				{
+					in_hand = r;	/* for the next group */
+					group[n - 1].request->next = NULL;
+					break;
+				}
+				group[n++].request = r;
+			}
+			pgstat_report_activity(STATE_RUNNING,
+								   psprintf("writing %d webhook requests", n));
+			/* they see what committed before they came */
+			PopActiveSnapshot();
+			PushActiveSnapshot(GetTransactionSnapshot());
 		}
-		for (TableEntry *e = open_tables; e; e = e->next_open)
-			write_table(e, group, n, group_cxt);
 		close_tables();
 		PopActiveSnapshot();
 		sw_writer_commit_durably();
@@ -1804,6 +1978,7 @@ limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
 	bool		ours = cacheid != RELOID || hashvalue == 0 || tracked_hashes == NULL;
 
+	cache_changes++;
 	for (int i = 0; i < ntracked && !ours; i++)
 		ours = tracked_hashes[i] == hashvalue;
 	if (ours)

@@ -141,6 +141,7 @@ struct SwWriter
 	BulkInsertState bistate;
 	bool		own_bistate;	/* ours to free, not the caller's */
 	MemoryContext append_cxt;	/* what writing one group allocates */
+	bool		flushing;		/* writing them: an error then is theirs */
 
 	/* retractions not yet written to the history heap */
 	bool		buffer_history;
@@ -792,6 +793,7 @@ sw_writer_sub_end(SwWriter *w, bool commit)
 		ExecClearTuple(w->append_slots[i]);
 	w->nappended = 0;
 	w->appended_bytes = 0;
+	w->flushing = false;
 	for (int i = 0; i < w->nhistory; i++)
 		ExecClearTuple(w->history_slots[i]);
 	w->nhistory = 0;
@@ -799,6 +801,16 @@ sw_writer_sub_end(SwWriter *w, bool commit)
 	ExecClearTuple(w->lock_slot);
 	if (w->bistate)
 		ReleaseBulkInsertStatePin(w->bistate);
+}
+
+/*
+ * After an error: did writing the buffered appended rows raise it (rather
+ * than the row being appended)?  Those may be rows of earlier messages.
+ */
+bool
+sw_writer_failed_flushing(SwWriter *w)
+{
+	return w->flushing;
 }
 
 /*
@@ -839,11 +851,13 @@ sw_writer_flush(SwWriter *w)
 		MemoryContextSwitchTo(old);
 	}
 	old = MemoryContextSwitchTo(w->append_cxt);
+	w->flushing = true;
 	table_multi_insert(w->current, w->append_slots, w->nappended,
 					   w->estate->es_output_cid, 0, w->bistate);
 	for (int i = 0; i < w->nappended; i++)
 		note_block(w, w->append_slots[i]);
 	insert_index_entries(w, w->append_slots, w->nappended, false);
+	w->flushing = false;
 	MemoryContextSwitchTo(old);
 	for (int i = 0; i < w->nappended; i++)
 		ExecClearTuple(w->append_slots[i]);
