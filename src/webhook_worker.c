@@ -79,9 +79,10 @@
  * source_writes.webhook_request_timeout is cancelled and answered 503,
  * also when its code catches the cancel.
  *
- * A request's memory is freed when it is written.  Whatever synchronous_commit the database or
- * a role sets, the commit waits for its flush (and synchronous standbys)
- * before the rows are visible and the answers go.  Clients are told what
+ * A request's memory is freed when it is written.  Whatever
+ * synchronous_commit the database or a role sets, the commit waits for its
+ * flush (and synchronous standbys) before the rows are visible and the
+ * answers go.  Clients are told what
  * was wrong with their body (an error that reading it raised itself, and
  * errors of classes 22 and 23: the message, the column, where; not the
  * context of the table's code); of other errors only that the server
@@ -152,10 +153,12 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 #define SW_WEBHOOK_WAIT_MS		1000
 
 /*
- * The most requests written in one transaction.  Each that writes has a
- * subtransaction ID: more than the cache of them that every snapshot reads
- * would send snapshots of the whole cluster to pg_subtrans meanwhile.
- * (The server's SW_WEBHOOK_MAX_IN_FLIGHT keeps groups no larger today.)
+ * The most requests written in one transaction.  Each may take a
+ * subtransaction ID of its own (when it is written alone, or again after
+ * a request written with it failed): more than the cache of them that
+ * every snapshot reads would send snapshots of the whole cluster to
+ * pg_subtrans meanwhile.  (The server's SW_WEBHOOK_MAX_IN_FLIGHT keeps
+ * groups no larger today.)
  */
 #define SW_WEBHOOK_GROUP		PGPROC_MAX_CACHED_SUBXIDS
 
@@ -169,11 +172,12 @@ PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
 #define SW_WEBHOOK_CANCELS		3
 
 /*
- * After a request failed among others written together: how many times
- * its table's requests are then written a request at a time (a table that
- * is sent bad requests all the time pays for each once, not twice).
+ * After a request failed among others written together: for how many of
+ * its table's next writes (rounds of a group that have requests for it)
+ * they are written a request at a time, so that a table that is sent bad
+ * requests all the time writes most of them once, not twice.
  */
-#define SW_WEBHOOK_CAREFUL_GROUPS	16
+#define SW_WEBHOOK_CAREFUL_WRITES	16
 
 /* the most tables whose ingestion the worker keeps between groups */
 #define SW_WEBHOOK_KEPT_TABLES	128
@@ -206,6 +210,7 @@ static bool limits_stale = true;	/* the server's map of limits may be */
 static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
 static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
+static uint32 *tracked_schemas = NULL; /* their schemas' in NAMESPACEOID */
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -223,11 +228,15 @@ typedef struct TableEntry
 	SwIngest   *ing;			/* NULL until made */
 	Relation	ftrel;			/* open in the current group, else NULL */
 	bool		begun;			/* its batch begun in the current group */
-	int			careful;		/* groups to write a request at a time */
+	int			careful;		/* writes to make a request at a time */
 	struct TableEntry *next_open;	/* the group's other open tables */
 } TableEntry;
 
-static uint64 cache_changes = 0;	/* invalidations taken in, counted */
+/*
+ * Changes taken in that may concern a group's requests, counted: of a
+ * cached table, of the sources' addresses, of servers, functions, roles.
+ */
+static uint64 cache_changes = 0;
 static HTAB *tables = NULL;		/* relid -> TableEntry */
 static MemoryContext tables_cxt = NULL;
 static bool tables_changed = false; /* some entry is no longer valid */
@@ -1147,25 +1156,31 @@ error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
 	return 400;
 }
 
-/* a cached table changed: make its ingestion again before it is used */
+/*
+ * A cached table changed: make its ingestion again before it is used, and
+ * count the change (of other relations, which VACUUM, ANALYZE and
+ * temporary tables change all the time, nothing).
+ */
 static void
 tables_relcache_callback(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS seq;
 	TableEntry *e;
 
-	cache_changes++;
+	if (!OidIsValid(relid))
+		cache_changes++;		/* a cache reset: all of them */
 	if (tables == NULL)
 		return;
 	if (OidIsValid(relid))
 	{
 		e = hash_search(tables, &relid, HASH_FIND, NULL);
-		if (e)
-			e->valid = false;
+		if (e == NULL)
+			return;
+		e->valid = false;
+		cache_changes++;
 	}
 	else
 	{
-		/* a cache reset: all of them */
 		hash_seq_init(&seq, tables);
 		while ((e = hash_seq_search(&seq)) != NULL)
 			e->valid = false;
@@ -1538,7 +1553,7 @@ group_path(const char *path, List **paths)
  * where (of SW_WHERE_BYTES).
  */
 static void
-take_request(GroupRequest *g, MemoryContext cxt, char *where)
+check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 {
 	SwRequest  *r = g->request;
 	TableEntry *t = g->table;
@@ -1586,7 +1601,10 @@ log_refused(GroupRequest *g)
  * it back, back in memory context cxt and resource owner owner.  If the
  * error was raised by one request's checks or writing, g is that request,
  * and gets its answer from the error (the request's part of the body in
- * where), which is logged; with g NULL, the error is only dropped.
+ * where), which is logged; with g NULL (the error came while rows already
+ * buffered were written, or when the requests written together ran out of
+ * time at their end), only its message is logged, as no request's body is
+ * in it.
  */
 static void
 roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
@@ -1612,6 +1630,10 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	MemoryContextReset(request_cxt);
 	if (g == NULL)
 	{
+		ereport(LOG,
+				(errmsg("source_writes webhook requests to table \"%s\" could not be written together: %s",
+						RelationGetRelationName(t->ftrel),
+						timed_out ? SW_TIMED_OUT_LOG : edata->message)));
 		FreeErrorData(edata);
 		return;
 	}
@@ -1671,7 +1693,7 @@ write_request(GroupRequest *g)
 	start_request_clock();
 	PG_TRY();
 	{
-		take_request(g, cxt, where);
+		check_and_write(g, cxt, where);
 		sw_ingest_sub_end(g->table->ing, true);
 		check_request_clock();
 		ReleaseCurrentSubTransaction();
@@ -1691,10 +1713,12 @@ write_request(GroupRequest *g)
 /*
  * Write the requests of a group to table t (of group[0 .. n-1], those
  * whose table it is) together, in one subtransaction, their rows many to
- * a multi-insert: true if it committed.  If a request fails, the
- * subtransaction rolls back, and that request, *failed, has its answer
- * from its error; the others are to be written again one at a time (-1
- * when the rows failed once written, which no one request is told).
+ * a multi-insert: true if it committed.  Otherwise the subtransaction
+ * rolled back, and the others are to be written again one at a time: if
+ * one request's checks or rows raised the error, *failed is its index,
+ * and it has its answer from the error; if no one request did (the rows
+ * buffered failed as they were written, or the requests ran out of time
+ * at the end), *failed is -1, and all are to be written again.
  */
 static bool
 write_together(TableEntry *t, GroupRequest *group, int n, int *failed)
@@ -1715,7 +1739,7 @@ write_together(TableEntry *t, GroupRequest *group, int n, int *failed)
 				continue;
 			current = i;
 			start_request_clock();
-			take_request(&group[i], cxt, where);
+			check_and_write(&group[i], cxt, where);
 			check_request_clock();
 			MemoryContextReset(request_cxt);
 		}
@@ -1762,22 +1786,24 @@ report_and_abort(MemoryContext cxt)
  * Write the group's requests to one table (those of group[0 .. n-1] whose
  * table it is), in the order they came, in one batch of the table: one
  * writer, which runs as the table's owner until the last of them is
- * written.  They are written together, in one subtransaction; if one of
- * them fails, it alone has its answer from its error, and the others are
- * written again each in a subtransaction of its own, as they are for the
- * table's next SW_WEBHOOK_CAREFUL_GROUPS writes.
+ * written.  They are written together, in one subtransaction; if that
+ * fails, the request that failed alone has its answer from its error, and
+ * the others are written again each in a subtransaction of its own, as
+ * they are for the table's next SW_WEBHOOK_CAREFUL_WRITES writes when
+ * there were others.
  */
 static void
 write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 {
 	int64		kept;
 	int			failed = -1;
-	bool		written = false;
-	bool		any = false;
+	int			mine = 0;
+	bool		one_at_a_time = true;
 
-	for (int i = 0; i < n && !any; i++)
-		any = group[i].table == e;
-	if (!any)
+	for (int i = 0; i < n; i++)
+		if (group[i].table == e)
+			mine++;
+	if (mine == 0)
 		return;
 
 	MemoryContextSwitchTo(TopTransactionContext);
@@ -1787,19 +1813,22 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 	if (e->careful > 0)
 		e->careful--;
 	else if (write_together(e, group, n, &failed))
-		written = true;
-	else
+		one_at_a_time = false;
+	else if (mine > 1)
 	{
 		elog(DEBUG1, "source_writes webhook requests to table \"%s\" are written again one at a time, as one of them failed",
 			 RelationGetRelationName(e->ftrel));
-		e->careful = SW_WEBHOOK_CAREFUL_GROUPS;
+		e->careful = SW_WEBHOOK_CAREFUL_WRITES;
 	}
-	for (int i = 0; i < n && !written; i++)
+	if (one_at_a_time)
 	{
-		if (group[i].table != e || i == failed)
-			continue;
-		MemoryContextSwitchTo(group_cxt);
-		write_request(&group[i]);
+		for (int i = 0; i < n; i++)
+		{
+			if (group[i].table != e || i == failed)
+				continue;
+			MemoryContextSwitchTo(group_cxt);
+			write_request(&group[i]);
+		}
 	}
 	(void) sw_ingest_end(e->ing, &kept);
 	e->begun = false;
@@ -1810,8 +1839,14 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 
 /*
  * Write the requests taken together in one transaction, then answer them:
- * after the commit, or 503 each if it failed.  Their addresses are
- * resolved first, then each table's requests written together.
+ * after the commit, or 503 each if it failed.  The group is written in
+ * rounds: the requests in hand first, then those that came while a round
+ * was written, for as long as source_writes.webhook_join_time allows and
+ * the caches took in no change that matters to the group (a request sent
+ * after such a change must not be written with what was prepared before
+ * it).  Each round has a snapshot of its own, taken after its requests
+ * came; its requests' addresses are resolved first, then each table's
+ * requests written (write_table).  Requests left over wait in in_hand.
  */
 static void
 write_group(SwRequest *requests, MemoryContext group_cxt)
@@ -1821,6 +1856,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	List	   *paths = NIL;
 	volatile int n = 0;
 	int			i = 0;
+	int			first = 0;		/* the round's first request */
 	TimestampTz began = 0;
 	uint64		changes = 0;
 	int			unconfirmed = 0;
@@ -1846,7 +1882,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 							   psprintf("writing %d webhook request%s", n, n == 1 ? "" : "s"));
 		if (tables_changed || hash_get_num_entries(tables) > SW_WEBHOOK_KEPT_TABLES)
 			forget_tables();
-		for (int first = 0;;)
+		for (;;)
 		{
 			SwRequest  *more;
 
@@ -1864,22 +1900,30 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			for (TableEntry *e = open_tables; e; e = e->next_open)
 				write_table(e, group + first, n - first, group_cxt);
 
-			/*
-			 * Requests that came meanwhile join it, unless the caches took
-			 * in a change since it began (they were sent after it): then
-			 * they wait for the next group, which looks again.
-			 */
+			/* the next round: the requests that came meanwhile */
 			if (n >= SW_WEBHOOK_GROUP || in_hand != NULL ||
-				TimestampDifferenceExceeds(began, GetCurrentTimestamp(), sw_webhook_join_time) ||
-				(more = sw_webhook_server_take()) == NULL)
+				TimestampDifferenceExceeds(began, GetCurrentTimestamp(),
+										   sw_webhook_join_time))
 				break;
+			more = sw_webhook_server_take();
+			if (more == NULL)
+				break;
+
+			/*
+			 * They were sent after the caches' last look: if a change that
+			 * matters came since the group began, they wait for the next
+			 * group, which looks again.  They are in hand before the look,
+			 * which may fail, so that they are written or answered all the
+			 * same.
+			 */
+			in_hand = more;
 			AcceptInvalidationMessages();
 			if (cache_changes != changes)
-			{
-				in_hand = more;
 				break;
-			}
-			group[n - 1].request->next = more;	/* being written, too */
+			in_hand = NULL;
+
+			/* linked to those being written, for stop_server() to answer */
+			group[n - 1].request->next = more;
 			first = n;
 			for (SwRequest *r = more; r; r = r->next)
 			{
@@ -1969,20 +2013,26 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 
 /*
  * A catalog change that may move a webhook source or change its limit: a
- * schema, a foreign table, or the pg_class row of a source in the map (of
- * other tables' rows, which VACUUM and ANALYZE change all the time, none;
- * a table that becomes a source comes with a foreign table's row).
+ * foreign table, or the pg_class row of a source in the map or its
+ * schema's row (of other tables and schemas, which VACUUM, ANALYZE and
+ * temporary tables change all the time, none; a table that becomes a
+ * source comes with a foreign table's row).  While the map is stale, it
+ * may not know every source: every change counts.
  */
 static void
 limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
-	bool		ours = cacheid != RELOID || hashvalue == 0 || tracked_hashes == NULL;
+	const uint32 *hashes = cacheid == RELOID ? tracked_hashes :
+		cacheid == NAMESPACEOID ? tracked_schemas : NULL;
+	bool		ours = hashes == NULL || hashvalue == 0 || limits_stale;
 
-	cache_changes++;
 	for (int i = 0; i < ntracked && !ours; i++)
-		ours = tracked_hashes[i] == hashvalue;
+		ours = hashes[i] == hashvalue;
 	if (ours)
+	{
 		limits_stale = true;
+		cache_changes++;
+	}
 }
 
 /* the tables of the limits, in their order, in the current memory context */
@@ -2007,12 +2057,16 @@ publish_limits(void)
 	List	   *sources;
 	SwBodyLimit *limits;
 	Oid		   *relids;
+	Oid		   *schemas;
+	uint32	   *old_schemas;
+	uint32	   *new_schemas;
 	int			n = 0;
 	ListCell   *lc;
 
 	limits_stale = false;		/* changes taken in from now on make it stale */
 	sources = sw_catalog_exists() ? sw_catalog_sources(InvalidOid) : NIL;
 	limits = palloc(sizeof(SwBodyLimit) * Max(list_length(sources), 1));
+	schemas = palloc(sizeof(Oid) * Max(list_length(sources), 1));
 	foreach(lc, sources)
 	{
 		SwSource   *source = lfirst(lc);
@@ -2023,7 +2077,8 @@ publish_limits(void)
 		if (source->kind != SW_KIND_WEBHOOK)
 			continue;
 		table = get_rel_name(source->relid);
-		schema = get_namespace_name(get_rel_namespace(source->relid));
+		schemas[n] = get_rel_namespace(source->relid);
+		schema = get_namespace_name(schemas[n]);
 		bytes = sw_source_max_body_bytes(source->relid);
 		if (table == NULL || schema == NULL || bytes <= 0)
 			continue;			/* dropped meanwhile */
@@ -2033,6 +2088,12 @@ publish_limits(void)
 		limits[n].table_id = source->relid;
 		n++;
 	}
+	/* their schemas, which may have changed without them */
+	old_schemas = tracked_schemas;
+	new_schemas = MemoryContextAlloc(TopMemoryContext, sizeof(uint32) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		new_schemas[i] = GetSysCacheHashValue1(NAMESPACEOID, ObjectIdGetDatum(schemas[i]));
+
 	/* the counts follow the sources, when they changed (in OID order) */
 	relids = limits_relids(limits, n);
 	if (n != ntracked || memcmp(tracked, relids, sizeof(Oid) * n) != 0)
@@ -2042,7 +2103,10 @@ publish_limits(void)
 		uint32	   *new_hashes = MemoryContextAlloc(TopMemoryContext,
 													sizeof(uint32) * Max(n, 1));
 
-		/* both made before the old ones go: never one without the other */
+		/*
+		 * All made before the old ones go: never one without the others
+		 * (the invalidation callbacks read them).
+		 */
 		memcpy(new_tracked, relids, sizeof(Oid) * n);
 		for (int i = 0; i < n; i++)
 			new_hashes[i] = GetSysCacheHashValue1(RELOID, ObjectIdGetDatum(relids[i]));
@@ -2053,9 +2117,14 @@ publish_limits(void)
 		}
 		tracked = new_tracked;
 		tracked_hashes = new_hashes;
+		tracked_schemas = new_schemas;
 		ntracked = n;
 		sw_webhook_worker_track(tracked, n);
 	}
+	else
+		tracked_schemas = new_schemas;
+	if (old_schemas)
+		pfree(old_schemas);
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
 	{
 		limits_stale = true;
@@ -2256,9 +2325,13 @@ source_writes_webhook_main(Datum main_arg)
 	for (;;)
 	{
 		WaitEvent	event;
+		SwRequest  *group;
+		SwRequest  *last;
 
 		sw_report_stats();
-		(void) WaitEventSetWait(events, SW_WEBHOOK_WAIT_MS, &event, 1, PG_WAIT_EXTENSION);
+		/* with requests left from the last group, only a look */
+		(void) WaitEventSetWait(events, in_hand ? 0 : SW_WEBHOOK_WAIT_MS,
+								&event, 1, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		/* a cancel cancels the request being written; between them, nothing */
 		QueryCancelPending = false;
@@ -2278,7 +2351,15 @@ source_writes_webhook_main(Datum main_arg)
 			}
 		}
 
-		in_hand = sw_webhook_server_take();
+		/* after the latch is reset, what came: it is set again for more */
+		if (in_hand == NULL)
+			in_hand = sw_webhook_server_take();
+		else
+		{
+			for (last = in_hand; last->next; last = last->next)
+				;
+			last->next = sw_webhook_server_take();
+		}
 		looked = answer_checks();
 		if (in_hand == NULL)
 		{
@@ -2303,21 +2384,21 @@ source_writes_webhook_main(Datum main_arg)
 			continue;
 		}
 
-		/* write them a group at a time */
-		while (in_hand)
-		{
-			SwRequest  *group = in_hand;
-			SwRequest  *last = group;
-
-			for (int i = 1; i < SW_WEBHOOK_GROUP && last->next; i++)
-				last = last->next;
-			in_hand = last->next;
-			last->next = NULL;
-			writing = group;
-			write_group(group, group_cxt);
-			MemoryContextReset(group_cxt);
-			(void) answer_checks();
-		}
+		/*
+		 * Write a group of them.  Those left (more than a group, or come
+		 * after a catalog change) are written in the next turn of the loop,
+		 * after a look at reloads and signals.
+		 */
+		group = in_hand;
+		last = group;
+		for (int i = 1; i < SW_WEBHOOK_GROUP && last->next; i++)
+			last = last->next;
+		in_hand = last->next;
+		last->next = NULL;
+		writing = group;
+		write_group(group, group_cxt);
+		MemoryContextReset(group_cxt);
+		(void) answer_checks();
 		refresh_limits(false);
 	}
 }

@@ -806,6 +806,8 @@ sw_writer_sub_end(SwWriter *w, bool commit)
 /*
  * After an error: did writing the buffered appended rows raise it (rather
  * than the row being appended)?  Those may be rows of earlier messages.
+ * (Not the buffered retractions, which flush_history() writes: only
+ * callers that append ask.)
  */
 bool
 sw_writer_failed_flushing(SwWriter *w)

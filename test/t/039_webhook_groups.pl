@@ -12,6 +12,7 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes;
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -68,7 +69,9 @@ sub posts_while_held
 {
 	my (@posts) = @_;
 	my ($id, $slow) = hold();
-	my @waits = map { start_post(@$_) } @posts;
+	# a moment between them, so that they reach the server in this order
+	# (which request of a key comes first matters)
+	my @waits = map { Time::HiRes::usleep(50_000); start_post(@$_) } @posts;
 	is($slow->(), '200 1 row', 'the slow request is written');
 	return map { $_->() } @waits;
 }
@@ -176,6 +179,22 @@ my $after = start_post('/public/stamped', '{"id": "s2"}');
 is($slow->(), '200 1 row', 'the slow request is written');
 like($after->(), qr/^500 /, 'a request sent after the revoke: 500, as alone');
 is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM stamped}), 's1', 'and not written');
+
+# changes to other tables (which VACUUM, ANALYZE and temporary tables make
+# all the time) do not end the joining; a change to a source does
+sql(q{CREATE TABLE unrelated (i int); INSERT INTO unrelated VALUES (1)});
+($held, $slow) = hold();
+sql(q{ANALYZE unrelated; CREATE TEMP TABLE scratch (i int); ALTER TABLE unrelated ADD COLUMN j int});
+my $joiner = start_post('/public/ev', '{"id": "u1", "n": 1}');
+is($slow->(), '200 1 row', 'the slow request is written');
+is($joiner->(), '200 1 row', 'a request sent after changes to other tables: 200');
+is(xid_of('ev', 'u1'), xid_of('slow', $held), 'it joined the slow request\'s group');
+($held, $slow) = hold();
+sql(q{GRANT SELECT ON ev TO hookowner});
+$joiner = start_post('/public/ev', '{"id": "u2", "n": 2}');
+is($slow->(), '200 1 row', 'the slow request is written');
+is($joiner->(), '200 1 row', 'a request sent after a GRANT on its table: 200');
+isnt(xid_of('ev', 'u2'), xid_of('slow', $held), 'in a group of its own');
 
 # a table dropped and made again while groups are written: a request sent
 # while it is gone gets 404, and one sent once it is back is written to
