@@ -207,6 +207,7 @@ static SwRequest *checking = NULL;	/* taken for a look at their limit */
 static TimeoutId request_timeout;	/* source_writes.webhook_request_timeout */
 static volatile sig_atomic_t request_timed_out = 0;	/* cancels it asked for */
 static bool limits_stale = true;	/* the server's map of limits may be */
+static bool publishing = false; /* making it: every change counts */
 static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
 static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
@@ -1854,6 +1855,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	MemoryContext cxt = CurrentMemoryContext;
 	GroupRequest *group;
 	List	   *paths = NIL;
+	ListCell   *lc;
 	volatile int n = 0;
 	int			i = 0;
 	int			first = 0;		/* the round's first request */
@@ -1940,6 +1942,19 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			/* they see what committed before they came */
 			PopActiveSnapshot();
 			PushActiveSnapshot(GetTransactionSnapshot());
+
+			/*
+			 * An address that could not be written (its table locked, an
+			 * error) is looked up again: what held it may have ended
+			 * without a change the caches count.
+			 */
+			foreach(lc, paths)
+			{
+				GroupPath  *p = lfirst(lc);
+
+				if (p->table == NULL && p->status != 404)
+					paths = foreach_delete_current(paths, lc);
+			}
 		}
 		close_tables();
 		PopActiveSnapshot();
@@ -2016,15 +2031,16 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
  * foreign table, or the pg_class row of a source in the map or its
  * schema's row (of other tables and schemas, which VACUUM, ANALYZE and
  * temporary tables change all the time, none; a table that becomes a
- * source comes with a foreign table's row).  While the map is stale, it
- * may not know every source: every change counts.
+ * source comes with a foreign table's row).  While the map is stale or
+ * being made, it may not know every source, nor their schemas: every change
+ * counts.
  */
 static void
 limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
 	const uint32 *hashes = cacheid == RELOID ? tracked_hashes :
 		cacheid == NAMESPACEOID ? tracked_schemas : NULL;
-	bool		ours = hashes == NULL || hashvalue == 0 || limits_stale;
+	bool		ours = hashes == NULL || hashvalue == 0 || limits_stale || publishing;
 
 	for (int i = 0; i < ntracked && !ours; i++)
 		ours = hashes[i] == hashvalue;
@@ -2155,13 +2171,16 @@ refresh_limits(bool always)
 		if (limits_stale)
 		{
 			PushActiveSnapshot(GetTransactionSnapshot());
+			publishing = true;
 			publish_limits();
+			publishing = false;
 			PopActiveSnapshot();
 		}
 		CommitTransactionCommand();
 	}
 	PG_CATCH();
 	{
+		publishing = false;
 		report_and_abort(cxt);
 		(void) sw_webhook_server_publish_limits(NULL, NULL, 0);
 		limits_stale = true;
@@ -2336,7 +2355,12 @@ source_writes_webhook_main(Datum main_arg)
 		/* a cancel cancels the request being written; between them, nothing */
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
+
+		/*
+		 * A reload once no request is in hand: the server may restart, and
+		 * must not while it holds their connections suspended.
+		 */
+		if (ConfigReloadPending && in_hand == NULL)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
@@ -2387,7 +2411,7 @@ source_writes_webhook_main(Datum main_arg)
 		/*
 		 * Write a group of them.  Those left (more than a group, or come
 		 * after a catalog change) are written in the next turn of the loop,
-		 * after a look at reloads and signals.
+		 * after a look at signals.
 		 */
 		group = in_hand;
 		last = group;

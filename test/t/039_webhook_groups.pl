@@ -51,6 +51,16 @@ sub wait_for_sleep
 		'the worker is busy with a slow request');
 }
 
+# wait until the worker sleeps in a request's code, in a group of n
+sub sleeping_in
+{
+	my ($n) = @_;
+	my $writing = "writing $n webhook request" . ($n == 1 ? '' : 's');
+	ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server' AND wait_event = 'PgSleep'
+		AND query = '$writing'}), "the worker is busy in a group of $n");
+}
+
 # start a request to table slow (its default sleeps), and wait until it
 # holds the worker; returns its id (in the table) and the sub that waits
 # for its answer
@@ -215,6 +225,47 @@ like($gone->(), qr/^404 /, 'the request sent while the table was gone: 404');
 is($back->(), '200 1 row', 'the request sent once it is back: 200');
 is(sql(q{SELECT string_agg(id, ',') FROM ghost}), 'h2', 'written to the new table');
 
+# an address whose table was locked in one round of a group is looked up
+# again in the next: a request sent once the lock is gone is written
+sql(q{CREATE FOREIGN TABLE slower (id text, w text DEFAULT pg_catalog.pg_sleep(2)::text)
+	  SERVER hooks OPTIONS (format 'json')});
+like(start_post('/public/slower', '{"id": "w0"}')->(), qr/^200 /, 'a table that sleeps longer');
+my $heap = sql(q{SELECT current_rel FROM source_writes.source_tables WHERE relid = 'ev'::regclass});
+my $locker = $node->background_psql('postgres');
+my $w1 = start_post('/public/slower', '{"id": "w1"}');
+sleeping_in(1);
+$locker->query_safe("BEGIN; LOCK TABLE $heap IN ACCESS EXCLUSIVE MODE");
+my $locked = start_post('/public/ev', '{"id": "l1", "n": 1}');
+Time::HiRes::usleep(50_000);
+my $w2 = start_post('/public/slower', '{"id": "w2"}');
+sleeping_in(3);
+$locker->query_safe('COMMIT');
+$locker->quit;
+my $unlocked = start_post('/public/ev', '{"id": "l2", "n": 2}');
+is($w1->() . ' | ' . $w2->(), '200 1 row | 200 1 row', 'the slow requests are written');
+like($locked->(), qr/^503 /, 'a request sent while its table was locked: 503');
+is($unlocked->(), '200 1 row', 'one sent once the lock was gone: 200');
+is(xid_of('ev', 'l2'), xid_of('slower', 'w1'), 'in the same group');
+
+# a reload that moves the server while a request is left over from a
+# group (a GRANT ended the joining): the request is written and answered,
+# then the server moves
+my $port2 = PostgreSQL::Test::Cluster::get_free_port();
+my $offset = -s $node->logfile;
+($held, $slow) = hold();
+sql(q{GRANT SELECT ON ev TO PUBLIC});
+my $left = start_post('/public/ev', '{"id": "m1", "n": 1}');
+$node->append_conf('postgresql.conf', "source_writes.webhook_listen = '127.0.0.1:$port2'\n");
+$node->reload;
+is($slow->(), '200 1 row', 'the slow request is written');
+is($left->(), '200 1 row', 'the request left over when the server moved: 200');
+isnt(xid_of('ev', 'm1'), xid_of('slow', $held), 'in a group of its own');
+ok($node->wait_for_log(qr/moves from 127\.0\.0\.1:$port to 127\.0\.0\.1:$port2/, $offset),
+	'the server moved');
+$base = "http://127.0.0.1:$port2/postgres";
+is(start_post('/public/ev', '{"id": "m2", "n": 2}')->(), '200 1 row', 'it answers at its new address');
+unlike(slurp_file($node->logfile, $offset), qr/terminated by signal/, 'and nothing crashed');
+
 # past webhook_join_time, requests wait for the next group
 set_join_time('10ms');
 is(join(' | ', posts_while_held([ '/public/ev', '{"id": "j1", "n": 1}' ])), '200 1 row',
@@ -226,7 +277,7 @@ isnt(xid_of('ev', 'j1'), xid_of('slow', $holds), 'in a group of its own');
 # repeated delivery are answered as they would be alone; each refusal is
 # logged once, though the good requests are written twice (once together,
 # rolled back when the bad one failed, then one at a time)
-my $offset = -s $node->logfile;
+$offset = -s $node->logfile;
 my @answers = posts_while_held(
 	[ '/public/ev', '{"id": "b1", "n": 1}', 'Idempotency-Key: b1' ],
 	[ '/public/ev', '{"id": "b2", "n": 2}', 'Content-Type: application/xml' ],
