@@ -82,12 +82,11 @@
  * A request's memory is freed when it is written.  Whatever
  * synchronous_commit the database or a role sets, the commit waits for its
  * flush (and synchronous standbys) before the rows are visible and the
- * answers go.  Clients are told what
- * was wrong with their body (an error that reading it raised itself, and
- * errors of classes 22 and 23: the message, the column, where; not the
- * context of the table's code); of other errors only that the server
- * failed, with 500 or, for errors that pass (a lock, resources,
- * shutdown), 503.
+ * answers go.  Clients are told what was wrong with their body (an error
+ * that reading it raised itself, and errors of classes 22 and 23: the
+ * message, the column, where; not the context of the table's code); of
+ * other errors only that the server failed, with 500 or, for errors that
+ * pass (a lock, resources, shutdown), 503.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -211,7 +210,7 @@ static bool publishing = false; /* making it: every change counts */
 static Oid *tracked = NULL;		/* the sources in the map, counted */
 static int	ntracked = -1;
 static uint32 *tracked_hashes = NULL;	/* their hash values in RELOID */
-static uint32 *tracked_schemas = NULL; /* their schemas' in NAMESPACEOID */
+static uint32 *tracked_schema_hashes = NULL;	/* their schemas' */
 
 /*
  * What the worker keeps of a webhook source table from one group to the
@@ -1631,10 +1630,13 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	MemoryContextReset(request_cxt);
 	if (g == NULL)
 	{
+		bool		cancelled = timed_out &&
+			edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
+
 		ereport(LOG,
-				(errmsg("source_writes webhook requests to table \"%s\" could not be written together: %s",
-						RelationGetRelationName(t->ftrel),
-						timed_out ? SW_TIMED_OUT_LOG : edata->message)));
+				(errmsg("source_writes webhook requests to table \"%s\" could not be written together",
+						RelationGetRelationName(t->ftrel)),
+				 errdetail_internal("%s", cancelled ? SW_TIMED_OUT_LOG : edata->message)));
 		FreeErrorData(edata);
 		return;
 	}
@@ -1817,7 +1819,7 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 		one_at_a_time = false;
 	else if (mine > 1)
 	{
-		elog(DEBUG1, "source_writes webhook requests to table \"%s\" are written again one at a time, as one of them failed",
+		elog(DEBUG1, "source_writes webhook requests to table \"%s\" are written again one at a time, as writing them together failed",
 			 RelationGetRelationName(e->ftrel));
 		e->careful = SW_WEBHOOK_CAREFUL_WRITES;
 	}
@@ -1944,15 +1946,13 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			PushActiveSnapshot(GetTransactionSnapshot());
 
 			/*
-			 * An address that could not be written (its table locked, an
-			 * error) is looked up again: what held it may have ended
-			 * without a change the caches count.
+			 * An address that named no table that could be written (none,
+			 * one locked, an error) is looked up again: what kept it may
+			 * have ended without a change the caches count.
 			 */
 			foreach(lc, paths)
 			{
-				GroupPath  *p = lfirst(lc);
-
-				if (p->table == NULL && p->status != 404)
+				if (((GroupPath *) lfirst(lc))->table == NULL)
 					paths = foreach_delete_current(paths, lc);
 			}
 		}
@@ -2038,10 +2038,21 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 static void
 limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 {
-	const uint32 *hashes = cacheid == RELOID ? tracked_hashes :
-		cacheid == NAMESPACEOID ? tracked_schemas : NULL;
-	bool		ours = hashes == NULL || hashvalue == 0 || limits_stale || publishing;
+	const uint32 *hashes;
+	bool		ours;
 
+	/*
+	 * Of pg_class and pg_namespace, the rows of the map's sources and their
+	 * schemas; of pg_foreign_table, a reset, or with no map yet, all
+	 */
+	if (cacheid == RELOID)
+		hashes = tracked_hashes;
+	else if (cacheid == NAMESPACEOID)
+		hashes = tracked_schema_hashes;
+	else
+		hashes = NULL;
+	ours = hashes == NULL || hashvalue == 0 || tracked == NULL ||
+		limits_stale || publishing;
 	for (int i = 0; i < ntracked && !ours; i++)
 		ours = hashes[i] == hashvalue;
 	if (ours)
@@ -2105,10 +2116,12 @@ publish_limits(void)
 		n++;
 	}
 	/* their schemas, which may have changed without them */
-	old_schemas = tracked_schemas;
-	new_schemas = MemoryContextAlloc(TopMemoryContext, sizeof(uint32) * Max(n, 1));
+	old_schemas = tracked_schema_hashes;
+	new_schemas = MemoryContextAlloc(TopMemoryContext,
+									 sizeof(uint32) * Max(n, 1));
 	for (int i = 0; i < n; i++)
-		new_schemas[i] = GetSysCacheHashValue1(NAMESPACEOID, ObjectIdGetDatum(schemas[i]));
+		new_schemas[i] = GetSysCacheHashValue1(NAMESPACEOID,
+											   ObjectIdGetDatum(schemas[i]));
 
 	/* the counts follow the sources, when they changed (in OID order) */
 	relids = limits_relids(limits, n);
@@ -2133,12 +2146,12 @@ publish_limits(void)
 		}
 		tracked = new_tracked;
 		tracked_hashes = new_hashes;
-		tracked_schemas = new_schemas;
+		tracked_schema_hashes = new_schemas;
 		ntracked = n;
 		sw_webhook_worker_track(tracked, n);
 	}
 	else
-		tracked_schemas = new_schemas;
+		tracked_schema_hashes = new_schemas;
 	if (old_schemas)
 		pfree(old_schemas);
 	if (!sw_webhook_server_publish_limits(database_name, limits, n))
@@ -2346,6 +2359,7 @@ source_writes_webhook_main(Datum main_arg)
 		WaitEvent	event;
 		SwRequest  *group;
 		SwRequest  *last;
+		SwRequest  *tail;
 
 		sw_report_stats();
 		/* with requests left from the last group, only a look */
@@ -2375,14 +2389,17 @@ source_writes_webhook_main(Datum main_arg)
 			}
 		}
 
-		/* after the latch is reset, what came: it is set again for more */
+		/*
+		 * What came, after those left in hand (the server's pipe wakes the
+		 * next wait for more)
+		 */
 		if (in_hand == NULL)
 			in_hand = sw_webhook_server_take();
 		else
 		{
-			for (last = in_hand; last->next; last = last->next)
+			for (tail = in_hand; tail->next; tail = tail->next)
 				;
-			last->next = sw_webhook_server_take();
+			tail->next = sw_webhook_server_take();
 		}
 		looked = answer_checks();
 		if (in_hand == NULL)
