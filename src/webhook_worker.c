@@ -253,6 +253,7 @@ typedef struct GroupPath
 	TableEntry *table;			/* NULL: answer status and text */
 	int			status;
 	char	   *text;
+	bool		look_again;		/* in a later round: none, or locked */
 } GroupPath;
 
 /*
@@ -1492,11 +1493,13 @@ group_path(const char *path, List **paths)
 			p->relid = relid;
 			p->status = 503;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_LOCKED_TEXT);
+			p->look_again = true;
 		}
 		else if (!OidIsValid(relid) || !sw_source_lookup(relid, &source))
 		{
 			p->status = 404;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
+			p->look_again = true;
 		}
 		else if (!ConditionalLockRelationOid(source.current_rel, RowExclusiveLock) ||
 				 !ConditionalLockRelationOid(source.history_rel, RowExclusiveLock))
@@ -1504,6 +1507,7 @@ group_path(const char *path, List **paths)
 			p->relid = relid;
 			p->status = 503;
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_LOCKED_TEXT);
+			p->look_again = true;
 		}
 		else
 		{
@@ -1904,8 +1908,12 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			for (TableEntry *e = open_tables; e; e = e->next_open)
 				write_table(e, group + first, n - first, group_cxt);
 
-			/* the next round: the requests that came meanwhile */
+			/*
+			 * The next round: the requests that came meanwhile (not while
+			 * a reload waits, which waits for no request to be in hand)
+			 */
 			if (n >= SW_WEBHOOK_GROUP || in_hand != NULL ||
+				ConfigReloadPending ||
 				TimestampDifferenceExceeds(began, GetCurrentTimestamp(),
 										   sw_webhook_join_time))
 				break;
@@ -1946,13 +1954,14 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			PushActiveSnapshot(GetTransactionSnapshot());
 
 			/*
-			 * An address that named no table that could be written (none,
-			 * one locked, an error) is looked up again: what kept it may
-			 * have ended without a change the caches count.
+			 * An address that named no table, or one that was locked, is
+			 * looked up again: what kept it may have ended without a change
+			 * the caches count.  (One whose table failed to be prepared is
+			 * not: that may take the time a request may.)
 			 */
 			foreach(lc, paths)
 			{
-				if (((GroupPath *) lfirst(lc))->table == NULL)
+				if (((GroupPath *) lfirst(lc))->look_again)
 					paths = foreach_delete_current(paths, lc);
 			}
 		}
@@ -2051,8 +2060,7 @@ limits_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 		hashes = tracked_schema_hashes;
 	else
 		hashes = NULL;
-	ours = hashes == NULL || hashvalue == 0 || tracked == NULL ||
-		limits_stale || publishing;
+	ours = hashes == NULL || hashvalue == 0 || limits_stale || publishing;
 	for (int i = 0; i < ntracked && !ours; i++)
 		ours = hashes[i] == hashvalue;
 	if (ours)
