@@ -1416,6 +1416,20 @@ check_request_clock(void)
 }
 
 /*
+ * After an error caught where the request clock ran (timed_out from
+ * stop_request_clock()): is it the cancel that the clock sent?  Then its
+ * message becomes what the log says of a request that ran out of time.
+ */
+static bool
+cancelled_by_clock(ErrorData *edata, bool timed_out)
+{
+	if (!timed_out || edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+		return false;
+	edata->message = pstrdup(SW_TIMED_OUT_LOG);
+	return true;
+}
+
+/*
  * The webhook source at a path, locked for writing; InvalidOid if there is
  * none.  A table that DDL holds is not waited for: *busy is set, and it is
  * returned unlocked (its requests get 503 at once, and the other tables'
@@ -1531,11 +1545,10 @@ group_path(const char *path, List **paths)
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 		p->table = NULL;
-		if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		if (cancelled_by_clock(edata, timed_out))
 		{
 			p->status = 503;
 			p->text = pstrdup(SW_TIMED_OUT_TEXT);
-			edata->message = pstrdup(SW_TIMED_OUT_LOG);
 		}
 		else
 			p->status = error_answer(edata, false, "", "", &p->text);
@@ -1634,13 +1647,11 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	MemoryContextReset(request_cxt);
 	if (g == NULL)
 	{
-		bool		cancelled = timed_out &&
-			edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
-
+		(void) cancelled_by_clock(edata, timed_out);
 		ereport(LOG,
 				(errmsg("source_writes webhook requests to table \"%s\" could not be written together",
 						RelationGetRelationName(t->ftrel)),
-				 errdetail_internal("%s", cancelled ? SW_TIMED_OUT_LOG : edata->message)));
+				 errdetail_internal("%s", edata->message)));
 		FreeErrorData(edata);
 		return;
 	}
@@ -1650,11 +1661,10 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	 * the request it writes (a shutdown is FATAL, and does not come here).
 	 */
 	g->refused = false;
-	if (timed_out && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+	if (cancelled_by_clock(edata, timed_out))
 	{
 		g->status = 503;
 		g->text = pstrdup(SW_TIMED_OUT_TEXT);
-		edata->message = pstrdup(SW_TIMED_OUT_LOG);
 	}
 	else
 	{
