@@ -31,7 +31,7 @@ OBJS = \
 	src/test_write.o \
 	src/workers.o \
 	src/writer.o
-DATA = sql/source_writes--0.1.sql
+DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance

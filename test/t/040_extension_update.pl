@@ -1,0 +1,163 @@
+# ALTER EXTENSION source_writes UPDATE on a live database: a database that
+# has used version 0.1 (sources of both kinds, rows, edits, the log) is
+# updated while the workers run.  Afterwards its extension is object for
+# object what CREATE EXTENSION makes today, and its sources keep their rows
+# and their log, and take edits as before.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $node = SwTest::node('main', no_extension => 1);
+
+# Every object of the extension, one line each with what defines it, in an
+# order that does not depend on OIDs.
+my $definition_query = q{
+	WITH members AS (
+		SELECT d.classid, d.objid, d.objsubid
+		FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+		WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+		  AND e.extname = 'source_writes')
+	SELECT pg_describe_object(m.classid, m.objid, m.objsubid) || E'\n' ||
+	  coalesce(CASE m.classid
+		WHEN 'pg_proc'::regclass THEN
+		  pg_get_functiondef(m.objid) || ' acl ' ||
+		  coalesce((SELECT proacl::text FROM pg_proc WHERE oid = m.objid), '-')
+		WHEN 'pg_class'::regclass THEN (
+		  SELECT c.relkind::text || ' acl ' || coalesce(c.relacl::text, '-') ||
+		    ' rls ' || c.relrowsecurity || ' options ' ||
+		    coalesce(c.reloptions::text, '-') || E'\n' ||
+		    coalesce((SELECT string_agg(a.attname || ' ' ||
+		                format_type(a.atttypid, a.atttypmod) ||
+		                CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
+		                coalesce(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '') ||
+		                coalesce(' collate ' || co.collname, ''),
+		                E'\n' ORDER BY a.attnum)
+		              FROM pg_attribute a
+		              LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+		              LEFT JOIN pg_collation co ON co.oid = a.attcollation
+		                AND a.attcollation <> 'default'::regcollation
+		              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') ||
+		    E'\n' ||
+		    coalesce((SELECT string_agg(con.conname || ' ' || pg_get_constraintdef(con.oid),
+		                E'\n' ORDER BY con.conname)
+		              FROM pg_constraint con WHERE con.conrelid = c.oid), '') || E'\n' ||
+		    coalesce((SELECT string_agg(pg_get_indexdef(i.indexrelid), E'\n'
+		                ORDER BY pg_get_indexdef(i.indexrelid))
+		              FROM pg_index i WHERE i.indrelid = c.oid), '') || E'\n' ||
+		    coalesce((SELECT string_agg(pg_get_triggerdef(t.oid), E'\n'
+		                ORDER BY t.tgname)
+		              FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal), '') ||
+		    E'\n' ||
+		    coalesce((SELECT string_agg(p.polname || ' ' || p.polcmd::text || ' ' ||
+		                p.polroles::text || ' ' || coalesce(pg_get_expr(p.polqual, p.polrelid), '') ||
+		                ' ' || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), ''),
+		                E'\n' ORDER BY p.polname)
+		              FROM pg_policy p WHERE p.polrelid = c.oid), '') || E'\n' ||
+		    CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid) ELSE '' END ||
+		    CASE WHEN c.relkind = 'S' THEN (
+		      SELECT s.seqtypid::regtype || ' ' || s.seqstart || ' ' || s.seqincrement ||
+		             ' ' || s.seqmin || ' ' || s.seqmax || ' ' || s.seqcache || ' ' || s.seqcycle
+		      FROM pg_sequence s WHERE s.seqrelid = c.oid) ELSE '' END
+		  FROM pg_class c WHERE c.oid = m.objid)
+		WHEN 'pg_namespace'::regclass THEN (
+		  SELECT 'acl ' || coalesce(n.nspacl::text, '-')
+		  FROM pg_namespace n WHERE n.oid = m.objid)
+		WHEN 'pg_event_trigger'::regclass THEN (
+		  SELECT e.evtevent || ' ' || e.evtfoid::regproc || ' ' || e.evtenabled::text ||
+		         ' ' || coalesce(e.evttags::text, '-')
+		  FROM pg_event_trigger e WHERE e.oid = m.objid)
+		WHEN 'pg_foreign_data_wrapper'::regclass THEN (
+		  SELECT w.fdwhandler::regproc || ' ' || w.fdwvalidator::regproc || ' ' ||
+		         coalesce(w.fdwacl::text, '-') || ' ' || coalesce(w.fdwoptions::text, '-')
+		  FROM pg_foreign_data_wrapper w WHERE w.oid = m.objid)
+		WHEN 'pg_type'::regclass THEN (
+		  SELECT format_type(t.oid, NULL) || ' ' || t.typtype::text
+		  FROM pg_type t WHERE t.oid = m.objid)
+		ELSE '' END, '?') || E'\n' ||
+	  'comment ' || coalesce(obj_description(m.objid, m.classid::regclass::name), '-')
+	FROM members m
+	ORDER BY 1};
+
+# a fresh installation of the default version, to compare with
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION source_writes');
+my $default_version = $node->safe_psql('fresh',
+	q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'});
+my $fresh = $node->safe_psql('fresh', $definition_query);
+isnt($default_version, '0.1', 'the default version is a later one');
+like($fresh, qr/function source_writes\.updates/, 'the definitions name the functions');
+
+# a database that has used 0.1
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION source_writes VERSION '0.1';
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers '127.0.0.1:1');
+	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE t (id int, note text) SERVER hooks;
+	CREATE FOREIGN TABLE u (k int, v text) SERVER k
+	  OPTIONS (topic 'u', envelope 'upsert', key 'k');
+	CREATE ROLE alice;
+	GRANT SELECT, INSERT, UPDATE, DELETE ON t, u TO alice;
+});
+$node->safe_psql('postgres', $_) for (
+	q{INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 20) g},
+	q{INSERT INTO u SELECT g, 'v' || g FROM generate_series(1, 10) g},
+	q{UPDATE t SET note = note || ' fixed' WHERE id % 5 = 0},
+	q{DELETE FROM t WHERE id > 17},
+	q{SET ROLE alice; UPDATE u SET v = 'alice' WHERE k <= 3},
+	q{DELETE FROM u WHERE k = 10});
+is($node->safe_psql('postgres',
+		q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'}),
+	'0.1', 'the database runs 0.1');
+
+my %queries = (
+	't rows' => 'SELECT * FROM t ORDER BY id',
+	'u rows' => 'SELECT * FROM u ORDER BY k',
+	't log' => q{SELECT ts, diff, origin, role, data
+	             FROM source_writes.updates(NULL::t) ORDER BY ts, diff, data},
+	'u log' => q{SELECT ts, diff, origin, role, data
+	             FROM source_writes.updates(NULL::u) ORDER BY ts, diff, data},
+	'frontiers' => q{SELECT source_writes.frontiers('t'), source_writes.frontiers('u')});
+my %before = map { $_ => $node->safe_psql('postgres', $queries{$_}) } keys %queries;
+
+$node->safe_psql('postgres', 'ALTER EXTENSION source_writes UPDATE');
+is($node->safe_psql('postgres',
+		q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'}),
+	$default_version, 'updated to the default version');
+
+# object for object what a fresh installation has
+my $updated = $node->safe_psql('postgres', $definition_query);
+is($updated, $fresh, 'the updated extension is defined as a fresh one');
+
+# the sources kept what they had
+for my $what (sort keys %queries)
+{
+	is($node->safe_psql('postgres', $queries{$what}), $before{$what},
+		"$what unchanged by the update");
+}
+
+# and take edits as before, in the same log
+$node->safe_psql('postgres', q{
+	SET ROLE alice;
+	BEGIN;
+	INSERT INTO t VALUES (100, 'after the update');
+	UPDATE u SET v = 'after' WHERE k = 1;
+	DELETE FROM t WHERE id = 1;
+	COMMIT});
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(diff || ' ' || origin || ' ' || role || ' ' || data::text, ', '
+		                  ORDER BY diff, data::text)
+		FROM source_writes.updates(NULL::t)
+		WHERE ts = (SELECT max(ts) FROM source_writes.updates(NULL::t))}),
+	'-1 user alice (1,"row 1"), 1 user alice (100,"after the update")',
+	'an edit after the update is one batch of the log');
+is($node->safe_psql('postgres', q{SELECT v FROM u WHERE k = 1}), 'after',
+	'the upsert source takes updates');
+is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM source_writes.sources WHERE source IN ('t'::regclass, 'u'::regclass)}),
+	'2', 'both sources are in the sources view');
+
+done_testing();
