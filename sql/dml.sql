@@ -103,6 +103,24 @@ COPY events FROM stdin;
 \.
 SELECT * FROM events ORDER BY id, note;
 SELECT * FROM log_of(NULL::events);
+-- COPY writes with the command id of its own command, as into a plain
+-- table: a cursor declared before it in the transaction does not see its
+-- rows (those of an INSERT before the cursor it does)
+BEGIN;
+INSERT INTO events (id, kind) VALUES (90, 'cursor');
+INSERT INTO plain (id, kind) VALUES (90, 'cursor');
+DECLARE source_cursor CURSOR FOR SELECT id, kind FROM events WHERE kind = 'cursor' ORDER BY id;
+DECLARE plain_cursor CURSOR FOR SELECT id, kind FROM plain WHERE kind = 'cursor' ORDER BY id;
+COPY events (id, kind) FROM stdin;
+91	cursor
+\.
+COPY plain (id, kind) FROM stdin;
+91	cursor
+\.
+FETCH ALL source_cursor;
+FETCH ALL plain_cursor;
+SELECT id, kind FROM events WHERE kind = 'cursor' ORDER BY id;
+ROLLBACK;
 
 -- COPY and INSERT ... SELECT write rows in batches: the WAL has a few
 -- multi-insert records for the current heap, not a record per row

@@ -384,6 +384,16 @@ swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	if (rinfo->ri_FdwState != NULL)
 		return;
 
+	/*
+	 * COPY FROM (no plan) inserts into tables with a command id of its own,
+	 * and leaves its executor state's at 0, which would make our rows
+	 * visible to the snapshots of earlier commands of the transaction (a
+	 * cursor declared before the COPY).  Write with the command id COPY
+	 * writes plain tables with, as INSERT does.
+	 */
+	if (mtstate->ps.plan == NULL)
+		mtstate->ps.state->es_output_cid = GetCurrentCommandId(true);
+
 	state = begin_modify(rinfo->ri_RelationDesc, mtstate->ps.state);
 	state->append_rows = rinfo->ri_TrigDesc == NULL &&
 		(root == NULL || root->ri_TrigDesc == NULL) &&
