@@ -92,6 +92,7 @@ typedef struct SwModifyState
 	bool		check_constraints;	/* NOT NULL and CHECK constraints */
 	bool		row_triggers;	/* the command's row triggers saw the row */
 	bool		append_rows;	/* COPY: write single rows in groups */
+	SwHiddenNames names;		/* to say errors of the source */
 } SwModifyState;
 
 /*
@@ -104,8 +105,11 @@ begin_modify(Relation ftrel, EState *estate)
 {
 	SwModifyState *state = palloc0(sizeof(SwModifyState));
 	Relation	current;
+	SwSource	source;
 
 	state->ftrel = ftrel;
+	sw_source_require(RelationGetRelid(ftrel), &source);
+	sw_storage_hidden_names(ftrel, &source, &state->names);
 	state->writer = sw_writer_open(ftrel, SW_ORIGIN_USER, GetUserId(), estate);
 	current = sw_writer_current(state->writer);
 	state->check_partition = ftrel->rd_rel->relispartition;
@@ -218,6 +222,16 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 				return NULL;
 			case TM_Updated:
 			case TM_Deleted:
+
+				/*
+				 * An upsert that replaced the row deleted it; to the user,
+				 * as on a plain table after ON CONFLICT DO UPDATE, the row
+				 * was updated.
+				 */
+				if (result == TM_Deleted && IsolationUsesXactSnapshot() &&
+					sw_writer_key_overwritten(state->writer, state->old_slot,
+											  tmfd->xmax))
+					result = TM_Updated;
 				if (IsolationUsesXactSnapshot() ||
 					(state->row_triggers && result == TM_Updated))
 					ereport(ERROR,
@@ -418,8 +432,7 @@ check_row(SwModifyState *state, ResultRelInfo *rinfo,
 }
 
 static TupleTableSlot *
-swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
-					TupleTableSlot *slot, TupleTableSlot *planSlot)
+insert_row(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	MemoryContext old;
@@ -468,13 +481,22 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
 						 int *numSlots)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext cxt = CurrentMemoryContext;
 
-	for (int i = 0; i < *numSlots; i++)
+	PG_TRY();
 	{
-		check_row(state, rinfo, slots[i], estate);
-		sw_writer_append(state->writer, slots[i]);
+		for (int i = 0; i < *numSlots; i++)
+		{
+			check_row(state, rinfo, slots[i], estate);
+			sw_writer_append(state->writer, slots[i]);
+		}
+		sw_writer_flush(state->writer);
 	}
-	sw_writer_flush(state->writer);
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&state->names, cxt);
+	}
+	PG_END_TRY();
 	return slots;
 }
 
@@ -482,8 +504,8 @@ swExecForeignBatchInsert(EState *estate, ResultRelInfo *rinfo,
  * UPDATE: a new version of the current row, and the old one retracted.
  */
 static TupleTableSlot *
-swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
-					TupleTableSlot *slot, TupleTableSlot *planSlot)
+update_row(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
+		   TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	ItemPointerData tid = row_identity(state, planSlot);
@@ -530,8 +552,8 @@ swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
  * DELETE: retract the row instance the scan found (or its latest version).
  */
 static TupleTableSlot *
-swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
-					TupleTableSlot *slot, TupleTableSlot *planSlot)
+delete_row(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
+		   TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	ItemPointerData tid = row_identity(state, planSlot);
@@ -565,11 +587,99 @@ swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 	return slot;
 }
 
+/*
+ * The row callbacks, and the end of a statement, which writes what the
+ * writer buffered: what they do to the hidden heaps may wait for other
+ * transactions, or fail, and PostgreSQL's errors would name the heaps.
+ * They are said of the source table (sw_storage_rethrow()).
+ */
+static TupleTableSlot *
+swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
+					TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext cxt = CurrentMemoryContext;
+	TupleTableSlot *result = NULL;
+
+	PG_TRY();
+	{
+		result = insert_row(estate, rinfo, slot);
+	}
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&state->names, cxt);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+static TupleTableSlot *
+swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
+					TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext cxt = CurrentMemoryContext;
+	TupleTableSlot *result = NULL;
+
+	PG_TRY();
+	{
+		result = update_row(estate, rinfo, slot, planSlot);
+	}
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&state->names, cxt);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+static TupleTableSlot *
+swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
+					TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext cxt = CurrentMemoryContext;
+	TupleTableSlot *result = NULL;
+
+	PG_TRY();
+	{
+		result = delete_row(estate, rinfo, slot, planSlot);
+	}
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&state->names, cxt);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
+ * End a statement's writes: write what is buffered, and close the writer.
+ */
+static void
+end_statement(ResultRelInfo *rinfo)
+{
+	SwModifyState *state = rinfo->ri_FdwState;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (state == NULL)
+		return;
+	PG_TRY();
+	{
+		end_modify(state);
+	}
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&state->names, cxt);
+	}
+	PG_END_TRY();
+	rinfo->ri_FdwState = NULL;
+}
+
 static void
 swEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 {
-	end_modify(rinfo->ri_FdwState);
-	rinfo->ri_FdwState = NULL;
+	end_statement(rinfo);
 }
 
 /*
@@ -579,8 +689,7 @@ swEndForeignModify(EState *estate, ResultRelInfo *rinfo)
 static void
 swEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
 {
-	end_modify(rinfo->ri_FdwState);
-	rinfo->ri_FdwState = NULL;
+	end_statement(rinfo);
 }
 
 static int

@@ -347,6 +347,15 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 
 	if (ss->as_of >= 0)
 	{
+		ExecRowMark *erm = ExecFindRowMark(estate, plan->scan.scanrelid, true);
+
+		if (erm && RowMarkRequiresRowShareLock(erm->markType))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot lock rows of source table \"%s\" as of a time",
+							RelationGetRelationName(ftrel)),
+					 errdetail("FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE and FOR KEY SHARE lock the current rows; rows of the past cannot be locked."),
+					 errhint("RESET source_writes.as_of to lock the current rows.")));
 		check_read_past(ftrel);
 		ss->history = table_open(source.history_rel, AccessShareLock);
 		sw_storage_layout(ftrel, ss->history, &ss->history_layout);
@@ -717,6 +726,174 @@ swInitializeWorkerForeignScan(ForeignScanState *node, shm_toc *toc,
 }
 
 /*
+ * Row locks.  FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE and FOR KEY SHARE
+ * lock the hidden current tuple of each row, which the ctid the scan
+ * returns identifies, as they lock a plain table's tuple: a concurrent
+ * UPDATE or DELETE of the row, and ingestion's upsert or tombstone of its
+ * key, wait for the holder.  Without a lock (the other tables of a query
+ * that locks rows, or of an UPDATE), the row itself is carried along for
+ * EvalPlanQual re-checks: a ctid alone could not say which heap a row read
+ * as of a time came from.
+ */
+static RowMarkType
+swGetForeignRowMarkType(RangeTblEntry *rte, LockClauseStrength strength)
+{
+	switch (strength)
+	{
+		case LCS_NONE:
+			break;
+		case LCS_FORKEYSHARE:
+			return ROW_MARK_KEYSHARE;
+		case LCS_FORSHARE:
+			return ROW_MARK_SHARE;
+		case LCS_FORNOKEYUPDATE:
+			return ROW_MARK_NOKEYEXCLUSIVE;
+		case LCS_FORUPDATE:
+			return ROW_MARK_EXCLUSIVE;
+	}
+	return ROW_MARK_COPY;
+}
+
+/* what the lock of a row mark needs, made at its first row */
+typedef struct SwRowLocker
+{
+	Oid			current_rel;	/* the hidden heap of current rows */
+	SwHiddenNames names;		/* to say errors of the source */
+} SwRowLocker;
+
+/*
+ * Lock a row, as ExecLockRows() locks a plain table's (nodeLockRows.c):
+ * the hidden current tuple at the row's ctid, in the strength of the row
+ * mark and with its wait policy (NOWAIT, SKIP LOCKED).  Under READ
+ * COMMITTED, a row updated meanwhile is locked in its latest version,
+ * which the executor then re-checks against the query (*updated); a row
+ * deleted meanwhile, or one this transaction changed since the scan, is
+ * skipped.  Above READ COMMITTED a row changed meanwhile is a
+ * serialization failure.  slot gets the locked version as a row of the
+ * table, or is left empty to skip the row.
+ */
+static void
+lock_row(EState *estate, ExecRowMark *erm, ItemPointer tid,
+		 TupleTableSlot *slot, bool *updated, Relation current)
+{
+	Relation	ftrel = erm->relation;
+	TupleTableSlot *hidden = table_slot_create(current, NULL);
+	TupleDesc	desc = RelationGetDescr(ftrel);
+	LockTupleMode mode;
+	int			flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
+	TM_FailureData tmfd;
+	TM_Result	result;
+	SwLayout	layout;
+	HeapTuple	tuple;
+	Datum	   *values;
+	bool	   *isnull;
+
+	switch (erm->markType)
+	{
+		case ROW_MARK_EXCLUSIVE:
+			mode = LockTupleExclusive;
+			break;
+		case ROW_MARK_NOKEYEXCLUSIVE:
+			mode = LockTupleNoKeyExclusive;
+			break;
+		case ROW_MARK_SHARE:
+			mode = LockTupleShare;
+			break;
+		case ROW_MARK_KEYSHARE:
+			mode = LockTupleKeyShare;
+			break;
+		default:
+			elog(ERROR, "unexpected row mark %d on source table \"%s\"",
+				 erm->markType, RelationGetRelationName(ftrel));
+			mode = LockTupleExclusive;	/* keep compiler quiet */
+	}
+	if (!IsolationUsesXactSnapshot())
+		flags |= TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+
+	result = table_tuple_lock(current, tid, estate->es_snapshot, hidden,
+							  estate->es_output_cid, mode, erm->waitPolicy,
+							  flags, &tmfd);
+	switch (result)
+	{
+		case TM_Ok:
+			if (tmfd.traversed)
+				*updated = true;
+			break;
+		case TM_WouldBlock:		/* SKIP LOCKED */
+		case TM_SelfModified:	/* changed by us since the scan */
+			ExecDropSingleTupleTableSlot(hidden);
+			return;
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent update")));
+			if (result == TM_Updated)
+				elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+			ExecDropSingleTupleTableSlot(hidden);
+			return;				/* deleted: skip it */
+		case TM_Invisible:
+			elog(ERROR, "attempted to lock invisible tuple");
+			break;
+		default:
+			elog(ERROR, "unrecognized table_tuple_lock status: %u", result);
+	}
+
+	/* the locked version, as a row of the table with the ctid it has */
+	sw_storage_layout(ftrel, current, &layout);
+	values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	slot_getallattrs(hidden);
+	sw_from_hidden(&layout, desc->natts, hidden->tts_values, hidden->tts_isnull,
+				   values, isnull);
+	tuple = heap_form_tuple(desc, values, isnull);
+	tuple->t_self = hidden->tts_tid;
+	tuple->t_tableOid = RelationGetRelid(ftrel);
+	ExecForceStoreHeapTuple(tuple, slot, true);
+	pfree(values);
+	pfree(isnull);
+	ExecDropSingleTupleTableSlot(hidden);
+}
+
+static void
+swRefetchForeignRow(EState *estate, ExecRowMark *erm, Datum rowid,
+					TupleTableSlot *slot, bool *updated)
+{
+	SwRowLocker *locker = erm->ermExtra;
+	ItemPointerData tid = *(ItemPointer) DatumGetPointer(rowid);
+	MemoryContext cxt = CurrentMemoryContext;
+	Relation	current;
+
+	ExecClearTuple(slot);
+	if (locker == NULL)
+	{
+		/* as long as the row mark, which lives in the query's memory */
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(erm));
+		SwSource	source;
+
+		sw_source_require(RelationGetRelid(erm->relation), &source);
+		locker = palloc(sizeof(SwRowLocker));
+		locker->current_rel = source.current_rel;
+		sw_storage_hidden_names(erm->relation, &source, &locker->names);
+		erm->ermExtra = locker;
+		MemoryContextSwitchTo(old);
+	}
+
+	current = table_open(locker->current_rel, RowShareLock);
+	PG_TRY();
+	{
+		lock_row(estate, erm, &tid, slot, updated, current);
+	}
+	PG_CATCH();
+	{
+		sw_storage_rethrow(&locker->names, cxt);
+	}
+	PG_END_TRY();
+	table_close(current, NoLock);
+}
+
+/*
  * EXPLAIN names the kind of the source and what it reads.
  */
 static void
@@ -910,6 +1087,8 @@ sw_fdw_scan_routine(FdwRoutine *routine)
 	routine->EndForeignScan = swEndForeignScan;
 	routine->ExplainForeignScan = swExplainForeignScan;
 	routine->AnalyzeForeignTable = swAnalyzeForeignTable;
+	routine->GetForeignRowMarkType = swGetForeignRowMarkType;
+	routine->RefetchForeignRow = swRefetchForeignRow;
 	routine->IsForeignScanParallelSafe = swIsForeignScanParallelSafe;
 	routine->EstimateDSMForeignScan = swEstimateDSMForeignScan;
 	routine->InitializeDSMForeignScan = swInitializeDSMForeignScan;

@@ -71,6 +71,7 @@
 #include "controller.h"
 #include "decode.h"
 #include "ingest.h"
+#include "storage.h"
 #include "writer.h"
 
 /* messages decoded in one subtransaction, then written */
@@ -160,6 +161,10 @@ struct SwIngest
 	int64		failing_offset;
 	uint64		failing_batch;	/* the last batch it failed */
 	int			failures;		/* how many batches in a row */
+
+	/* what errors of the hidden relations are said of, for the batch */
+	MemoryContext names_cxt;
+	SwHiddenNames names;
 };
 
 static void prepare_merge(SwIngest *ing);
@@ -313,8 +318,19 @@ prepare_merge(SwIngest *ing)
 void
 sw_ingest_begin(SwIngest *ing, Relation ftrel)
 {
+	SwSource	source;
+	MemoryContext old;
+
 	Assert(RelationGetRelid(ftrel) == ing->relid);
 	ing->ftrel = ftrel;
+	if (ing->names_cxt == NULL)
+		ing->names_cxt = AllocSetContextCreate(ing->cxt, "source_writes ingestion names",
+											   ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(ing->names_cxt);
+	old = MemoryContextSwitchTo(ing->names_cxt);
+	sw_source_require(ing->relid, &source);
+	sw_storage_hidden_names(ftrel, &source, &ing->names);
+	MemoryContextSwitchTo(old);
 	ing->writer = sw_writer_open(ftrel, ing->origin, ftrel->rd_rel->relowner, NULL);
 	sw_writer_use_bulk_state(ing->writer, ing->bistate);
 	sw_writer_allow_subtransactions(ing->writer);
@@ -475,6 +491,7 @@ roll_back_sub(SwIngest *ing, MemoryContext cxt, ResourceOwner owner, bool writin
 	MemoryContextSwitchTo(cxt);
 	edata = CopyErrorData();
 	FlushErrorState();
+	sw_storage_rename_error(edata, &ing->names);
 	if (writing)
 		sw_writer_sub_end(ing->writer, false);
 	RollbackAndReleaseCurrentSubTransaction();

@@ -826,6 +826,109 @@ sw_from_hidden(const SwLayout *layout, int natts, const Datum *hvalues,
 }
 
 /*
+ * The names of a source's hidden relations, and its own, for
+ * sw_storage_rename_error().  Looked up now, while the catalogs may be
+ * read: an error may come with buffers locked.
+ */
+void
+sw_storage_hidden_names(Relation ftrel, const SwSource *source,
+						SwHiddenNames *names)
+{
+	names->hidden[0] = OidIsValid(source->key_index) ? get_rel_name(source->key_index) : NULL;
+	names->hidden[1] = get_rel_name(source->current_rel);
+	names->hidden[2] = get_rel_name(source->history_rel);
+	names->table = pstrdup(RelationGetRelationName(ftrel));
+	names->schema = get_namespace_name(RelationGetNamespace(ftrel));
+}
+
+/*
+ * A copy of str with every occurrence of the hidden relations' names
+ * replaced by the source table's, or str itself if it has none.
+ */
+static char *
+rename_in(char *str, const SwHiddenNames *names)
+{
+	StringInfoData buf;
+	bool		found = false;
+
+	if (str == NULL)
+		return NULL;
+	for (int i = 0; i < lengthof(names->hidden) && !found; i++)
+		found = names->hidden[i] && strstr(str, names->hidden[i]) != NULL;
+	if (!found)
+		return str;
+
+	initStringInfo(&buf);
+	for (const char *p = str; *p;)
+	{
+		int			i;
+
+		/* the key index's name begins with the current heap's: it is first */
+		for (i = 0; i < lengthof(names->hidden); i++)
+			if (names->hidden[i] &&
+				strncmp(p, names->hidden[i], strlen(names->hidden[i])) == 0)
+				break;
+		if (i < lengthof(names->hidden))
+		{
+			appendStringInfoString(&buf, names->table);
+			p += strlen(names->hidden[i]);
+		}
+		else
+			appendStringInfoChar(&buf, *p++);
+	}
+	return buf.data;
+}
+
+/*
+ * Errors that PostgreSQL raises while it works on a source's hidden
+ * relations name them: the context of a lock wait ("while updating tuple
+ * (0,1) in relation ..."), which a deadlock or a lock timeout shows, the
+ * error of NOWAIT ("could not obtain lock on row in relation ..."), the
+ * fields of a unique violation.  Users know the source table, whose row
+ * identity the ctids of its hidden current rows are: say the error of it,
+ * as PostgreSQL would of a plain table, with its name in the texts, and
+ * its schema and name in the fields that name a hidden relation.  The key
+ * index of an upsert source is no constraint of the user's: its name goes.
+ */
+void
+sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names)
+{
+	if (names->table == NULL)
+		return;
+	edata->message = rename_in(edata->message, names);
+	edata->detail = rename_in(edata->detail, names);
+	edata->detail_log = rename_in(edata->detail_log, names);
+	edata->hint = rename_in(edata->hint, names);
+	edata->context = rename_in(edata->context, names);
+	if (edata->schema_name && strcmp(edata->schema_name, SW_INTERNAL_SCHEMA) == 0)
+	{
+		edata->schema_name = pstrdup(names->schema);
+		if (edata->table_name)
+			edata->table_name = pstrdup(names->table);
+		if (edata->constraint_name && names->hidden[0] &&
+			strcmp(edata->constraint_name, names->hidden[0]) == 0)
+			edata->constraint_name = NULL;
+	}
+}
+
+/*
+ * In a PG_CATCH block: rethrow the error caught, said of the source
+ * table rather than its hidden relations (sw_storage_rename_error()).  cxt
+ * is the memory context of the code that caught it.
+ */
+void
+sw_storage_rethrow(const SwHiddenNames *names, MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	sw_storage_rename_error(edata, names);
+	ReThrowError(edata);
+}
+
+/*
  * Rename a column of a hidden relation in the catalog, as renameatt() does,
  * without looking the relation up by name (the internal schema is closed to
  * the users on whose behalf this runs).
@@ -928,6 +1031,12 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
 
 	if (cmds != NIL)
 	{
+		MemoryContext cxt = CurrentMemoryContext;
+		SwSource	source;
+		SwHiddenNames names;
+
+		sw_source_require(RelationGetRelid(ftrel), &source);
+		sw_storage_hidden_names(ftrel, &source, &names);
 		stmt = makeNode(AlterTableStmt);
 		stmt->relation = makeRangeVar(SW_INTERNAL_SCHEMA, get_rel_name(hiddenid), -1);
 		stmt->relation->inh = false;
@@ -937,7 +1046,32 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
 		context.queryString = "";
 
 		EventTriggerInhibitCommandCollection();
-		AlterTable(stmt, AccessExclusiveLock, &context);
+		PG_TRY();
+		{
+			AlterTable(stmt, AccessExclusiveLock, &context);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			/*
+			 * Converted keys that are no longer unique fail the rebuild of
+			 * the key index: say it of the table, as sync_key_index() does.
+			 * Other errors are said of the table too.
+			 */
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+			{
+				edata->message = psprintf(_("cannot make the key of source table \"%s\" unique"),
+										  RelationGetRelationName(ftrel));
+				edata->hint = pstrdup(_("Delete or change the duplicate rows first: an upsert source keeps one row per key."));
+			}
+			sw_storage_rename_error(edata, &names);
+			ReThrowError(edata);
+		}
+		PG_END_TRY();
 		EventTriggerUndoInhibitCommandCollection();
 		CommandCounterIncrement();
 	}

@@ -19,6 +19,8 @@
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 
+#include "catalog.h"
+
 /* schema of the hidden relations that hold the rows of source tables */
 #define SW_INTERNAL_SCHEMA	"source_writes_internal"
 
@@ -54,6 +56,18 @@ typedef struct SwRowScan
 	TupleTableSlot *slot;
 } SwRowScan;
 
+/*
+ * What errors raised while working on a source's hidden relations may name
+ * of them, and the source's own names to say instead (see
+ * sw_storage_rethrow()).
+ */
+typedef struct SwHiddenNames
+{
+	const char *hidden[3];		/* key index, current heap, history heap */
+	const char *table;			/* the source table */
+	const char *schema;			/* ... and its schema */
+} SwHiddenNames;
+
 extern void sw_rows_begin(SwRowScan *rs, Relation hidden);
 extern TupleTableSlot *sw_rows_next(SwRowScan *rs);
 extern void sw_rows_end(SwRowScan *rs);
@@ -61,6 +75,11 @@ extern void sw_rows_end(SwRowScan *rs);
 extern void sw_storage_sync(Oid relid, List *retyped);
 extern void sw_storage_forget(Oid relid);
 extern void sw_storage_depend(Oid relid, Oid hiddenid);
+extern void sw_storage_hidden_names(Relation ftrel, const SwSource *source,
+									SwHiddenNames *names);
+extern void sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names);
+extern void sw_storage_rethrow(const SwHiddenNames *names,
+							   MemoryContext cxt) pg_attribute_noreturn();
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
 extern void sw_to_hidden(const SwLayout *layout, int natts,
 						 const Datum *values, const bool *isnull,

@@ -35,6 +35,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -45,6 +46,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -969,6 +971,33 @@ copy_slots(int *n)
 }
 
 /*
+ * A worker that says it is running but waits for a heavyweight lock (a
+ * row of an upsert key that a person's transaction holds, say) is said to
+ * wait, for the processes that hold it up, as pg_blocking_pids() finds
+ * them: ingestion of its partitions stands still until they let go.
+ */
+static void
+tell_lock_wait(SwWorkerSlot *slot)
+{
+	ArrayType  *blockers;
+	Datum	   *pids;
+	int			npids;
+
+	if (slot->pid == 0 || strcmp(slot->state, "running") != 0)
+		return;
+	blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+													  Int32GetDatum(slot->pid)));
+	deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+					  &pids, NULL, &npids);
+	if (npids == 1)
+		snprintf(slot->state, SW_STATE_LEN, "waiting for a lock held by process %d",
+				 DatumGetInt32(pids[0]));
+	else if (npids > 1)
+		snprintf(slot->state, SW_STATE_LEN, "waiting for a lock held by process %d and %d others",
+				 DatumGetInt32(pids[0]), npids - 1);
+}
+
+/*
  * What the workers of a source say together, from the copies of their
  * slots (those of copy[from..n) with the source's relid): the state and
  * last error of the first (in member order) that is not simply running,
@@ -1090,6 +1119,8 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	copy = copy_slots(&n);
+	for (int i = 0; i < n; i++)
+		tell_lock_wait(&copy[i]);
 
 	for (int i = 0; i < n; i++)
 	{

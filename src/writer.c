@@ -50,6 +50,7 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -1160,6 +1161,31 @@ take_key(SwWriter *w, TupleTableSlot *row)
 				w->estate->es_output_cid);
 		return true;
 	}
+}
+
+/*
+ * Sources with a key: was the current row old, which transaction xmax
+ * deleted, replaced by a row of the same key that xmax wrote: an upsert's
+ * overwrite, which on a plain table would be an update (INSERT ... ON
+ * CONFLICT DO UPDATE)?  old is in a slot of the current heap.
+ */
+bool
+sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old, TransactionId xmax)
+{
+	ItemPointerData conflict;
+	bool		isnull;
+	Datum		xmin;
+
+	if (!OidIsValid(w->key_index) ||
+		ExecCheckIndexConstraints(w->current_rri, old, w->estate, &conflict,
+								  w->key_indexes))
+		return false;
+	if (!table_tuple_fetch_row_version(w->current, &conflict, SnapshotAny,
+									   w->lock_slot))
+		return false;
+	xmin = slot_getsysattr(w->lock_slot, MinTransactionIdAttributeNumber, &isnull);
+	ExecClearTuple(w->lock_slot);
+	return !isnull && TransactionIdEquals(DatumGetTransactionId(xmin), xmax);
 }
 
 /*
