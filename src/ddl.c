@@ -5,7 +5,9 @@
  *
  * The extension installs two event triggers.  At ddl_command_end, every
  * source table a command created or altered is synced with its hidden
- * relations (storage.c), servers and user mappings are checked against
+ * relations (storage.c), and its current rows get the values of the
+ * columns added to it, as a plain table's rows would (a batch of origin
+ * 'system'), servers and user mappings are checked against
  * their kind, ALTER TABLE that adds or validates a constraint checks the
  * current rows, as does ALTER DOMAIN for source tables whose columns have
  * the domain, and creating a server or a source table reminds
@@ -260,7 +262,8 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 					{
 						if (!sw_is_source_table(lfirst_oid(rc)))
 							continue;
-						sw_storage_sync(lfirst_oid(rc), retyped);
+						sw_storage_fill_added(lfirst_oid(rc),
+											  sw_storage_sync(lfirst_oid(rc), retyped));
 						if (check)
 						{
 							Relation	ftrel = relation_open(lfirst_oid(rc), AccessShareLock);

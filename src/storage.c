@@ -33,9 +33,11 @@
  * conversion of the stored rows, with the semantics of ALTER TABLE ...
  * TYPE on a plain table.  Because it compares states rather than replaying
  * commands, one function serves CREATE, every form of ALTER and inherited
- * changes alike, and running it twice changes nothing.  Readers and writers
- * check that the two still match (sw_storage_layout()), since DDL run while
- * event triggers are off leaves them apart.
+ * changes alike, and running it twice changes nothing.  The current rows
+ * then get the values of columns added to the table, as a plain table's
+ * rows would (sw_storage_fill_added()), in a batch of the log.  Readers
+ * and writers check that the two still match (sw_storage_layout()), since
+ * DDL run while event triggers are off leaves them apart.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -75,6 +77,7 @@
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
+#include "rewrite/rewriteHandler.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
@@ -87,6 +90,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 #include "utils/varlena.h"
 
 #include "catalog.h"
@@ -94,10 +98,11 @@
 #include "fdw_options.h"
 #include "constraints.h"
 #include "storage.h"
+#include "writer.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
 								   uint32 tag, int nmeta);
-static void sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
+static List *sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
@@ -138,15 +143,18 @@ check_column_count(Relation ftrel, int natts)
  * the foreign table, creating them if it is new.  Called at the end of any
  * command that created or altered the table, with the names of the columns
  * whose type the command changed; errors abort the command, so nothing
- * half-done remains.
+ * half-done remains.  Returns the attnums of the columns added to a table
+ * that existed before, which its current rows have no values in yet (see
+ * sw_storage_fill_added()).
  */
-void
+List *
 sw_storage_sync(Oid relid, List *retyped)
 {
 	Relation	ftrel = relation_open(relid, AccessShareLock);
 	SwSource	source;
 	SwSourceTable *st;
 	bool		exists = sw_source_lookup(relid, &source);
+	List	   *added;
 
 	check_column_count(ftrel, RelationGetDescr(ftrel)->natts);
 	if (exists)
@@ -167,7 +175,7 @@ sw_storage_sync(Oid relid, List *retyped)
 	{
 		follow_retention(relid, st->retain_history_ms);
 		relation_close(ftrel, NoLock);
-		return;
+		return NIL;
 	}
 	LockRelationOid(relid, AccessExclusiveLock);
 
@@ -202,13 +210,206 @@ sw_storage_sync(Oid relid, List *retyped)
 		sw_storage_depend(relid, source.history_rel);
 	}
 
-	sync_hidden_relation(ftrel, source.current_rel, retyped);
-	sync_hidden_relation(ftrel, source.history_rel, NIL);
+	added = sync_hidden_relation(ftrel, source.current_rel, retyped);
+	(void) sync_hidden_relation(ftrel, source.history_rel, NIL);
 	sync_key_index(ftrel, source.current_rel, st);
 	if (exists)
 		follow_retention(relid, st->retain_history_ms);
 
 	relation_close(ftrel, NoLock);
+	return exists ? added : NIL;
+}
+
+/* rows given values in added columns, written together */
+#define SW_FILL_CHUNK		1000
+
+/* a current row and its new version, to be written */
+typedef struct SwFilledRow
+{
+	ItemPointerData tid;
+	HeapTuple	old;			/* the current tuple, copied */
+	HeapTuple	row;			/* the new version, a row of the table */
+} SwFilledRow;
+
+/*
+ * Write the new versions of filled rows, with a writer of origin 'system'
+ * for the role that runs the command.
+ */
+static void
+write_filled(Relation ftrel, SwFilledRow *rows, int n)
+{
+	SwWriter   *writer;
+	TupleTableSlot *slot;
+
+	if (n == 0)
+		return;
+	writer = sw_writer_open(ftrel, SW_ORIGIN_SYSTEM, GetUserId(), NULL);
+	slot = MakeSingleTupleTableSlot(RelationGetDescr(ftrel), &TTSOpsHeapTuple);
+	for (int i = 0; i < n; i++)
+	{
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+
+		ExecStoreHeapTuple(rows[i].row, slot, false);
+		if (sw_writer_update(writer, &rows[i].tid, rows[i].old, slot,
+							 &tmfd, &lockmode) != TM_Ok)
+			elog(ERROR, "could not update a row of source table \"%s\" while filling its new columns",
+				 RelationGetRelationName(ftrel));
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	sw_writer_close(writer);
+}
+
+/*
+ * Give the current rows of a source table the values that a plain table's
+ * rows get in columns added to it (by ALTER TABLE ... ADD COLUMN, which
+ * leaves a foreign table's rows alone): the column's default (a volatile
+ * one evaluated for each row, as a plain table's rewrite does), its
+ * generated expression, the next values of its identity sequence, or the
+ * default of its domain, checked against the domain's constraints.  Rows
+ * are numbered and evaluated in the heap's order, as ALTER TABLE's rewrite
+ * does, and as the role that runs the command, as ALTER TABLE evaluates
+ * them.
+ *
+ * Changing the rows changes the table's contents, so it is a write like any
+ * other, in the log: a batch of origin 'system', by the role that ran the
+ * command, that retracts each row (its history keeps the added columns
+ * null: before the command, the row had no such value) and adds its new
+ * version.  The log thus still consolidates to the table, and reads as of
+ * an earlier time show the rows as they were then.  A row that gets null in
+ * every added column is unchanged, and not written.  No triggers fire, as
+ * none fire for a plain table's rewrite.  The command holds the table
+ * ACCESS EXCLUSIVE: no other writer is in progress.
+ */
+void
+sw_storage_fill_added(Oid relid, List *attnums)
+{
+	Relation	ftrel;
+	TupleDesc	desc;
+	EState	   *estate;
+	ExprContext *econtext;
+	List	   *targets = NIL;	/* attnums that get a value ... */
+	List	   *exprs = NIL;	/* ... from these */
+	List	   *generated = NIL;	/* attnums of generated columns ... */
+	List	   *generated_exprs = NIL;	/* ... and their expressions */
+	SwSource	source;
+	Relation	current;
+	SwLayout	layout;
+	SwRowScan	rs;
+	TupleTableSlot *hidden;
+	TupleTableSlot *row;
+	SwFilledRow *filled;
+	int			nfilled = 0;
+	MemoryContext chunk_cxt;
+	ListCell   *lc;
+
+	if (attnums == NIL)
+		return;
+	ftrel = relation_open(relid, AccessExclusiveLock);
+	desc = RelationGetDescr(ftrel);
+	estate = CreateExecutorState();
+	econtext = GetPerTupleExprContext(estate);
+
+	foreach(lc, attnums)
+	{
+		AttrNumber	k = lfirst_int(lc);
+		Form_pg_attribute att = TupleDescAttr(desc, k - 1);
+		Expr	   *expr = (Expr *) build_column_default(ftrel, k);
+
+		if (expr == NULL && DomainHasConstraints(att->atttypid))
+		{
+			/* a null that the domain may refuse, as ALTER TABLE checks it */
+			int32		basetypmod = att->atttypmod;
+			Oid			basetype = getBaseTypeAndTypmod(att->atttypid, &basetypmod);
+
+			expr = (Expr *) makeNullConst(basetype, basetypmod,
+										  get_typcollation(basetype));
+			expr = (Expr *) coerce_to_target_type(NULL, (Node *) expr,
+												  basetype, att->atttypid,
+												  att->atttypmod, COERCION_ASSIGNMENT,
+												  COERCE_IMPLICIT_CAST, -1);
+		}
+		if (expr == NULL)
+			continue;
+		expr = expression_planner(expr);
+		if (att->attgenerated)
+		{
+			generated = lappend_int(generated, k);
+			generated_exprs = lappend(generated_exprs, ExecPrepareExpr(expr, estate));
+		}
+		else
+		{
+			targets = lappend_int(targets, k);
+			exprs = lappend(exprs, ExecPrepareExpr(expr, estate));
+		}
+	}
+	if (targets == NIL && generated == NIL)
+	{
+		FreeExecutorState(estate);
+		relation_close(ftrel, NoLock);
+		return;
+	}
+
+	sw_source_require(relid, &source);
+	current = table_open(source.current_rel, AccessExclusiveLock);
+	sw_storage_layout(ftrel, current, &layout);
+	row = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	filled = palloc(sizeof(SwFilledRow) * SW_FILL_CHUNK);
+	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes filled rows",
+									  ALLOCSET_DEFAULT_SIZES);
+	sw_rows_begin(&rs, current);
+	while ((hidden = sw_rows_next(&rs)) != NULL)
+	{
+		bool		changed = false;
+		MemoryContext old;
+		ListCell   *ec;
+
+		ResetExprContext(econtext);
+		ExecClearTuple(row);
+		slot_getallattrs(hidden);
+		sw_from_hidden(&layout, desc->natts, hidden->tts_values,
+					   hidden->tts_isnull, row->tts_values, row->tts_isnull);
+		ExecStoreVirtualTuple(row);
+		econtext->ecxt_scantuple = row;
+
+		/* defaults first; generated columns then see them, as on INSERT */
+		for (int pass = 0; pass < 2; pass++)
+		{
+			List	   *cols = pass == 0 ? targets : generated;
+			List	   *states = pass == 0 ? exprs : generated_exprs;
+
+			forboth(lc, cols, ec, states)
+			{
+				AttrNumber	k = lfirst_int(lc);
+
+				row->tts_values[k - 1] = ExecEvalExprSwitchContext(lfirst(ec), econtext,
+																   &row->tts_isnull[k - 1]);
+				changed |= !row->tts_isnull[k - 1];
+			}
+		}
+		if (!changed)
+			continue;
+
+		old = MemoryContextSwitchTo(chunk_cxt);
+		filled[nfilled].tid = hidden->tts_tid;
+		filled[nfilled].old = ExecCopySlotHeapTuple(hidden);
+		filled[nfilled].row = heap_form_tuple(desc, row->tts_values, row->tts_isnull);
+		MemoryContextSwitchTo(old);
+		if (++nfilled == SW_FILL_CHUNK)
+		{
+			write_filled(ftrel, filled, nfilled);
+			nfilled = 0;
+			MemoryContextReset(chunk_cxt);
+		}
+	}
+	write_filled(ftrel, filled, nfilled);
+	sw_rows_end(&rs);
+	MemoryContextDelete(chunk_cxt);
+	ExecDropSingleTupleTableSlot(row);
+	FreeExecutorState(estate);
+	table_close(current, NoLock);
+	relation_close(ftrel, NoLock);
+	CommandCounterIncrement();
 }
 
 /*
@@ -1102,8 +1303,9 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
  * Bring one hidden relation in step with the foreign table: owner, then
  * names, then added, converted and dropped columns.  Columns named in
  * retyped whose type is now a domain get their values checked against it.
+ * Returns the attnums of the table's columns it added.
  */
-static void
+static List *
 sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
@@ -1115,6 +1317,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 	List	   *cmds = NIL;
 	List	   *placeholders = NIL;
 	List	   *domains = NIL;
+	List	   *added = NIL;
 	bool		renamed = false;
 
 	if (hidden->rd_rel->relowner != ftrel->rd_rel->relowner)
@@ -1190,6 +1393,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 													(Node *) makeColumnDef(NameStr(fatt->attname),
 																		   type, typmod,
 																		   fatt->attcollation)));
+				added = lappend_int(added, k);
 			}
 			continue;
 		}
@@ -1220,6 +1424,7 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 	/* placeholders are dropped in a second pass: ALTER drops before adds */
 	alter_hidden_relation(ftrel, hiddenid, cmds, domains);
 	alter_hidden_relation(ftrel, hiddenid, placeholders, NIL);
+	return added;
 }
 
 /*

@@ -72,7 +72,8 @@ extern void sw_rows_begin(SwRowScan *rs, Relation hidden);
 extern TupleTableSlot *sw_rows_next(SwRowScan *rs);
 extern void sw_rows_end(SwRowScan *rs);
 
-extern void sw_storage_sync(Oid relid, List *retyped);
+extern List *sw_storage_sync(Oid relid, List *retyped);
+extern void sw_storage_fill_added(Oid relid, List *attnums);
 extern void sw_storage_forget(Oid relid);
 extern void sw_storage_depend(Oid relid, Oid hiddenid);
 extern void sw_storage_hidden_names(Relation ftrel, const SwSource *source,
