@@ -33,6 +33,10 @@
  * unique_violation that names the source, not the index.  Keys compare
  * with the key types' equality (1.0 and 1.00 are one numeric key).
  *
+ * PostgreSQL's errors about what is done to the hidden heaps (the context
+ * of a lock wait, a deadlock) would name them: the callbacks say them of
+ * the source table instead, as they would read for a plain table.
+ *
  * Memory stays bounded whatever the number of rows: the writer writes in
  * groups, and each row's work here is done in a memory context that is
  * reset for the next.
@@ -594,8 +598,8 @@ delete_row(EState *estate, ResultRelInfo *rinfo, TupleTableSlot *slot,
  * They are said of the source table (sw_storage_rethrow()).
  */
 static TupleTableSlot *
-swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
-					TupleTableSlot *slot, TupleTableSlot *planSlot)
+modify_row(CmdType operation, EState *estate, ResultRelInfo *rinfo,
+		   TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	SwModifyState *state = rinfo->ri_FdwState;
 	MemoryContext cxt = CurrentMemoryContext;
@@ -603,7 +607,12 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 
 	PG_TRY();
 	{
-		result = insert_row(estate, rinfo, slot);
+		if (operation == CMD_INSERT)
+			result = insert_row(estate, rinfo, slot);
+		else if (operation == CMD_UPDATE)
+			result = update_row(estate, rinfo, slot, planSlot);
+		else
+			result = delete_row(estate, rinfo, slot, planSlot);
 	}
 	PG_CATCH();
 	{
@@ -611,46 +620,27 @@ swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 	}
 	PG_END_TRY();
 	return result;
+}
+
+static TupleTableSlot *
+swExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
+					TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	return modify_row(CMD_INSERT, estate, rinfo, slot, planSlot);
 }
 
 static TupleTableSlot *
 swExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	SwModifyState *state = rinfo->ri_FdwState;
-	MemoryContext cxt = CurrentMemoryContext;
-	TupleTableSlot *result = NULL;
-
-	PG_TRY();
-	{
-		result = update_row(estate, rinfo, slot, planSlot);
-	}
-	PG_CATCH();
-	{
-		sw_storage_rethrow(&state->names, cxt);
-	}
-	PG_END_TRY();
-	return result;
+	return modify_row(CMD_UPDATE, estate, rinfo, slot, planSlot);
 }
 
 static TupleTableSlot *
 swExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 					TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	SwModifyState *state = rinfo->ri_FdwState;
-	MemoryContext cxt = CurrentMemoryContext;
-	TupleTableSlot *result = NULL;
-
-	PG_TRY();
-	{
-		result = delete_row(estate, rinfo, slot, planSlot);
-	}
-	PG_CATCH();
-	{
-		sw_storage_rethrow(&state->names, cxt);
-	}
-	PG_END_TRY();
-	return result;
+	return modify_row(CMD_DELETE, estate, rinfo, slot, planSlot);
 }
 
 /*

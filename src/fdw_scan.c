@@ -14,8 +14,9 @@
  * the arrays the heap tuple is deformed into, and a row costs a sequential
  * scan's work and no copy; otherwise, one copy of the needed datums.
  * The slot's tts_tid is the heap tuple's ctid: the row identity that UPDATE
- * and DELETE use, visible as the ctid system column.  Large tables are
- * scanned in parallel, like plain ones.
+ * and DELETE use, visible as the ctid system column, and that row locks
+ * (FOR UPDATE and the other strengths) lock the hidden tuple by.  Large
+ * tables are scanned in parallel, like plain ones.
  *
  * With source_writes.as_of = T, the scan returns the contents at T
  * instead: current rows whose batch is at or before T, and history rows
