@@ -23,6 +23,7 @@ OBJS = \
 	src/launcher.o \
 	src/log.o \
 	src/notifier.o \
+	src/offsets.o \
 	src/restore.o \
 	src/source_writes.o \
 	src/stamps.o \
