@@ -837,7 +837,9 @@ check_rdkafka_property(DefElem *def, Oid context)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 				 errmsg("librdkafka property \"%s\" is set by source_writes", name),
-				 errhint("Use the server option \"brokers\" for the broker list; source_writes manages offsets and groups itself.")));
+				 strcmp(name, "isolation.level") == 0
+				 ? errhint("Ingestion reads committed messages only (read_committed): those of aborted transactions never land.")
+				 : errhint("Use the server option \"brokers\" for the broker list; source_writes manages offsets and groups itself.")));
 	if (rdkafka_refused_name(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
