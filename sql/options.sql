@@ -181,21 +181,21 @@ ALTER USER MAPPING FOR regress_sw_app SERVER kafka
   OPTIONS (ADD "rdkafka.queued.min.messages" '10000000');
 \echo :LAST_ERROR_SQLSTATE
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
-  OPTIONS (ADD "rdkafka.fetch.max.bytes" '16777217');
+  OPTIONS (ADD "rdkafka.fetch.max.bytes" '8388609');
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
   OPTIONS (ADD "rdkafka.max.partition.fetch.bytes" '1000000000');
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
   OPTIONS (ADD "rdkafka.fetch.message.max.bytes" '1000000000');
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
   OPTIONS (ADD "rdkafka.receive.message.max.bytes" '2147483647');
-ALTER SERVER tls OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '16385');
+ALTER SERVER tls OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '8193');
 -- up to the cap
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
-  OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '16384',
+  OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '8192',
            ADD "rdkafka.queued.min.messages" '100000',
-           ADD "rdkafka.fetch.max.bytes" '16777216',
-           ADD "rdkafka.max.partition.fetch.bytes" '16777216',
-           ADD "rdkafka.receive.message.max.bytes" '16777728');
+           ADD "rdkafka.fetch.max.bytes" '8388608',
+           ADD "rdkafka.max.partition.fetch.bytes" '8388608',
+           ADD "rdkafka.receive.message.max.bytes" '100000000');
 ALTER USER MAPPING FOR regress_sw_app SERVER kafka
   OPTIONS (ADD "rdkafka.sasl.mechanism" 'GSSAPI');
 \echo :LAST_ERROR_SQLSTATE

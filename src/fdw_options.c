@@ -181,13 +181,15 @@ typedef struct RdkProperty
  * What a worker's librdkafka may hold in memory, set by a role that is not
  * a superuser: prefetched messages (queued.max.messages.kbytes, and
  * queued.min.messages, whose count bounds their overhead) and one fetch
- * per broker (fetch.max.bytes, the most a partition gives to it, and the
- * response it comes in).  Superusers may go further.
+ * per broker (fetch.max.bytes, and the most a partition gives to it).
+ * The largest response it accepts stays at most librdkafka's default (a
+ * fetch may exceed fetch.max.bytes by a record batch).  Superusers may go
+ * further.
  */
-#define RDK_USER_QUEUE_KBYTES	16384
+#define RDK_USER_QUEUE_KBYTES	8192
 #define RDK_USER_QUEUE_MESSAGES	100000
-#define RDK_USER_FETCH_BYTES	16777216
-#define RDK_USER_RECEIVE_BYTES	(RDK_USER_FETCH_BYTES + 512)
+#define RDK_USER_FETCH_BYTES	8388608
+#define RDK_USER_RECEIVE_BYTES	100000000
 
 static const char *const rdk_security_protocols[] = {"plaintext", "ssl", "sasl_plaintext", "sasl_ssl", NULL};
 static const char *const rdk_sasl_mechanisms[] = {"GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", NULL};
