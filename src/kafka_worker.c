@@ -128,6 +128,9 @@ PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 /* the longest the worker sleeps between two looks at its partitions */
 #define SW_IDLE_MS				1000
 
+/* how long an offset past its partition's end must stay so to stop us */
+#define SW_PAST_END_MS			10000
+
 /* how often partitions are looked for: while the topic is missing, and then */
 #define SW_METADATA_MISSING_MS	1000
 #define SW_METADATA_MS			5000
@@ -154,6 +157,8 @@ typedef struct KafkaPartition
 								 * that we did not take; -1 if none */
 	int64		lost;			/* ... of which the current batch lost these */
 	bool		stopped;		/* its stored offset is not followed */
+	TimestampTz past_end_since; /* since when its offset seems past its end;
+								 * 0: it does not */
 } KafkaPartition;
 
 /* the worker's state */
@@ -851,25 +856,40 @@ stop_past_end(KafkaPartition *p, int64 high)
 
 /*
  * Is a partition's next offset beyond the high watermark the brokers gave
- * (librdkafka's last one, or given), asked again of them to be sure?
- * Then ingestion stops.  True if it did.
+ * (librdkafka's last one, or given), asked again of them to be sure, and
+ * has it been for SW_PAST_END_MS?  (A new leader may report a high
+ * watermark behind the old one's for a moment.)  Then ingestion stops,
+ * and true.  While it is not sure, *suspect says so (may be NULL).
  */
 static bool
-check_past_end(KafkaPartition *p, int64 high)
+check_past_end(KafkaPartition *p, int64 high, bool *suspect)
 {
 	int64		low;
 	int64		fresh;
+	TimestampTz now = GetCurrentTimestamp();
 
+	if (suspect)
+		*suspect = false;
 	if (high < 0)
 	{
 		if (rd_kafka_get_watermark_offsets(rk, topic, p->partition, &low, &high) !=
 			RD_KAFKA_RESP_ERR_NO_ERROR)
 			return false;
 	}
-	if (high < 0 || high >= p->next)
+	if (high < 0 || high >= p->next ||
+		query_offsets(1, &p->partition, true, &fresh) != NULL || fresh >= p->next)
+	{
+		p->past_end_since = 0;
 		return false;
-	if (query_offsets(1, &p->partition, true, &fresh) != NULL || fresh >= p->next)
+	}
+	if (p->past_end_since == 0)
+		p->past_end_since = now;
+	if (!TimestampDifferenceExceeds(p->past_end_since, now, SW_PAST_END_MS))
+	{
+		if (suspect)
+			*suspect = true;
 		return false;
+	}
 	stop_past_end(p, fresh);
 	return true;
 }
@@ -1042,7 +1062,7 @@ refresh_partitions(void)
 		int64		high;
 
 		if (query_offsets(1, &partitions[i].partition, true, &high) == NULL)
-			(void) check_past_end(&partitions[i], high);
+			(void) check_past_end(&partitions[i], high, NULL);
 	}
 	return true;
 }
@@ -1583,8 +1603,15 @@ serve_wait(void)
 	}
 	for (int i = 0; i < npartitions; i++)
 	{
-		if (check_past_end(&partitions[i], highs[i]))
+		bool		suspect;
+
+		/* not answered while an offset seems past its end */
+		if (check_past_end(&partitions[i], highs[i], &suspect) || suspect)
+		{
+			pfree(parts);
+			pfree(highs);
 			return false;
+		}
 		partitions[i].high = highs[i];
 	}
 	pfree(parts);
@@ -1837,7 +1864,7 @@ source_writes_kafka_main(Datum main_arg)
 			report_partitions();
 			last_report = now;
 			for (int i = 0; i < npartitions && !halted; i++)
-				if (check_past_end(&partitions[i], -1))
+				if (check_past_end(&partitions[i], -1, NULL))
 					report_partitions();
 		}
 
