@@ -23,6 +23,7 @@ OBJS = \
 	src/launcher.o \
 	src/log.o \
 	src/notifier.o \
+	src/offsets.o \
 	src/restore.o \
 	src/source_writes.o \
 	src/stamps.o \
@@ -89,8 +90,8 @@ install-webhook: $(WEBHOOK_SHLIB) installdirs
 	$(INSTALL_SHLIB) $(WEBHOOK_SHLIB) '$(DESTDIR)$(pkglibdir)/$(WEBHOOK_SHLIB)'
 
 # the embedded Kafka broker for tests, demo and benchmarks
-test/kafka_broker: test/kafka_broker.c
-	$(CC) -O2 -Wall -o $@ $< -lrdkafka -pthread
+test/kafka_broker: test/kafka_broker.c test/kafka_txn_broker.c
+	$(CC) -O2 -Wall -o $@ $^ -lrdkafka -pthread
 
 .PHONY: test demo demo-stop
 test:

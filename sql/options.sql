@@ -125,7 +125,7 @@ CREATE SERVER tls FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'b:9093', "rdkafka.security.protocol" 'SSL',
            "rdkafka.ssl.ca.location" 'probe',
            "rdkafka.ssl.certificate.location" '/etc/kafka/client.pem',
-           "rdkafka.isolation.level" 'read_uncommitted',
+           "rdkafka.fetch.wait.max.ms" '50',
            "rdkafka.topic.metadata.refresh.interval.ms" '-1');
 CREATE USER MAPPING FOR regress_sw_app SERVER tls
   OPTIONS ("rdkafka.ssl.key.location" '/etc/kafka/app.key',
@@ -133,11 +133,11 @@ CREATE USER MAPPING FOR regress_sw_app SERVER tls
 GRANT USAGE ON FOREIGN SERVER tls, kafka TO regress_sw_app;
 ALTER SERVER tls OWNER TO regress_sw_app;
 SET ROLE regress_sw_app;
-ALTER SERVER tls OPTIONS (SET "rdkafka.isolation.level" 'read_committed');
+ALTER SERVER tls OPTIONS (SET "rdkafka.fetch.wait.max.ms" '100');
 \echo :LAST_ERROR_SQLSTATE
 ALTER SERVER tls OPTIONS (DROP "rdkafka.ssl.ca.location",
                           DROP "rdkafka.ssl.certificate.location",
-                          SET "rdkafka.isolation.level" 'read_committed');
+                          SET "rdkafka.fetch.wait.max.ms" '100');
 ALTER SERVER tls OPTIONS (ADD "rdkafka.ssl.crl.location" '/etc/kafka/crl.pem');
 \echo :LAST_ERROR_SQLSTATE
 ALTER USER MAPPING FOR regress_sw_app SERVER tls
@@ -166,6 +166,62 @@ SELECT srvname, unnest(srvoptions) AS option FROM pg_foreign_server
 WHERE srvname = 'tls';
 SELECT srvname, unnest(umoptions) AS option FROM pg_user_mappings
 WHERE usename = 'regress_sw_app' AND srvname IN ('kafka', 'tls') ORDER BY 1, 2;
+
+--
+-- a worker's memory: roles that are not superusers may set librdkafka's
+-- buffers up to a cap (superusers further); Kerberos (GSSAPI), which
+-- would authenticate with the database server's own credentials, is for
+-- superusers; messages of aborted transactions never land
+--
+SET ROLE regress_sw_app;
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '2097151');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.queued.min.messages" '10000000');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.fetch.max.bytes" '8388609');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.max.partition.fetch.bytes" '1000000000');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.fetch.message.max.bytes" '1000000000');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.receive.message.max.bytes" '2147483647');
+ALTER SERVER tls OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '8193');
+-- up to the cap
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.queued.max.messages.kbytes" '8192',
+           ADD "rdkafka.queued.min.messages" '100000',
+           ADD "rdkafka.fetch.max.bytes" '8388608',
+           ADD "rdkafka.max.partition.fetch.bytes" '8388608',
+           ADD "rdkafka.receive.message.max.bytes" '100000000');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.sasl.mechanism" 'GSSAPI');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER tls OPTIONS (ADD "rdkafka.sasl.mechanisms" 'GSSAPI');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.sasl.mechanism" 'SCRAM-SHA-512');
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (ADD "rdkafka.isolation.level" 'read_uncommitted');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- a superuser may go further, and then only a superuser may change it
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (SET "rdkafka.queued.max.messages.kbytes" '65536',
+           SET "rdkafka.sasl.mechanism" 'GSSAPI');
+SET ROLE regress_sw_app;
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (SET "rdkafka.queued.min.messages" '1000');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT option FROM (SELECT unnest(umoptions) AS option FROM pg_user_mappings
+                    WHERE usename = 'regress_sw_app' AND srvname = 'kafka') o
+WHERE option ~ '(queued|fetch|receive|mechanism)' ORDER BY 1;
+ALTER USER MAPPING FOR regress_sw_app SERVER kafka
+  OPTIONS (DROP "rdkafka.queued.max.messages.kbytes", DROP "rdkafka.queued.min.messages",
+           DROP "rdkafka.fetch.max.bytes", DROP "rdkafka.max.partition.fetch.bytes",
+           DROP "rdkafka.receive.message.max.bytes", DROP "rdkafka.sasl.mechanism");
 DROP SERVER tls CASCADE;
 
 --

@@ -109,7 +109,11 @@ static const AttrNumber Anum_b_blocks[2] = {
 #define Anum_p_source		1
 #define Anum_p_part			2
 #define Anum_p_next_offset	3
-#define Natts_p				3
+#define Anum_p_topic		4	/* from 0.2 on, like the ones below */
+#define Anum_p_cluster_id	5
+#define Anum_p_lost			6
+#define Anum_p_stopped		7
+#define Natts_p				7
 
 /* the lock tag's objsubid: writers' stamping, compaction */
 #define SW_LOCK_STAMP		0
@@ -1188,48 +1192,137 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 }
 
 /*
- * Move the progress of a partition of a source from the offset a batch
- * started at to the one after its last: a compare-and-set, run by the
- * controller under the source's stamp lock when it stamps the batch.  The
- * row is read with a dirty snapshot, so that a batch of another writer
- * stamped and still committing counts: its offsets are taken.  A partition
- * without a row starts at any offset.  Any mismatch is an error that
- * rolls the batch back: its offsets were consumed by another writer.
+ * Does source_writes.progress have the columns of version 0.2 (what a
+ * partition's offset is a position in, why it is not followed, what was
+ * lost)?  Until ALTER EXTENSION ... UPDATE, a library of 0.2 finds the
+ * columns of 0.1, and keeps to them.
  */
-void
-sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to)
+static bool
+progress_has_identity(Relation rel)
+{
+	return RelationGetDescr(rel)->natts >= Anum_p_stopped;
+}
+
+bool
+sw_catalog_progress_has_identity(void)
 {
 	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData keys[2];
-	SnapshotData dirty;
-	HeapTuple	tuple;
-	Datum		values[Natts_p];
-	bool		nulls[Natts_p] = {0};
+	bool		result;
 
 	require_catalog();
-	InitDirtySnapshot(dirty);
-	rel = table_open(oids.progress, RowExclusiveLock);
+	rel = table_open(oids.progress, AccessShareLock);
+	result = progress_has_identity(rel);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/* a text column of a progress row, NULL or a copy */
+static char *
+text_or_null(Datum value, bool isnull)
+{
+	return isnull ? NULL : TextDatumGetCString(value);
+}
+
+/* a progress row as a SwProgress, in the current memory context */
+static SwProgress *
+progress_from_tuple(Relation rel, HeapTuple tuple)
+{
+	Datum		values[Natts_p];
+	bool		nulls[Natts_p];
+	SwProgress *p = palloc0(sizeof(SwProgress));
+
+	Assert(RelationGetDescr(rel)->natts <= Natts_p);
+	heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+	p->part = DatumGetInt32(values[Anum_p_part - 1]);
+	p->next_offset = DatumGetInt64(values[Anum_p_next_offset - 1]);
+	if (progress_has_identity(rel))
+	{
+		p->topic = text_or_null(values[Anum_p_topic - 1], nulls[Anum_p_topic - 1]);
+		p->cluster_id = text_or_null(values[Anum_p_cluster_id - 1],
+									 nulls[Anum_p_cluster_id - 1]);
+		p->lost = DatumGetInt64(values[Anum_p_lost - 1]);
+		p->stopped = text_or_null(values[Anum_p_stopped - 1],
+								  nulls[Anum_p_stopped - 1]);
+	}
+	return p;
+}
+
+/*
+ * A new progress row: a partition, its next offset and what it is a
+ * position in (NULLs: not known yet); nothing lost, not stopped.
+ */
+static HeapTuple
+progress_tuple(Relation rel, Oid relid, int32 part, int64 next_offset,
+			   const char *topic, const char *cluster_id)
+{
+	Datum		values[Natts_p] = {0};
+	bool		nulls[Natts_p] = {0};
+
+	values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_p_part - 1] = Int32GetDatum(part);
+	values[Anum_p_next_offset - 1] = Int64GetDatum(next_offset);
+	if (progress_has_identity(rel))
+	{
+		nulls[Anum_p_topic - 1] = topic == NULL;
+		if (topic)
+			values[Anum_p_topic - 1] = CStringGetTextDatum(topic);
+		nulls[Anum_p_cluster_id - 1] = cluster_id == NULL;
+		if (cluster_id)
+			values[Anum_p_cluster_id - 1] = CStringGetTextDatum(cluster_id);
+		values[Anum_p_lost - 1] = Int64GetDatum(0);
+		nulls[Anum_p_stopped - 1] = true;
+	}
+	return heap_form_tuple(RelationGetDescr(rel), values, nulls);
+}
+
+/* start a scan of the progress row of a partition, with a snapshot */
+static SysScanDesc
+scan_progress_row(Relation rel, Oid relid, int32 part, Snapshot snapshot)
+{
+	ScanKeyData keys[2];
+
 	ScanKeyInit(&keys[0], Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
 	ScanKeyInit(&keys[1], Anum_p_part, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(part));
-	scan = systable_beginscan(rel, oids.progress_pkey, true, &dirty, 2, keys);
+	return systable_beginscan(rel, oids.progress_pkey, true, snapshot, 2, keys);
+}
+
+/*
+ * Move the progress of a partition of a source from the offset a batch
+ * started at to the one after its last, and count the offsets among them
+ * that the brokers had deleted before they could be ingested (lost): a
+ * compare-and-set, run by the controller under the source's stamp lock
+ * when it stamps the batch.  The row is read with a dirty snapshot, so
+ * that a batch of another writer stamped and still committing counts: its
+ * offsets are taken.  A partition without a row starts at any offset.
+ * Any mismatch is an error that rolls the batch back: its offsets were
+ * consumed by another writer, or moved by reset_offsets().
+ */
+void
+sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to, int64 lost)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	SnapshotData dirty;
+	HeapTuple	tuple;
+
+	require_catalog();
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.progress, RowExclusiveLock);
+	scan = scan_progress_row(rel, relid, part, &dirty);
 	tuple = systable_getnext(scan);
 
-	values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
-	values[Anum_p_part - 1] = Int32GetDatum(part);
-	values[Anum_p_next_offset - 1] = Int64GetDatum(to);
 	if (HeapTupleIsValid(tuple))
 	{
 		bool		committing = TransactionIdIsValid(dirty.xmin) ||
 			TransactionIdIsValid(dirty.xmax);
-		bool		isnull;
-		int64		next = DatumGetInt64(heap_getattr(tuple, Anum_p_next_offset,
-													  RelationGetDescr(rel), &isnull));
-		ItemPointerData tid = tuple->t_self;
+		SwProgress *stored = progress_from_tuple(rel, tuple);
+		Datum		values[Natts_p] = {0};
+		bool		nulls[Natts_p] = {0};
+		bool		replace[Natts_p] = {0};
 
-		if (committing || next != from)
+		if (committing || stored->next_offset != from)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("offsets of partition %d of source table \"%s\" were consumed by another writer",
@@ -1237,14 +1330,31 @@ sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to)
 					 committing
 					 ? errdetail("Another batch that consumed the partition is committing.")
 					 : errdetail("The batch starts at offset " INT64_FORMAT ", but the partition's next offset is " INT64_FORMAT ".",
-								 from, next),
+								 from, stored->next_offset),
 					 errhint("Resume from the offsets stored in source_writes.progress.")));
-		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-		CatalogTupleUpdate(rel, &tid, tuple);
+		values[Anum_p_next_offset - 1] = Int64GetDatum(to);
+		replace[Anum_p_next_offset - 1] = true;
+		if (lost > 0 && progress_has_identity(rel))
+		{
+			values[Anum_p_lost - 1] = Int64GetDatum(stored->lost + lost);
+			replace[Anum_p_lost - 1] = true;
+		}
+		tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		CatalogTupleUpdate(rel, &tuple->t_self, tuple);
 	}
 	else
 	{
-		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+		tuple = progress_tuple(rel, relid, part, to, NULL, NULL);
+		if (lost > 0 && progress_has_identity(rel))
+		{
+			Datum		values[Natts_p] = {0};
+			bool		nulls[Natts_p] = {0};
+			bool		replace[Natts_p] = {0};
+
+			values[Anum_p_lost - 1] = Int64GetDatum(lost);
+			replace[Anum_p_lost - 1] = true;
+			tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		}
 		CatalogTupleInsert(rel, tuple);
 	}
 	systable_endscan(scan);
@@ -1272,16 +1382,7 @@ sw_catalog_progress(Oid relid)
 				ObjectIdGetDatum(relid));
 	scan = systable_beginscan(rel, oids.progress_pkey, true, snapshot, 1, &key);
 	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		Datum		values[Natts_p];
-		bool		nulls[Natts_p];
-		SwProgress *p = palloc(sizeof(SwProgress));
-
-		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
-		p->part = DatumGetInt32(values[Anum_p_part - 1]);
-		p->next_offset = DatumGetInt64(values[Anum_p_next_offset - 1]);
-		result = lappend(result, p);
-	}
+		result = lappend(result, progress_from_tuple(rel, tuple));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
@@ -1291,7 +1392,7 @@ sw_catalog_progress(Oid relid)
 /*
  * Let the workers of a source store where its new partitions start one at
  * a time, until the end of the transaction: a lock on an object of our own
- * catalog, which no user command takes.
+ * catalog, which no user command takes (reset_offsets() takes it too).
  */
 void
 sw_catalog_lock_progress(Oid relid)
@@ -1302,39 +1403,94 @@ sw_catalog_lock_progress(Oid relid)
 
 /*
  * Store where a partition that has no progress yet starts, without a
- * batch; a no-op if it has some (another writer was first: its wins, and
- * the caller reads it again).
+ * batch, and what the offset is a position in (NULLs: not known); a no-op
+ * if it has some (another writer was first: its wins, and the caller
+ * reads it again).
  */
 void
-sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset)
+sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
+						  const char *topic, const char *cluster_id)
 {
 	Relation	rel;
 	SysScanDesc scan;
-	ScanKeyData keys[2];
 	SnapshotData dirty;
-	Datum		values[Natts_p];
-	bool		nulls[Natts_p] = {0};
 
 	require_catalog();
 	InitDirtySnapshot(dirty);
 	rel = table_open(oids.progress, RowExclusiveLock);
-	ScanKeyInit(&keys[0], Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	ScanKeyInit(&keys[1], Anum_p_part, BTEqualStrategyNumber, F_INT4EQ,
-				Int32GetDatum(part));
-	scan = systable_beginscan(rel, oids.progress_pkey, true, &dirty, 2, keys);
+	scan = scan_progress_row(rel, relid, part, &dirty);
 	if (!HeapTupleIsValid(systable_getnext(scan)))
 	{
-		HeapTuple	tuple;
+		HeapTuple	tuple = progress_tuple(rel, relid, part, next_offset,
+										   topic, cluster_id);
 
-		values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
-		values[Anum_p_part - 1] = Int32GetDatum(part);
-		values[Anum_p_next_offset - 1] = Int64GetDatum(next_offset);
-		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 		CatalogTupleInsert(rel, tuple);
 	}
 	systable_endscan(scan);
 	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Store a partition's next offset, what it is a position in and why it is
+ * not followed (p->stopped; NULL: it is), keeping the count of what was
+ * lost; under the progress lock (sw_catalog_lock_progress()).  Does
+ * nothing where the catalog has no such columns (0.1's) but move the
+ * offset.  False if the partition has no row.
+ */
+bool
+sw_catalog_set_progress(Oid relid, const SwProgress *p)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Snapshot	snapshot;
+	bool		found;
+
+	require_catalog();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.progress, RowExclusiveLock);
+	scan = scan_progress_row(rel, relid, p->part, snapshot);
+	tuple = systable_getnext(scan);
+	found = HeapTupleIsValid(tuple);
+	if (found)
+	{
+		Datum		values[Natts_p] = {0};
+		bool		nulls[Natts_p] = {0};
+		bool		replace[Natts_p] = {0};
+
+		values[Anum_p_next_offset - 1] = Int64GetDatum(p->next_offset);
+		replace[Anum_p_next_offset - 1] = true;
+		if (progress_has_identity(rel))
+		{
+			const char *texts[3] = {p->topic, p->cluster_id, p->stopped};
+			const AttrNumber attnums[3] = {Anum_p_topic, Anum_p_cluster_id, Anum_p_stopped};
+
+			for (int i = 0; i < 3; i++)
+			{
+				nulls[attnums[i] - 1] = texts[i] == NULL;
+				if (texts[i])
+					values[attnums[i] - 1] = CStringGetTextDatum(texts[i]);
+				replace[attnums[i] - 1] = true;
+			}
+		}
+		tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * Forget the progress of every partition of a source: it starts again as
+ * the first time, at its start_offset.  Under the progress lock.
+ */
+void
+sw_catalog_delete_progress(Oid relid)
+{
+	require_catalog();
+	delete_rows(oids.progress, oids.progress_pkey, relid);
 }
 
 static SwOrigin

@@ -165,7 +165,7 @@ extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot
 									 int64 current_until,
 									 SwWrittenBlocks written[2]);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
-										int64 to);
+										int64 to, int64 lost);
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 											Snapshot snapshot, int limit);
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
@@ -174,15 +174,34 @@ extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
 extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
 
-/* a partition's stored progress */
+/*
+ * A partition's stored progress: its next offset, and what that is a
+ * position in.  reset_offsets() may store one of these two instead of an
+ * offset, for the worker to look up (librdkafka's own values for them).
+ */
+#define SW_OFFSET_EARLIEST	(-2)
+#define SW_OFFSET_LATEST	(-1)
+
+/* why a partition's stored offset is not followed (progress.stopped) */
+#define SW_STOPPED_CLUSTER	"cluster changed"
+#define SW_STOPPED_PAST_END	"offsets past the end"
+
 typedef struct SwProgress
 {
 	int32		part;
-	int64		next_offset;
+	int64		next_offset;	/* or SW_OFFSET_EARLIEST, SW_OFFSET_LATEST */
+	char	   *topic;			/* the topic it is an offset of; NULL: unknown */
+	char	   *cluster_id;		/* the cluster's id; NULL: unknown */
+	int64		lost;			/* offsets deleted before they were ingested */
+	char	   *stopped;		/* why it is not followed; NULL: it is */
 } SwProgress;
 
+extern bool sw_catalog_progress_has_identity(void);
 extern List *sw_catalog_progress(Oid relid);
 extern void sw_catalog_lock_progress(Oid relid);
-extern void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset);
+extern void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
+									  const char *topic, const char *cluster_id);
+extern bool sw_catalog_set_progress(Oid relid, const SwProgress *p);
+extern void sw_catalog_delete_progress(Oid relid);
 
 #endif							/* SW_CATALOG_H */

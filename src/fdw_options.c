@@ -126,7 +126,7 @@ static const SwOption sw_options[] = {
 static const char *const rdkafka_managed[] = {
 	"bootstrap.servers", "metadata.broker.list", "group.id",
 	"enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof",
-	"auto.offset.reset", "client.id", NULL
+	"auto.offset.reset", "client.id", "isolation.level", NULL
 };
 
 /*
@@ -171,20 +171,39 @@ typedef struct RdkProperty
 	int64		max;			/* RDK_INT */
 	const char *const *choices; /* RDK_ENUM*; for RDK_PATH, one special
 								 * value that is not a path, or NULL */
+	int64		user_max;		/* RDK_INT: the most a role that is not a
+								 * superuser may set; 0: max */
+	const char *const *superuser_choices;	/* RDK_ENUM*: choices that only a
+											 * superuser may set, or NULL */
 } RdkProperty;
+
+/*
+ * What a worker's librdkafka may hold in memory, set by a role that is not
+ * a superuser: prefetched messages (queued.max.messages.kbytes, and
+ * queued.min.messages, whose count bounds their overhead) and one fetch
+ * per broker (fetch.max.bytes, and the most a partition gives to it).
+ * The largest response it accepts stays at most librdkafka's default (a
+ * fetch may exceed fetch.max.bytes by a record batch).  Superusers may go
+ * further.
+ */
+#define RDK_USER_QUEUE_KBYTES	8192
+#define RDK_USER_QUEUE_MESSAGES	100000
+#define RDK_USER_FETCH_BYTES	8388608
+#define RDK_USER_RECEIVE_BYTES	100000000
 
 static const char *const rdk_security_protocols[] = {"plaintext", "ssl", "sasl_plaintext", "sasl_ssl", NULL};
 static const char *const rdk_sasl_mechanisms[] = {"GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", NULL};
+/* Kerberos authenticates with the database server's own credentials */
+static const char *const rdk_sasl_superuser_mechanisms[] = {"GSSAPI", NULL};
 static const char *const rdk_endpoint_algorithms[] = {"none", "https", NULL};
 static const char *const rdk_address_families[] = {"any", "v4", "v6", NULL};
-static const char *const rdk_isolation_levels[] = {"read_uncommitted", "read_committed", NULL};
 static const char *const rdk_ca_special[] = {"probe", NULL};
 
 static const RdkProperty rdkafka_properties[] = {
 	/* security protocol and SASL */
 	{"security.protocol", RDK_ENUM, 0, 0, 0, rdk_security_protocols},
-	{"sasl.mechanism", RDK_ENUM_EXACT, 0, 0, 0, rdk_sasl_mechanisms},
-	{"sasl.mechanisms", RDK_ENUM_EXACT, 0, 0, 0, rdk_sasl_mechanisms},
+	{"sasl.mechanism", RDK_ENUM_EXACT, 0, 0, 0, rdk_sasl_mechanisms, 0, rdk_sasl_superuser_mechanisms},
+	{"sasl.mechanisms", RDK_ENUM_EXACT, 0, 0, 0, rdk_sasl_mechanisms, 0, rdk_sasl_superuser_mechanisms},
 	{"sasl.username", RDK_STRING, RDK_CREDENTIAL, 0, 0, NULL},
 	{"sasl.password", RDK_STRING, RDK_CREDENTIAL, 0, 0, NULL},
 	{"sasl.oauthbearer.config", RDK_STRING, RDK_CREDENTIAL, 0, 0, NULL},
@@ -237,14 +256,13 @@ static const RdkProperty rdkafka_properties[] = {
 	/* fetching */
 	{"fetch.wait.max.ms", RDK_INT, 0, 0, 300000, NULL},
 	{"fetch.min.bytes", RDK_INT, 0, 1, 100000000, NULL},
-	{"fetch.max.bytes", RDK_INT, 0, 0, 2147483135, NULL},
-	{"fetch.message.max.bytes", RDK_INT, 0, 1, 1000000000, NULL},
-	{"max.partition.fetch.bytes", RDK_INT, 0, 1, 1000000000, NULL},
+	{"fetch.max.bytes", RDK_INT, 0, 0, 2147483135, NULL, RDK_USER_FETCH_BYTES},
+	{"fetch.message.max.bytes", RDK_INT, 0, 1, 1000000000, NULL, RDK_USER_FETCH_BYTES},
+	{"max.partition.fetch.bytes", RDK_INT, 0, 1, 1000000000, NULL, RDK_USER_FETCH_BYTES},
 	{"fetch.error.backoff.ms", RDK_INT, 0, 0, 300000, NULL},
-	{"receive.message.max.bytes", RDK_INT, 0, 1000, 2147483647, NULL},
-	{"queued.min.messages", RDK_INT, 0, 1, 10000000, NULL},
-	{"queued.max.messages.kbytes", RDK_INT, 0, 1, 2097151, NULL},
-	{"isolation.level", RDK_ENUM, 0, 0, 0, rdk_isolation_levels},
+	{"receive.message.max.bytes", RDK_INT, 0, 1000, 2147483647, NULL, RDK_USER_RECEIVE_BYTES},
+	{"queued.min.messages", RDK_INT, 0, 1, 10000000, NULL, RDK_USER_QUEUE_MESSAGES},
+	{"queued.max.messages.kbytes", RDK_INT, 0, 1, 2097151, NULL, RDK_USER_QUEUE_KBYTES},
 	{"check.crcs", RDK_BOOL, 0, 0, 0, NULL},
 	{NULL, RDK_STRING, 0, 0, 0, NULL}
 };
@@ -465,8 +483,8 @@ check_topic(const char *option, const char *value)
  * earliest).  Returns the named offsets as a list of SwStartOffset, NIL
  * for earliest; sets *latest.
  */
-static List *
-parse_start_offset(const char *option, const char *value, bool *latest)
+List *
+sw_parse_start_offset(const char *option, const char *value, bool *latest)
 {
 	List	   *result = NIL;
 	const char *p = value;
@@ -523,7 +541,7 @@ check_start_offset(const char *option, const char *value)
 {
 	bool		latest;
 
-	(void) parse_start_offset(option, value, &latest);
+	(void) sw_parse_start_offset(option, value, &latest);
 }
 
 /*
@@ -821,7 +839,9 @@ check_rdkafka_property(DefElem *def, Oid context)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 				 errmsg("librdkafka property \"%s\" is set by source_writes", name),
-				 errhint("Use the server option \"brokers\" for the broker list; source_writes manages offsets and groups itself.")));
+				 strcmp(name, "isolation.level") == 0
+				 ? errhint("Ingestion reads committed messages only (read_committed): those of aborted transactions never land.")
+				 : errhint("Use the server option \"brokers\" for the broker list; source_writes manages offsets and groups itself.")));
 	if (rdkafka_refused_name(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
@@ -894,6 +914,17 @@ check_rdkafka_property(DefElem *def, Oid context)
 					rdkafka_bad_value(def, value, show_value,
 									  "librdkafka would read a number with a leading zero as octal.",
 									  "Write the number without leading zeros.");
+				if (prop->user_max > 0 && n > prop->user_max && !superuser())
+					ereport(ERROR,
+							(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+							 errmsg("option \"%s\" may only be set above " INT64_FORMAT " by a superuser",
+									def->defname, prop->user_max),
+							 errdetail("It lets the worker hold more memory."),
+							 context == UserMappingRelationId
+							 ? errhint("User mappings with a larger \"%s\" may only be created or modified by a superuser.",
+									   def->defname)
+							 : errhint("Servers with a larger \"%s\" may only be created or modified by a superuser.",
+									   def->defname)));
 			}
 			break;
 		case RDK_ENUM:
@@ -904,6 +935,18 @@ check_rdkafka_property(DefElem *def, Oid context)
 				rdkafka_bad_value(def, value, show_value, NULL,
 								  psprintf("Valid values are: %s.",
 										   join_list(prop->choices)));
+			if (prop->superuser_choices && in_list(prop->superuser_choices, value) &&
+				!superuser())
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("option \"%s\" may only be set to %s by a superuser",
+								def->defname, join_list(prop->superuser_choices)),
+						 errdetail("The worker would authenticate with the database server's own Kerberos credentials."),
+						 context == UserMappingRelationId
+						 ? errhint("User mappings with such a \"%s\" may only be created or modified by a superuser.",
+								   def->defname)
+						 : errhint("Servers with such a \"%s\" may only be created or modified by a superuser.",
+								   def->defname)));
 			break;
 		case RDK_STRING:
 			break;
@@ -1491,8 +1534,8 @@ sw_source_table(Relation rel)
 		else if (strcmp(def->defname, "key") == 0)
 			st->key = parse_key_list(def->defname, value);
 		else if (strcmp(def->defname, "start_offset") == 0)
-			st->start_offsets = parse_start_offset(def->defname, value,
-												   &st->start_latest);
+			st->start_offsets = sw_parse_start_offset(def->defname, value,
+													  &st->start_latest);
 		else if (strcmp(def->defname, "workers") == 0)
 			st->workers = parse_workers(def->defname, value);
 		else if (strcmp(def->defname, "retain_history") == 0)

@@ -95,5 +95,7 @@ extern int	sw_source_workers(Oid relid);
 extern int	sw_source_max_body_bytes(Oid relid);
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 extern int64 sw_retention_ms(Oid relid);
+extern List *sw_parse_start_offset(const char *option, const char *value,
+								   bool *latest);
 
 #endif							/* SW_FDW_OPTIONS_H */

@@ -1045,13 +1045,14 @@ sw_ingest_failed_flushing(SwIngest *ing)
 /*
  * The batch consumes the offsets [from, to) of a partition: when it is
  * stamped, the stored progress must be at from, and moves to to (see
- * sw_writer_consumed()).
+ * sw_writer_consumed()); lost of them were deleted by the brokers before
+ * they could be read.
  */
 void
-sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to)
+sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to, int64 lost)
 {
 	flush_chunk(ing, true);
-	sw_writer_consumed(ing->writer, part, from, to);
+	sw_writer_consumed_lost(ing->writer, part, from, to, lost);
 }
 
 /*

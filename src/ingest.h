@@ -33,7 +33,8 @@ extern bool sw_ingest_decode_failed(SwIngest *ing, const char **where,
 extern void sw_ingest_sub_end(SwIngest *ing, bool commit);
 extern bool sw_ingest_failed_flushing(SwIngest *ing);
 extern bool sw_ingest_full(SwIngest *ing);
-extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to);
+extern void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to,
+							   int64 lost);
 extern int64 sw_ingest_end(SwIngest *ing, int64 *kept);
 extern void sw_ingest_abort(SwIngest *ing);
 extern const SwSourceTable *sw_ingest_source_table(SwIngest *ing);

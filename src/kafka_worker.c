@@ -30,17 +30,32 @@
  * through metadata, refreshed every few seconds (and at once while the
  * topic does not exist yet).
  *
+ * A stored offset is a position in one topic of one Kafka cluster, and
+ * progress says which: offsets of another topic (the table's option topic
+ * changed) are dropped, and the source starts at its start_offset as the
+ * first time.  Offsets that cannot be followed, those of another cluster
+ * (the brokers were replaced) or beyond the end of their partition (the
+ * topic was deleted and created again), stop the worker, durably, until
+ * reset_offsets() says where it goes on: it ingests nothing, its state
+ * says why, and wait_for() fails.  Offsets that the brokers deleted before
+ * they could be ingested (retention) are consumed, counted and reported.
+ * Offsets that bring no message (transaction markers, aborted messages,
+ * which read_committed hides) are consumed as librdkafka passes them.
+ *
  * librdkafka's threads never run PostgreSQL code: they are created with
  * every signal blocked, and its callbacks (errors, logs) are served by
- * rd_kafka_poll() in our thread.  The worker waits for messages in
- * librdkafka, SW_KAFKA_WAIT_MS at a time, and looks at its latch (wait_for()
- * requests), interrupts and the postmaster in between.
+ * rd_kafka_poll() in our thread.  Between batches the worker sleeps on a
+ * wait event set: its latch (wait_for() requests, signals), a pipe that
+ * librdkafka writes to when messages or events arrive on an empty queue,
+ * and the postmaster's death.
  *
  * The worker leaves when its source is dropped (the launcher frees its
  * slot), and to take new options when the table, its server or a user
- * mapping changes (the launcher starts it again at once).  SIGHUP reloads
- * the configuration; SIGTERM stops it between two batches or in one,
- * which then rolls back.
+ * mapping changes (the launcher starts it again at once): an invalidation
+ * makes it read them again, and it leaves only if they differ (a GRANT or
+ * an ANALYZE of the table does not restart it).  SIGHUP reloads the
+ * configuration; SIGTERM stops it between two batches or in one, which
+ * then rolls back.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -51,13 +66,17 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
+#include "access/relation.h"
 #include "access/reloptions.h"
 #include "access/table.h"
+#include "access/tupdesc.h"
 #include "access/xact.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/dbcommands.h"
@@ -74,6 +93,7 @@
 #include "storage/lmgr.h"
 #include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -105,6 +125,12 @@ PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 #define SW_KAFKA_CONSUME_STEP	1000
 #define SW_KAFKA_WAIT_MS		100
 
+/* the longest the worker sleeps between two looks at its partitions */
+#define SW_IDLE_MS				1000
+
+/* how long an offset past its partition's end must stay so to stop us */
+#define SW_PAST_END_MS			10000
+
 /* how often partitions are looked for: while the topic is missing, and then */
 #define SW_METADATA_MISSING_MS	1000
 #define SW_METADATA_MS			5000
@@ -129,6 +155,10 @@ typedef struct KafkaPartition
 	int64		batch_first;	/* ... and its first, -1 if none */
 	int64		deleted_to;		/* the brokers deleted the offsets before it
 								 * that we did not take; -1 if none */
+	int64		lost;			/* ... of which the current batch lost these */
+	bool		stopped;		/* its stored offset is not followed */
+	TimestampTz past_end_since; /* since when its offset seems past its end;
+								 * 0: it does not */
 } KafkaPartition;
 
 /* the worker's state */
@@ -154,23 +184,39 @@ static MemoryContext worker_cxt;
 static MemoryContext step_cxt;	/* the messages taken from the queue */
 static rd_kafka_message_t **msgs;	/* ... */
 static int	nmsgs;
+static rd_kafka_conf_t *conf_template;	/* to make the consumer again */
+static rd_kafka_queue_t *main_queue;	/* librdkafka's events and logs */
+static int	wake_pipe[2] = {-1, -1};	/* librdkafka writes to it */
+static WaitEventSet *wait_set;
+static char *cluster_id = NULL; /* of the brokers; NULL until known */
+static bool identity_checked = false;	/* the stored offsets were checked */
+static bool catalog_has_identity;	/* progress has 0.2's columns */
+static bool halted = false;		/* its offsets cannot be followed */
+
+/* the options the worker runs with, to see whether they changed */
+static TupleDesc desc_seen;
+static char *options_seen;
 
 /* set by callbacks */
-static bool options_changed = false;
+static bool options_maybe_changed = false;
 static bool ingest_stale = false;
 static char broker_error[256];
 static bool broker_error_pending = false;
 
+static void leave_for_new_options(void);
+
 /*
- * The table, its server or a user mapping changed: leave, to start again
- * with the new options.
+ * The table, its server or a user mapping may have changed (or been
+ * dropped): look again, and leave if they did, to start again with the
+ * new options.  A GRANT or an ANALYZE of the table invalidates it too,
+ * and changes nothing the worker uses.
  */
 static void
 relcache_callback(Datum arg, Oid relid)
 {
 	/* InvalidOid: every relation, after a cache reset */
 	if (relid == source_relid || !OidIsValid(relid))
-		options_changed = true;
+		options_maybe_changed = true;
 }
 
 static void
@@ -180,7 +226,7 @@ syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
 		hashvalue == 0 ||
 		hashvalue == GetSysCacheHashValue1(FOREIGNSERVEROID,
 										   ObjectIdGetDatum(server_oid)))
-		options_changed = true;
+		options_maybe_changed = true;
 }
 
 /*
@@ -300,6 +346,12 @@ make_conf(ForeignServer *server, List *mapping)
 			else if (strncmp(def->defname, "rdkafka.", 8) == 0)
 				set_property(conf, def->defname + 8, defGetString(def));
 		}
+
+	/*
+	 * Messages of aborted transactions never land, whatever an option of
+	 * version 0.1 said (it is refused now).
+	 */
+	set_property(conf, "isolation.level", "read_committed");
 	rd_kafka_conf_set_error_cb(conf, error_callback);
 	rd_kafka_conf_set_log_cb(conf, log_callback);
 	return conf;
@@ -307,7 +359,8 @@ make_conf(ForeignServer *server, List *mapping)
 
 /*
  * Create the consumer with every signal blocked, so that librdkafka's
- * threads, which inherit the mask, never run PostgreSQL's handlers.
+ * threads, which inherit the mask, never run PostgreSQL's handlers.  Its
+ * queues write to our pipe when something arrives while they are empty.
  */
 static void
 create_consumer(rd_kafka_conf_t *conf)
@@ -316,6 +369,8 @@ create_consumer(rd_kafka_conf_t *conf)
 	sigset_t	old;
 	char		errstr[512];
 
+	if (conf_template == NULL)
+		conf_template = rd_kafka_conf_dup(conf);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
@@ -331,6 +386,112 @@ create_consumer(rd_kafka_conf_t *conf)
 	}
 	rd_kafka_set_log_queue(rk, NULL);
 	queue = rd_kafka_queue_get_consumer(rk);
+	main_queue = rd_kafka_queue_get_main(rk);
+	rd_kafka_queue_io_event_enable(queue, wake_pipe[1], "c", 1);
+	rd_kafka_queue_io_event_enable(main_queue, wake_pipe[1], "m", 1);
+}
+
+/*
+ * Make the consumer again, with no partitions: after a failed batch, so
+ * that nothing librdkafka knew of the offsets it had passed (its
+ * positions) outlives the rewind to the stored offsets.
+ */
+static void
+renew_consumer(void)
+{
+	rd_kafka_queue_destroy(queue);
+	rd_kafka_queue_destroy(main_queue);
+	rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	rk = NULL;
+	if (assigned)
+		rd_kafka_topic_partition_list_destroy(assigned);
+	assigned = NULL;
+	create_consumer(rd_kafka_conf_dup(conf_template));
+}
+
+/*
+ * The pipe librdkafka wakes us with, and the wait event set that sleeps on
+ * it, the latch and the postmaster.
+ */
+static void
+make_wait_set(void)
+{
+	if (pipe(wake_pipe) != 0 ||
+		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create a pipe: %m")));
+	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wake_pipe[0], NULL, NULL);
+}
+
+/* empty the pipe: what librdkafka said is looked at next */
+static void
+drain_wake_pipe(void)
+{
+	char		buf[64];
+
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/*
+ * What the worker takes from the table's definition, its options, its
+ * server's and the owner's user mapping, written out to be compared
+ * (with the table's tuple descriptor, compared apart): not its
+ * privileges, statistics or comments.
+ */
+static char *
+describe_options(Relation ftrel)
+{
+	Oid			relid = RelationGetRelid(ftrel);
+	Form_pg_class cls = RelationGetForm(ftrel);
+	TupleDesc	desc = RelationGetDescr(ftrel);
+	StringInfoData buf;
+	HeapTuple	tuple;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s %u %u %d %d %d %d\n", NameStr(cls->relname),
+					 cls->relnamespace, cls->relowner, cls->relispartition,
+					 cls->relrowsecurity, cls->relforcerowsecurity,
+					 cls->relhastriggers);
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		bound = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_relpartbound,
+											&isnull);
+
+		if (!isnull)
+			appendStringInfo(&buf, "%s\n", TextDatumGetCString(bound));
+		ReleaseSysCache(tuple);
+	}
+	appendStringInfo(&buf, "%s\n", nodeToString(GetForeignTable(relid)->options));
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped)
+			appendStringInfo(&buf, "%d %s\n", i + 1,
+							 nodeToString(GetForeignColumnOptions(relid, i + 1)));
+	appendStringInfo(&buf, "%s\n", nodeToString(GetForeignServer(server_oid)->options));
+	appendStringInfo(&buf, "%s\n", nodeToString(owner_mapping_options(cls->relowner)));
+	if (ftrel->trigdesc)
+		for (int i = 0; i < ftrel->trigdesc->numtriggers; i++)
+			appendStringInfo(&buf, "trigger %u %c\n", ftrel->trigdesc->triggers[i].tgoid,
+							 ftrel->trigdesc->triggers[i].tgenabled);
+	return buf.data;
+}
+
+/* note the options the worker runs with, in its memory */
+static void
+remember_options(Relation ftrel)
+{
+	MemoryContext old = MemoryContextSwitchTo(worker_cxt);
+
+	desc_seen = CreateTupleDescCopyConstr(RelationGetDescr(ftrel));
+	options_seen = describe_options(ftrel);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -349,7 +510,14 @@ set_up(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	ftrel = table_open(source_relid, AccessShareLock);
+	ftrel = try_relation_open(source_relid, AccessShareLock);
+	if (ftrel == NULL)
+	{
+		/* dropped before we could start: the launcher frees our slot */
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
 	old = MemoryContextSwitchTo(worker_cxt);
 	source_name = pstrdup(RelationGetRelationName(ftrel));
 	database = get_database_name(MyDatabaseId);
@@ -366,8 +534,11 @@ set_up(void)
 
 	server = GetForeignServer(server_oid);
 	mapping = owner_mapping_options(ftrel->rd_rel->relowner);
+	remember_options(ftrel);
+	catalog_has_identity = sw_catalog_progress_has_identity();
+	make_wait_set();
 	create_consumer(make_conf(server, mapping));
-	table_close(ftrel, AccessShareLock);
+	relation_close(ftrel, AccessShareLock);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
@@ -382,10 +553,32 @@ set_state(const char *state, const char *error)
 {
 	static char reported[64] = "";
 
+	if (halted)
+		return;					/* it says why it stopped */
 	if (strcmp(state, reported) == 0 && error == NULL)
 		return;
 	sw_worker_report_state(state, error);
 	strlcpy(reported, state, sizeof(reported));
+}
+
+/*
+ * Stop ingesting: the stored offsets cannot be followed (state says why,
+ * error how), until reset_offsets() says where to go on.  The partitions
+ * are still reported; wait_for() fails at once.
+ */
+static void
+halt(const char *state, const char *error)
+{
+	if (!halted)
+		ereport(WARNING,
+				(errmsg("kafka worker for source table \"%s\" stopped ingesting: %s",
+						source_name, state),
+				 errdetail("%s.", error),
+				 errhint("Say where it goes on with source_writes.reset_offsets(): 'earliest', 'latest' or offsets of partitions.")));
+	halted = true;
+	sw_worker_report_state(state, error);
+	sw_worker_report_halted(true);
+	(void) rd_kafka_assign(rk, NULL);
 }
 
 /* the partition the worker ingests, or NULL */
@@ -489,12 +682,226 @@ start_offsets(int n, const int32 *parts, int64 *offsets)
 	}
 }
 
+/* is the partition ours (of our share of them)? */
+static bool
+is_ours(int32 partition)
+{
+	return partition % members == member;
+}
+
+/* the partition's row in a list of SwProgress, or NULL */
+static SwProgress *
+stored_row(List *stored, int32 partition)
+{
+	ListCell   *lc;
+
+	foreach(lc, stored)
+		if (((SwProgress *) lfirst(lc))->part == partition)
+			return lfirst(lc);
+	return NULL;
+}
+
+/* why a stored offset is not followed, for last_error */
+static char *
+stopped_error(const char *stopped, const SwProgress *row)
+{
+	if (strcmp(stopped, SW_STOPPED_CLUSTER) == 0)
+		return psprintf("the stored offsets are positions in Kafka cluster \"%s\", but the brokers are cluster \"%s\"",
+						row->cluster_id ? row->cluster_id : "?",
+						cluster_id ? cluster_id : "?");
+	return psprintf("partition %d of topic \"%s\" ends before its stored offset " INT64_FORMAT
+					": the topic was deleted and created again, or its brokers lost messages",
+					row->part, topic, row->next_offset);
+}
+
+/*
+ * Check the stored offsets of the source against the brokers, once, when
+ * the worker first finds its topic; under the progress lock.  Offsets of
+ * another topic are dropped: the source starts again at its start_offset.
+ * Of our partitions' offsets, those of another cluster stop the worker,
+ * and so do those already stopped; those whose topic or cluster was not
+ * known yet (stored by version 0.1, or by reset_offsets()) take the
+ * brokers', and "earliest" or "latest" from reset_offsets() become
+ * offsets.  Returns the stored offsets then, read again.
+ */
+static List *
+check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
+{
+	ListCell   *lc;
+	int32	   *parts[2];
+	int			nparts[2] = {0, 0};
+	List	   *changed = NIL;
+	SwProgress *stopping = NULL;
+
+	foreach(lc, stored)
+	{
+		SwProgress *s = lfirst(lc);
+
+		if (s->topic && strcmp(s->topic, topic) != 0)
+		{
+			ereport(LOG,
+					(errmsg("source table \"%s\" ingests topic \"%s\" now, from its start_offset",
+							source_name, topic),
+					 errdetail("The offsets stored for topic \"%s\" are dropped.", s->topic)));
+			sw_catalog_delete_progress(source_relid);
+			CommandCounterIncrement();
+			return NIL;
+		}
+	}
+	if (!catalog_has_identity)
+		return stored;
+
+	parts[0] = palloc(sizeof(int32) * Max(list_length(stored), 1));
+	parts[1] = palloc(sizeof(int32) * Max(list_length(stored), 1));
+	foreach(lc, stored)
+	{
+		SwProgress *s = lfirst(lc);
+		bool		in_topic = false;
+
+		for (int i = 0; i < t->partition_cnt && !in_topic; i++)
+			in_topic = t->partitions[i].id == s->part;
+		if (!is_ours(s->part) || !in_topic)
+			continue;
+		if (s->stopped == NULL && s->cluster_id && cluster_id &&
+			strcmp(s->cluster_id, cluster_id) != 0)
+		{
+			s->stopped = SW_STOPPED_CLUSTER;
+			changed = lappend(changed, s);
+		}
+		if (s->stopped)
+		{
+			if (stopping == NULL)
+				stopping = s;
+			continue;
+		}
+		if (s->topic == NULL || (s->cluster_id == NULL && cluster_id))
+		{
+			s->topic = topic;
+			s->cluster_id = cluster_id;
+			changed = lappend(changed, s);
+		}
+		if (s->next_offset == SW_OFFSET_EARLIEST)
+			parts[0][nparts[0]++] = s->part;
+		else if (s->next_offset == SW_OFFSET_LATEST)
+			parts[1][nparts[1]++] = s->part;
+	}
+	for (int l = 0; l < 2 && stopping == NULL; l++)
+	{
+		int64	   *offsets;
+		const char *error;
+
+		if (nparts[l] == 0)
+			continue;
+		offsets = palloc(sizeof(int64) * nparts[l]);
+		error = query_offsets(nparts[l], parts[l], l == 1, offsets);
+		if (error)
+		{
+			set_state("cannot reach the brokers", error);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
+					 errmsg("could not read the offsets of topic \"%s\"", topic),
+					 errdetail("%s", error)));
+		}
+		for (int i = 0; i < nparts[l]; i++)
+		{
+			SwProgress *s = stored_row(stored, parts[l][i]);
+
+			s->next_offset = offsets[i];
+			changed = list_append_unique_ptr(changed, s);
+		}
+	}
+	foreach(lc, changed)
+		sw_catalog_set_progress(source_relid, lfirst(lc));
+	if (stopping)
+		halt(stopping->stopped, stopped_error(stopping->stopped, stopping));
+	if (changed != NIL)
+	{
+		CommandCounterIncrement();
+		stored = sw_catalog_progress(source_relid);
+	}
+	return stored;
+}
+
+/*
+ * Stop following a partition whose stored offset is beyond its end, as the
+ * brokers say now (high): durably, until reset_offsets().
+ */
+static void
+stop_past_end(KafkaPartition *p, int64 high)
+{
+	SwProgress	row = {0};
+	List	   *stored;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	sw_catalog_lock_progress(source_relid);
+	stored = sw_catalog_progress(source_relid);
+	if (stored_row(stored, p->partition))
+	{
+		row = *stored_row(stored, p->partition);
+		if (row.next_offset == p->next && catalog_has_identity)
+		{
+			row.stopped = SW_STOPPED_PAST_END;
+			sw_catalog_set_progress(source_relid, &row);
+		}
+	}
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(worker_cxt);
+	row.part = p->partition;
+	row.next_offset = p->next;
+	p->stopped = true;
+	p->high = high;
+	halt(SW_STOPPED_PAST_END, stopped_error(SW_STOPPED_PAST_END, &row));
+}
+
+/*
+ * Is a partition's next offset beyond the high watermark the brokers gave
+ * (librdkafka's last one, or given), asked again of them to be sure, and
+ * has it been for SW_PAST_END_MS?  (A new leader may report a high
+ * watermark behind the old one's for a moment.)  Then ingestion stops,
+ * and true.  While it is not sure, *suspect says so (may be NULL).
+ */
+static bool
+check_past_end(KafkaPartition *p, int64 high, bool *suspect)
+{
+	int64		low;
+	int64		fresh;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (suspect)
+		*suspect = false;
+	if (high < 0)
+	{
+		if (rd_kafka_get_watermark_offsets(rk, topic, p->partition, &low, &high) !=
+			RD_KAFKA_RESP_ERR_NO_ERROR)
+			return false;
+	}
+	if (high < 0 || high >= p->next ||
+		query_offsets(1, &p->partition, true, &fresh) != NULL || fresh >= p->next)
+	{
+		p->past_end_since = 0;
+		return false;
+	}
+	if (p->past_end_since == 0)
+		p->past_end_since = now;
+	if (!TimestampDifferenceExceeds(p->past_end_since, now, SW_PAST_END_MS))
+	{
+		if (suspect)
+			*suspect = true;
+		return false;
+	}
+	stop_past_end(p, fresh);
+	return true;
+}
+
 /*
  * Find the topic's partitions through metadata, and assign the new ones
  * that are ours at their stored offsets.  Where a new partition starts is
  * stored first, if it has no progress yet, by whichever worker of the
  * source finds it first, ours or not: so the source's first start, when
- * it applies start_offset, is one for all its workers.  False if the
+ * it applies start_offset, is one for all its workers.  The stored
+ * offsets are checked against the brokers first (check_stored_offsets()),
+ * and those of new partitions of ours against their ends.  False if the
  * brokers could not be asked.
  */
 static bool
@@ -505,6 +912,8 @@ refresh_partitions(void)
 	const rd_kafka_metadata_topic_t *t = NULL;
 	List	   *fresh = NIL;
 	ListCell   *lc;
+	char	   *brokers_cluster;
+	int			first_new;
 
 	/*
 	 * The metadata of all topics: asking for a missing one by name may
@@ -516,6 +925,27 @@ refresh_partitions(void)
 		set_state("cannot reach the brokers", rd_kafka_err2str(err));
 		return false;
 	}
+
+	/* the cluster, as the metadata just said */
+	brokers_cluster = rd_kafka_clusterid(rk, 0);
+	if (brokers_cluster)
+	{
+		if (cluster_id == NULL)
+			cluster_id = MemoryContextStrdup(worker_cxt, brokers_cluster);
+		else if (strcmp(cluster_id, brokers_cluster) != 0 && !halted)
+		{
+			/* replaced under the same address: stop, and look at start */
+			ereport(LOG,
+					(errmsg("kafka worker for source table \"%s\" restarts: the brokers are another cluster now",
+							source_name)));
+			rd_kafka_mem_free(rk, brokers_cluster);
+			rd_kafka_metadata_destroy(md);
+			sw_worker_restart_soon();
+			proc_exit(0);
+		}
+		rd_kafka_mem_free(rk, brokers_cluster);
+	}
+
 	for (int i = 0; i < md->topic_cnt && t == NULL; i++)
 		if (strcmp(md->topics[i].topic, topic) == 0)
 			t = &md->topics[i];
@@ -538,9 +968,11 @@ refresh_partitions(void)
 	for (int i = 0; i < t->partition_cnt; i++)
 		if (!bms_is_member(t->partitions[i].id, seen))
 			fresh = lappend_int(fresh, t->partitions[i].id);
-	rd_kafka_metadata_destroy(md);
-	if (fresh == NIL)
+	if (fresh == NIL && identity_checked)
+	{
+		rd_kafka_metadata_destroy(md);
 		return true;
+	}
 
 	/*
 	 * Where the new partitions start, stored once, in a transaction that
@@ -555,6 +987,7 @@ refresh_partitions(void)
 		/* dropped: we leave at the next look at our slot */
 		CommitTransactionCommand();
 		MemoryContextSwitchTo(worker_cxt);
+		rd_kafka_metadata_destroy(md);
 		return true;
 	}
 	sw_catalog_lock_progress(source_relid);
@@ -563,27 +996,27 @@ refresh_partitions(void)
 		List	   *stored = sw_catalog_progress(source_relid);
 		MemoryContext old;
 
-		int32	   *parts = palloc(sizeof(int32) * list_length(fresh));
-		int64	   *offsets = palloc(sizeof(int64) * list_length(fresh));
+		int32	   *parts = palloc(sizeof(int32) * Max(list_length(fresh), 1));
+		int64	   *offsets = palloc(sizeof(int64) * Max(list_length(fresh), 1));
 		int			n = 0;
 		int			ours = 0;
 
+		if (!identity_checked)
+			stored = check_stored_offsets(stored, t);
+		identity_checked = true;
 		first_start = (stored == NIL);
 		foreach(lc, fresh)
 		{
 			int32		part = lfirst_int(lc);
-			bool		found = false;
-			ListCell   *lc2;
 
-			foreach(lc2, stored)
-				found |= ((SwProgress *) lfirst(lc2))->part == part;
-			if (!found)
+			if (stored_row(stored, part) == NULL)
 				parts[n++] = part;
 		}
 		if (n > 0)
 			start_offsets(n, parts, offsets);
 		for (int i = 0; i < n; i++)
-			sw_catalog_start_progress(source_relid, parts[i], offsets[i]);
+			sw_catalog_start_progress(source_relid, parts[i], offsets[i], topic,
+									  cluster_id);
 		CommandCounterIncrement();
 		stored = sw_catalog_progress(source_relid);
 
@@ -591,45 +1024,63 @@ refresh_partitions(void)
 		foreach(lc, fresh)
 		{
 			seen = bms_add_member(seen, lfirst_int(lc));
-			ours += lfirst_int(lc) % members == member;
+			ours += is_ours(lfirst_int(lc));
 		}
 		partitions = partitions
 			? repalloc(partitions, sizeof(KafkaPartition) * (npartitions + ours))
 			: palloc(sizeof(KafkaPartition) * Max(ours, 1));
 		MemoryContextSwitchTo(old);
+		first_new = npartitions;
 		foreach(lc, fresh)
 		{
 			KafkaPartition *p;
-			ListCell   *lc2;
+			SwProgress *row = stored_row(stored, lfirst_int(lc));
 
-			if (lfirst_int(lc) % members != member)
+			if (!is_ours(lfirst_int(lc)))
 				continue;
 			p = &partitions[npartitions++];
+			memset(p, 0, sizeof(KafkaPartition));
 			p->partition = lfirst_int(lc);
-			p->next = 0;
 			p->high = -1;
 			p->batch_first = -1;
 			p->deleted_to = -1;
-			foreach(lc2, stored)
-				if (((SwProgress *) lfirst(lc2))->part == p->partition)
-					p->next = ((SwProgress *) lfirst(lc2))->next_offset;
+			if (row)
+			{
+				p->next = row->next_offset;
+				p->stopped = row->stopped != NULL;
+			}
 		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
+	rd_kafka_metadata_destroy(md);
+
+	/* a new partition of ours may start beyond its end */
+	for (int i = first_new; i < npartitions && !halted; i++)
+	{
+		int64		high;
+
+		if (query_offsets(1, &partitions[i].partition, true, &high) == NULL)
+			(void) check_past_end(&partitions[i], high, NULL);
+	}
 	return true;
 }
 
 /*
  * Assign every partition at its next offset: at start, when partitions
  * were found, and after a failed batch, whose messages are fetched again.
+ * None while the worker is stopped.
  */
 static void
 assign_partitions(void)
 {
-	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(npartitions, 1));
+	rd_kafka_topic_partition_list_t *list;
 	rd_kafka_resp_err_t err;
+
+	if (halted)
+		return;
+	list = rd_kafka_topic_partition_list_new(Max(npartitions, 1));
 
 	for (int i = 0; i < npartitions; i++)
 		rd_kafka_topic_partition_list_add(list, topic, partitions[i].partition)->offset =
@@ -647,13 +1098,16 @@ assign_partitions(void)
 
 /*
  * Go back to the offsets stored in the catalog: after a batch failed, its
- * messages must be ingested again (or, if another writer took them, not).
+ * messages must be ingested again (or, if another writer took them, not),
+ * by a new consumer.  Offsets that reset_offsets() stored, or that stopped
+ * being followed, are for a new start of the worker.
  */
 static void
 rewind_partitions(void)
 {
 	List	   *stored;
 	ListCell   *lc;
+	bool		restart = false;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -665,11 +1119,17 @@ rewind_partitions(void)
 		KafkaPartition *p = find_partition(s->part);
 
 		if (p)
+		{
 			p->next = s->next_offset;
+			restart |= s->next_offset < 0 || s->stopped != NULL;
+		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
+	if (restart)
+		leave_for_new_options();
+	renew_consumer();
 	assign_partitions();
 }
 
@@ -841,8 +1301,57 @@ consume_deleted(bool drained)
 				(errmsg("source_writes kafka worker for \"%s\": %s", source_name, error),
 				 errhint("The topic's retention is shorter than the time the source was behind.")));
 		set_state("running", error);
+		p->lost = p->deleted_to - p->next;
 		p->batch_to = Max(p->batch_to, p->deleted_to);
 	}
+}
+
+/*
+ * Where librdkafka stands in a partition: one past the last offset we
+ * took from its queue, message or not (it takes transaction markers, and
+ * skips aborted messages, in read_committed); -1 if not known.  Only
+ * trusted because a failed batch makes the consumer again.
+ */
+static int64
+position_of(const KafkaPartition *p)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+	int64		position = -1;
+
+	rd_kafka_topic_partition_list_add(list, topic, p->partition);
+	if (rd_kafka_position(rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+		list->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+		list->elems[0].offset >= 0)
+		position = list->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(list);
+	return position;
+}
+
+/*
+ * Has librdkafka passed offsets beyond what was ingested, without a
+ * message for us (a partition that ends with a transaction's commit or
+ * abort marker)?  A batch consumes them.
+ */
+static bool
+passed_silent_offsets(void)
+{
+	for (int i = 0; i < npartitions; i++)
+		if (position_of(&partitions[i]) > partitions[i].next)
+			return true;
+	return false;
+}
+
+/*
+ * At the end of a batch, every message taken was added to it: the offsets
+ * librdkafka passed beyond the last of them brought none, and are consumed
+ * with it.
+ */
+static void
+consume_silent_offsets(void)
+{
+	for (int i = 0; i < npartitions; i++)
+		partitions[i].batch_to = Max(partitions[i].batch_to,
+									 position_of(&partitions[i]));
 }
 
 /*
@@ -935,21 +1444,29 @@ ingest_batch(void)
 	{
 		partitions[i].batch_to = partitions[i].next;
 		partitions[i].batch_first = -1;
+		partitions[i].lost = 0;
 	}
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "ingesting a batch");
-	ftrel = table_open(source_relid, RowExclusiveLock);
-	if (options_changed)
+	ftrel = try_relation_open(source_relid, RowExclusiveLock);
+	if (ftrel == NULL || options_maybe_changed)
 	{
-		/* the table changed before we locked it: leave, writing nothing */
-		table_close(ftrel, NoLock);
+		/*
+		 * The table changed before we locked it, or is gone: write nothing,
+		 * and look at it first (the messages are fetched again)
+		 */
+		if (ftrel)
+			relation_close(ftrel, NoLock);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 		MemoryContextSwitchTo(worker_cxt);
 		pgstat_report_activity(STATE_IDLE, NULL);
+		drop_messages();
+		options_maybe_changed = true;
+		rewind_partitions();
 		return;
 	}
 	if (ingest_stale)
@@ -960,7 +1477,7 @@ ingest_batch(void)
 		add_messages();
 		if (sw_ingest_full(ingest) ||
 			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), SW_KAFKA_BATCH_MS) ||
-			ConfigReloadPending || options_changed)
+			ConfigReloadPending || options_maybe_changed)
 			break;
 		if (take_messages(0) > 0)
 			continue;
@@ -973,13 +1490,15 @@ ingest_batch(void)
 			break;
 		drained = false;
 	}
+	consume_silent_offsets();
 	consume_deleted(drained);
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
 			sw_ingest_consumed(ingest, partitions[i].partition,
-							   partitions[i].next, partitions[i].batch_to);
+							   partitions[i].next, partitions[i].batch_to,
+							   partitions[i].lost);
 	written = sw_ingest_end(ingest, &kept);
-	table_close(ftrel, NoLock);
+	relation_close(ftrel, NoLock);
 	PopActiveSnapshot();
 	sw_writer_commit_durably();
 	CommitTransactionCommand();
@@ -1056,7 +1575,9 @@ try_batch(int *failures)
 
 /*
  * Answer wait_for(): the high watermark of every partition, asked of the
- * brokers now.  Not answered (false) while they cannot be asked.
+ * brokers now.  Not answered (false) while they cannot be asked, while
+ * the worker is stopped (wait_for() then fails), or before it has looked
+ * at a change of its options or offsets.
  */
 static bool
 serve_wait(void)
@@ -1065,7 +1586,10 @@ serve_wait(void)
 	int64	   *highs;
 	const char *error;
 
-	if (!refresh_partitions())
+	AcceptInvalidationMessages();
+	if (options_maybe_changed || halted)
+		return false;
+	if (!refresh_partitions() || halted)
 		return false;
 	parts = palloc(sizeof(int32) * Max(npartitions, 1));
 	highs = palloc(sizeof(int64) * Max(npartitions, 1));
@@ -1078,7 +1602,18 @@ serve_wait(void)
 		return false;
 	}
 	for (int i = 0; i < npartitions; i++)
+	{
+		bool		suspect;
+
+		/* not answered while an offset seems past its end */
+		if (check_past_end(&partitions[i], highs[i], &suspect) || suspect)
+		{
+			pfree(parts);
+			pfree(highs);
+			return false;
+		}
 		partitions[i].high = highs[i];
+	}
 	pfree(parts);
 	pfree(highs);
 	report_partitions();
@@ -1107,6 +1642,77 @@ leave_for_new_options(void)
 		sw_worker_restart_soon();
 	}
 	proc_exit(0);
+}
+
+/*
+ * Do the stored offsets of our partitions still say what the worker
+ * knows?  Not after reset_offsets(), which stops no batch of ours that
+ * is not committing (the compare-and-set fails it) and may come while
+ * the worker is idle or stopped.
+ */
+static bool
+offsets_unchanged(void)
+{
+	List	   *stored = sw_catalog_progress(source_relid);
+	ListCell   *lc;
+
+	foreach(lc, stored)
+	{
+		SwProgress *s = lfirst(lc);
+		KafkaPartition *p = find_partition(s->part);
+
+		if (p && (s->next_offset != p->next ||
+				  (catalog_has_identity && (s->stopped != NULL) != p->stopped)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Something the worker runs with may have changed: read the table's
+ * definition and options, its server's, the owner's user mapping and the
+ * stored offsets again, and leave to start again if they differ.  Leave
+ * without a word if the table was dropped.
+ */
+static void
+check_options(void)
+{
+	Relation	ftrel;
+	bool		same;
+
+	options_maybe_changed = false;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ftrel = try_relation_open(source_relid, AccessShareLock);
+	if (ftrel == NULL)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);			/* dropped: the launcher frees our slot */
+	}
+	same = equalTupleDescs(desc_seen, RelationGetDescr(ftrel)) &&
+		strcmp(describe_options(ftrel), options_seen) == 0 &&
+		offsets_unchanged();
+	relation_close(ftrel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(worker_cxt);
+	if (!same)
+		leave_for_new_options();
+}
+
+/*
+ * Sleep until librdkafka has something for us, the latch is set (a
+ * wait_for() request, a signal) or timeout_ms have passed.
+ */
+static void
+wait_for_events(long timeout_ms)
+{
+	WaitEvent	event;
+
+	(void) WaitEventSetWait(wait_set, Max(timeout_ms, 0), &event, 1, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
 }
 
 void
@@ -1169,7 +1775,7 @@ source_writes_kafka_main(Datum main_arg)
 	{
 		TimestampTz now;
 		uint64		requested;
-		bool		deleted;
+		bool		busy = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -1184,8 +1790,11 @@ source_writes_kafka_main(Datum main_arg)
 		AcceptInvalidationMessages();
 		if (!sw_worker_still_assigned())
 			proc_exit(0);
-		if (options_changed)
-			leave_for_new_options();
+		if (options_maybe_changed)
+			check_options();
+
+		/* what librdkafka wrote to the pipe is looked at below */
+		drain_wake_pipe();
 
 		/* librdkafka's callbacks */
 		rd_kafka_poll(rk, 0);
@@ -1198,7 +1807,16 @@ source_writes_kafka_main(Datum main_arg)
 		/* partitions, now and then; wait_for() wants fresh watermarks */
 		now = GetCurrentTimestamp();
 		requested = sw_worker_wait_requested();
-		if (requested > served)
+		if (requested > served && halted)
+		{
+			/* still stopped after what came before the request: say so */
+			AcceptInvalidationMessages();
+			if (options_maybe_changed)
+				check_options();
+			sw_worker_wait_served(requested);
+			served = requested;
+		}
+		else if (requested > served)
 		{
 			int			before = npartitions;
 
@@ -1222,16 +1840,21 @@ source_writes_kafka_main(Datum main_arg)
 		}
 
 		/*
-		 * A batch, when messages come (we wait a moment for them: the latch
-		 * and the requests are looked at that often), or when the brokers
-		 * deleted some before we could take them.
+		 * A batch, when messages came, when the brokers deleted some before
+		 * we could take them, or when librdkafka passed offsets that brought
+		 * none (transaction markers).
 		 */
-		deleted = deleted_ahead();
-		if (take_messages(SW_KAFKA_WAIT_MS) > 0 || deleted)
+		if (!halted)
 		{
-			if (try_batch(&failures))
-				set_state("running", NULL);
-			last_report = 0;	/* report now */
+			bool		deleted = deleted_ahead();
+
+			if (take_messages(0) > 0 || deleted || passed_silent_offsets())
+			{
+				if (try_batch(&failures))
+					set_state("running", NULL);
+				last_report = 0;	/* report now */
+				busy = true;
+			}
 		}
 		MemoryContextSwitchTo(worker_cxt);
 
@@ -1240,9 +1863,16 @@ source_writes_kafka_main(Datum main_arg)
 		{
 			report_partitions();
 			last_report = now;
+			for (int i = 0; i < npartitions && !halted; i++)
+				if (check_past_end(&partitions[i], -1, NULL))
+					report_partitions();
 		}
-		ResetLatch(MyLatch);
-		if (!PostmasterIsAlive())
+
+		/* nothing came: sleep until something does, or it is time to look */
+		if (!busy)
+			wait_for_events(SW_IDLE_MS -
+							TimestampDifferenceMilliseconds(last_report, GetCurrentTimestamp()));
+		else if (!PostmasterIsAlive())
 			proc_exit(1);
 	}
 }

@@ -91,6 +91,7 @@ typedef struct SwWorkerSlot
 	uint64		wait_served;	/* the last request the worker answered */
 	int			npartitions;
 	SwPartitionReport partitions[SW_MAX_REPORTED_PARTITIONS];
+	bool		halted;			/* it stopped until reset_offsets() */
 } SwWorkerSlot;
 
 /* webhook sources whose requests are counted */
@@ -789,6 +790,7 @@ sw_worker_attach(int index, uint32 generation, Oid *dboid, int *member, int *mem
 		slot->latch = MyLatch;
 		strlcpy(slot->state, "starting", SW_STATE_LEN);
 		slot->npartitions = 0;
+		slot->halted = false;
 	}
 	LWLockRelease(shared->lock);
 	if (!OidIsValid(relid))
@@ -822,6 +824,25 @@ void
 sw_worker_report_state(const char *state, const char *error)
 {
 	report(my_index, my_generation, state, error);
+	sw_worker_report_halted(false);
+}
+
+/*
+ * Report that the worker stopped ingesting until somebody says where it
+ * goes on (its stored offsets cannot be followed), or no longer: wait_for()
+ * then fails once the worker answers its request (without watermarks).
+ * Reported after the state that says why.
+ */
+void
+sw_worker_report_halted(bool halted)
+{
+	SwWorkerSlot *slot = &shared->slots[my_index];
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (slot->generation == my_generation)
+		slot->halted = halted;
+	LWLockRelease(shared->lock);
+	ConditionVariableBroadcast(&shared->reported);
 }
 
 /*
@@ -1240,6 +1261,7 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	char		state[SW_STATE_LEN] = "no worker";
 	char		last_error[SW_ERROR_LEN] = "";
 	int64		left = -1;
+	bool		halted = false;
 
 	if (!sw_source_lookup(relid, &source))
 		ereport(ERROR,
@@ -1334,8 +1356,19 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 
 			/* tell the state of the first worker that is not simply running */
 			bad = slot->pid == 0 || strcmp(slot->state, "running") != 0;
-			if (told < 0 || (bad && !told_bad) ||
-				(bad == told_bad && slot->member < told))
+			if (slot->halted && slot->pid != 0 && slot->wait_served >= w->request &&
+				!halted)
+			{
+				/*
+				 * It ingests nothing until reset_offsets(), as it said after
+				 * our request (so after any reset before it): say so now
+				 */
+				halted = true;
+				strlcpy(state, slot->state, SW_STATE_LEN);
+				strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
+			}
+			if (!halted && (told < 0 || (bad && !told_bad) ||
+							(bad == told_bad && slot->member < told)))
 			{
 				told = slot->member;
 				told_bad = bad;
@@ -1356,6 +1389,16 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 
 		for (int i = 0; i < nwake; i++)
 			SetLatch(wake[i]);
+		if (halted)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("source table \"%s\" stopped ingesting its topic",
+							get_rel_name(relid)),
+					 errdetail("Its state is \"%s\": %s.", state, last_error),
+					 errhint("Say where it goes on with source_writes.reset_offsets().")));
+		}
 		if (done)
 			break;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);

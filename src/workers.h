@@ -41,6 +41,7 @@ extern Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid,
 							 int *member, int *members);
 extern bool sw_worker_still_assigned(void);
 extern void sw_worker_report_state(const char *state, const char *error);
+extern void sw_worker_report_halted(bool halted);
 extern void sw_worker_report_partitions(int n, const SwPartitionReport *parts);
 extern uint64 sw_worker_wait_requested(void);
 extern void sw_worker_wait_served(uint64 request);

@@ -1307,6 +1307,7 @@ typedef struct SwConsumed
 	int32		part;
 	int64		from;
 	int64		to;
+	int64		lost;			/* of them, deleted before they were read */
 } SwConsumed;
 
 static void
@@ -1314,7 +1315,7 @@ advance_progress(Oid relid, void *arg)
 {
 	SwConsumed *c = arg;
 
-	sw_catalog_advance_progress(relid, c->part, c->from, c->to);
+	sw_catalog_advance_progress(relid, c->part, c->from, c->to, c->lost);
 }
 
 /*
@@ -1328,11 +1329,22 @@ advance_progress(Oid relid, void *arg)
 void
 sw_writer_consumed(SwWriter *w, int32 part, int64 from, int64 to)
 {
+	sw_writer_consumed_lost(w, part, from, to, 0);
+}
+
+/*
+ * The same, where lost of the offsets were deleted by the brokers before
+ * they could be read: counted in the partition's progress.
+ */
+void
+sw_writer_consumed_lost(SwWriter *w, int32 part, int64 from, int64 to, int64 lost)
+{
 	SwConsumed *c = MemoryContextAlloc(TopTransactionContext, sizeof(SwConsumed));
 
 	c->part = part;
 	c->from = from;
 	c->to = to;
+	c->lost = lost;
 	(void) our_batch(w);
 	sw_controller_on_commit(RelationGetRelid(w->ftrel), advance_progress, c);
 }

@@ -50,6 +50,8 @@ extern TM_Result sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
 								  TM_FailureData *tmfd);
 extern void sw_writer_truncate(SwWriter *w);
 extern void sw_writer_consumed(SwWriter *w, int32 part, int64 from, int64 to);
+extern void sw_writer_consumed_lost(SwWriter *w, int32 part, int64 from,
+									int64 to, int64 lost);
 extern void sw_writer_write_history_now(SwWriter *w);
 
 extern ItemPointer sw_writer_last_tid(SwWriter *w);

@@ -27,7 +27,9 @@
  *
  * Limits of the mock cluster: messages live in memory, and each partition
  * keeps only a few MiB (older messages are dropped silently), so big data
- * sets need many partitions.
+ * sets need many partitions.  It writes no transaction markers: with
+ * --txn-topic, the program serves a fixed log of transactions instead
+ * (kafka_txn_broker.c).
  *
  * IDENTIFICATION
  *		  test/kafka_broker.c
@@ -47,6 +49,8 @@
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+
+extern int	txn_broker_main(int argc, char **argv);
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -207,6 +211,10 @@ main(int argc, char **argv)
 				control_port;
 	char		announce[1024];
 	int			i;
+
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--txn-topic") == 0)
+			return txn_broker_main(argc, argv);
 
 	/* librdkafka's threads must not take our signals: block them first */
 	sigemptyset(&blocked);

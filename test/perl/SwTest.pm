@@ -4,6 +4,8 @@
 #   my $node = SwTest::node('plain', preload => 0);    # without the workers
 #   my $node = SwTest::node('new', start => 0);        # initdb only
 #   my $broker = SwTest::broker(topics => ['t:4']);    # our own broker
+#   my $txns = SwTest::broker(txn_topic => 't',        # a fixed log with
+#       txn_partitions => ['t1:a commit1 t2:b abort2']);  # transactions
 #   SwTest::broker_control($broker, 'broker-down 1');
 #
 # The broker is the embedded one (test/kafka_broker), started once per
@@ -55,6 +57,8 @@ sub broker
 
 	push @cmd, '--brokers', $opts{brokers} if $opts{brokers};
 	push @cmd, map { ('--topic', $_) } @{ $opts{topics} || [] };
+	push @cmd, '--txn-topic', $opts{txn_topic} if $opts{txn_topic};
+	push @cmd, map { ('--txn-partition', $_) } @{ $opts{txn_partitions} || [] };
 
 	my $pid = fork();
 	die "fork failed: $!" unless defined $pid;

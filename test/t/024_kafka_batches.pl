@@ -260,6 +260,10 @@ like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'gone'::r
 	'the source says so');
 like(slurp_file($node->logfile), qr/WARNING:  source_writes kafka worker for "gone": the brokers deleted offsets/,
 	'and so does the server log');
+is(sql(q{SELECT lost FROM source_writes.partitions WHERE source = 'gone'::regclass}), $deleted,
+	'the partitions view counts the offsets lost');
+is(sql(q{SELECT lost FROM source_writes.progress WHERE source = 'gone'::regclass}), $deleted,
+	'and keeps the count with the offset');
 
 #
 # 5. Keys and failures

@@ -101,6 +101,8 @@ $node->safe_psql('postgres', q{
 	  OPTIONS (topic 'u', envelope 'upsert', key 'k');
 	CREATE ROLE alice;
 	GRANT SELECT, INSERT, UPDATE, DELETE ON t, u TO alice;
+	-- where the worker of u would have got (its brokers are not there)
+	INSERT INTO source_writes.progress VALUES ('u', 0, 42), ('u', 1, 7);
 });
 $node->safe_psql('postgres', $_) for (
 	q{INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 20) g},
@@ -138,6 +140,16 @@ for my $what (sort keys %queries)
 	is($node->safe_psql('postgres', $queries{$what}), $before{$what},
 		"$what unchanged by the update");
 }
+
+# stored offsets are positions in the topic the table names, in a cluster
+# the worker learns when it next reaches the brokers
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(concat_ws(' ', part, next_offset, topic,
+		                            coalesce(cluster_id, '?'), lost,
+		                            coalesce(stopped, 'following')), ', ' ORDER BY part)
+		FROM source_writes.progress WHERE source = 'u'::regclass}),
+	'0 42 u ? 0 following, 1 7 u ? 0 following',
+	'progress rows of 0.1 name their topic after the update');
 
 # and take edits as before, in the same log
 $node->safe_psql('postgres', q{
