@@ -2318,16 +2318,15 @@ have_webhook_sources(void)
 /*
  * Settings of the database or its owner that would change what the worker
  * does (ALTER DATABASE ... SET): overridden, those of every worker of ours
- * and these.  A lock that a user's transaction holds long makes a request
- * fail (503), not every request wait behind it; and a group commits in
- * read committed, where no serialization failure can fail it whole.
+ * (a group commits in read committed, where no serialization failure can
+ * fail it whole) and this one: a lock that a user's transaction holds long
+ * makes a request fail (503), not every request wait behind it.
  */
 static void
 override_settings(void)
 {
 	sw_worker_override_settings();
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void
