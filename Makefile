@@ -35,11 +35,11 @@ DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode ingestion
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
-ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer
+ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer retry
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 

@@ -24,6 +24,9 @@ typedef struct SwWriter SwWriter;
 extern SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
 								EState *estate);
 extern void sw_writer_close(SwWriter *w);
+extern void sw_writer_log_as(SwWriter *w, Oid role);
+extern bool sw_writer_fires_row_triggers(SwWriter *w);
+extern bool sw_writer_failed_in_trigger(SwWriter *w);
 
 extern void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
