@@ -595,18 +595,25 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 
 /*
  * Write the row of a decoded message: append it, or, on an upsert source,
- * make it its key's current row, or retract its key's current row.
+ * make it its key's current row, or retract its key's current row.  A row
+ * that a BEFORE trigger skips is not written (nor counted).
  */
 static void
 write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 {
+	bool		written;
+
 	if (!ing->st->upsert)
-		sw_writer_append(ing->writer, slot);
+		written = sw_writer_append(ing->writer, slot);
 	else if (is_tombstone(ing, msg))
+	{
 		(void) sw_writer_tombstone(ing->writer, slot);
+		written = true;
+	}
 	else
-		sw_writer_upsert(ing->writer, slot);
-	ing->written++;
+		written = sw_writer_upsert(ing->writer, slot);
+	if (written)
+		ing->written++;
 }
 
 /*
@@ -999,6 +1006,17 @@ sw_ingest_write(SwIngest *ing, const SwMessage *msg)
 	MemoryContextSwitchTo(old);
 	ExecClearTuple(ing->slots[0]);
 	MemoryContextReset(ing->chunk_cxt);
+}
+
+/*
+ * The rows written in the current batch so far (those that triggers
+ * skipped aside): a caller that counts a request's rows takes the
+ * difference.
+ */
+int64
+sw_ingest_written(SwIngest *ing)
+{
+	return ing->written;
 }
 
 /*

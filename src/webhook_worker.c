@@ -1578,6 +1578,7 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	char	   *text;
 	const char *key = NULL;
 	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	int64		written;
 	int			rows;
 	int			status = check_request(r, st, &text);
 
@@ -1596,7 +1597,9 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	}
 
 	/* the rows go into the table in this subtransaction, with the key */
-	rows = write_body(r, t->ftrel, t->ing, where);
+	written = sw_ingest_written(t->ing);
+	(void) write_body(r, t->ftrel, t->ing, where);
+	rows = sw_ingest_written(t->ing) - written;	/* those no trigger skipped */
 	if (key)
 		sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);
 	g->status = 200;

@@ -1091,10 +1091,11 @@ append_slot(SwWriter *w, int i)
  * Add a row of the table to the rows written together: at most
  * SW_APPEND_BUFFER_ROWS rows or SW_APPEND_BUFFER_BYTES bytes are buffered
  * (the row is copied), then written with one multi-insert; rows that
- * ingestion's INSERT row triggers fire for are written one at a time.  On
- * a source with a key, a key that a current row has is a unique violation.
+ * ingestion's INSERT row triggers fire for are written one at a time, and
+ * false says that a BEFORE trigger skipped the row.  On a source with a
+ * key, a key that a current row has is a unique violation.
  */
-void
+bool
 sw_writer_append(SwWriter *w, TupleTableSlot *row)
 {
 	TupleTableSlot *slot;
@@ -1102,10 +1103,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	/* INSERT row triggers need each row as it is written */
 	if (w->trig_rri && (w->trig_rri->ri_TrigDesc->trig_insert_before_row ||
 						w->trig_rri->ri_TrigDesc->trig_insert_after_row))
-	{
-		(void) insert_row(w, row);
-		return;
-	}
+		return insert_row(w, row);
 	if (w->nest_level != GetCurrentTransactionNestLevel())
 		next_row(w);			/* which complains, unless allowed */
 	slot = append_slot(w, w->nappended++);
@@ -1117,6 +1115,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	if (w->nappended == SW_APPEND_BUFFER_ROWS ||
 		w->appended_bytes >= SW_APPEND_BUFFER_BYTES)
 		sw_writer_flush(w);
+	return true;
 }
 
 /*
@@ -1650,9 +1649,9 @@ check_key_kept(SwWriter *w, TupleTableSlot *row)
  * its key) or skip it: then nothing is written, and the key keeps its row.
  * If a concurrent transaction adds the key after a BEFORE INSERT trigger
  * fired, the BEFORE UPDATE triggers fire too, on its row, as INSERT ... ON
- * CONFLICT DO UPDATE fires both.
+ * CONFLICT DO UPDATE fires both.  Returns false if a trigger skipped it.
  */
-void
+bool
 sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 {
 	TriggerDesc *td = w->trig_rri ? w->trig_rri->ri_TrigDesc : NULL;
@@ -1676,7 +1675,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		{
 			ExecMaterializeSlot(w->new_slot);
 			if (!before_row(w, found ? CMD_UPDATE : CMD_INSERT, old, row))
-				return;
+				return false;
 			check_key_kept(w, row);
 			/* each fires once */
 			if (found)
@@ -1703,7 +1702,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 								 * from them */
 		if (td)
 			after_row(w, found ? CMD_UPDATE : CMD_INSERT, old, row);
-		return;
+		return true;
 	}
 }
 

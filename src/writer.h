@@ -36,13 +36,13 @@ extern void sw_writer_forget_session_state(void);
 extern void sw_writer_commit_durably(void);
 extern bool sw_writer_commit_replicated(void);
 extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
-extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
+extern bool sw_writer_append(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_flush(SwWriter *w);
 extern void sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate);
 extern void sw_writer_allow_subtransactions(SwWriter *w);
 extern void sw_writer_sub_end(SwWriter *w, bool commit);
 extern bool sw_writer_failed_flushing(SwWriter *w);
-extern void sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
+extern bool sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
 extern bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
 extern TM_Result sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
 								  TupleTableSlot *row, TM_FailureData *tmfd,
