@@ -1826,9 +1826,15 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 	if (mine == 0)
 		return;
 
+	/*
+	 * The table's statement triggers fire here, timed as a request is; if
+	 * they fail, the group does, and its batch is forgotten with it.
+	 */
 	MemoryContextSwitchTo(TopTransactionContext);
-	sw_ingest_begin(e->ing, e->ftrel);
 	e->begun = true;
+	start_request_clock();
+	sw_ingest_begin(e->ing, e->ftrel);
+	check_request_clock();
 	MemoryContextSwitchTo(group_cxt);
 	if (e->careful > 0)
 		e->careful--;
@@ -1850,7 +1856,9 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 			write_request(&group[i]);
 		}
 	}
+	start_request_clock();
 	(void) sw_ingest_end(e->ing, &kept);
+	check_request_clock();
 	e->begun = false;
 }
 

@@ -11,6 +11,7 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -107,6 +108,25 @@ is(sql(q{SELECT string_agg(tg, ',' ORDER BY n) FROM a.fired}), 's_before,ordinar
 is(sql(q{SELECT string_agg(DISTINCT origin || ':' || role, ',' ORDER BY origin || ':' || role)
 	FROM source_writes.updates(NULL::a.wh)}), 'user:' . sql('SELECT current_user') . ',webhook:alice',
 	'the log: posted rows by the owner');
+
+# statement triggers run at the start and the end of the table's batch in
+# a group, timed as a request is: a slow one fails its group (503), and
+# cannot hold the worker up past the limit
+sql(q{SET ROLE alice;
+	CREATE FUNCTION a.slow() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_sleep(10);
+		RETURN NULL;
+	END $$;
+	CREATE FOREIGN TABLE a.slow_wh (id int) SERVER hooks OPTIONS (format 'json');
+	CREATE TRIGGER slow BEFORE INSERT ON a.slow_wh FOR EACH STATEMENT EXECUTE FUNCTION a.slow();
+	ALTER FOREIGN TABLE a.slow_wh ENABLE ALWAYS TRIGGER slow});
+my $start = time();
+like(post('/a/slow_wh', '{"id": 1}'), qr/^503 /, 'a statement trigger past the time limit: 503');
+my $took = time() - $start;
+ok($took < 5, "answered once the limit ran out, not after the trigger ($took s)");
+is(post('/a/wh', '{"id": 10, "v": "ten"}'), '200 1 row', 'other tables are written as before');
+is(sql(q{SELECT count(*) FROM a.slow_wh}), '0', 'the slow table wrote nothing');
 
 #
 # 2. A source that is a partition keeps its bounds
