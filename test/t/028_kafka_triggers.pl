@@ -187,10 +187,12 @@ sql(q{SELECT source_writes.wait_for('knk')});
 is(sql(q{SELECT string_agg(k::text, ',') FROM knk}), '5', 'its key\'s tombstone deletes what the key wrote');
 
 #
-# 5. A database whose default isolation is serializable: the worker's
-# transactions run at READ COMMITTED all the same
+# 5. A database and a role (the worker's) whose default isolation is
+# serializable: the worker's transactions run at READ COMMITTED all the
+# same
 #
-sql(q{ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'});
+sql(q{ALTER DATABASE postgres SET default_transaction_isolation = 'serializable';
+	ALTER ROLE CURRENT_USER SET default_transaction_isolation = 'serializable'});
 sql(q{CREATE FOREIGN TABLE ser (k text OPTIONS (source 'key'), v int,
 	iso text DEFAULT current_setting('transaction_isolation'))
 	SERVER k OPTIONS (topic 'ser', envelope 'upsert', key 'k')});
@@ -204,6 +206,7 @@ is(sql(q{SELECT string_agg(k || '=' || v || ' ' || iso, ',' ORDER BY k) FROM ser
 	'an upsert source ingests at READ COMMITTED');
 is(sql(q{SELECT state, last_error IS NULL OR last_error = '' FROM source_writes.sources
 	WHERE source = 'ser'::regclass}), 'running|t', 'with no error');
-sql(q{ALTER DATABASE postgres RESET default_transaction_isolation});
+sql(q{ALTER DATABASE postgres RESET default_transaction_isolation;
+	ALTER ROLE CURRENT_USER RESET default_transaction_isolation});
 
 done_testing();

@@ -4,8 +4,9 @@
 # it (the answer counts the rows written), an error it raises answers 400
 # in classes 22 and 23 and 500 otherwise, writing nothing of the request;
 # AFTER row triggers see the rows written; statement triggers fire once per
-# batch.  A source that is a partition refuses rows outside its bounds
-# with 400 and PostgreSQL's message.
+# batch, timed as requests are.  A source that is a partition refuses rows
+# outside its bounds with 400 and PostgreSQL's message.  The worker writes
+# at READ COMMITTED whatever the database's default isolation.
 use strict;
 use warnings;
 
@@ -143,5 +144,23 @@ like(post('/public/pp_src', '{"v": "no id"}'), qr/^400 new row for relation "pp_
 is(post('/public/pp_src', '{"id": 150, "v": "in"}'), '200 1 row', 'a row within them is written');
 is(sql(q{SELECT string_agg(tableoid::regclass || ' ' || id || ' ' || v, ',') FROM pp}), 'pp_src 150 in',
 	'and found through the parent');
+
+#
+# 3. A database and a role (the worker's) whose default isolation is
+# serializable: the worker writes at READ COMMITTED all the same
+#
+sql(q{ALTER DATABASE postgres SET default_transaction_isolation = 'serializable';
+	ALTER ROLE CURRENT_USER SET default_transaction_isolation = 'serializable';
+	CREATE FOREIGN TABLE iso (id int, iso text DEFAULT current_setting('transaction_isolation'))
+	  SERVER hooks OPTIONS (format 'json')});
+my $log = -s $node->logfile;
+sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server'});
+ok($node->wait_for_log(qr/source_writes webhook server listening on/, $log),
+	'the worker starts again, with the new defaults');
+is(post('/public/iso', '{"id": 1}'), '200 1 row', 'a post');
+is(sql(q{SELECT iso FROM iso}), 'read committed', 'written at READ COMMITTED');
+sql(q{ALTER DATABASE postgres RESET default_transaction_isolation;
+	ALTER ROLE CURRENT_USER RESET default_transaction_isolation});
 
 done_testing();
