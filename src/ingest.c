@@ -32,7 +32,8 @@
  * the last message of each key, and at the end decodes and writes each
  * once, all in one subtransaction (falling back to a chunk at a time).
  * Its batches may then run long: the worker asks sw_ingest_full() when to
- * end one.
+ * end one.  A batch whose table has row triggers that fire for ingested
+ * rows (see writer.c) writes every message instead: the triggers see each.
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -33,8 +33,12 @@
  * security-restricted operation with a search_path of pg_catalog, from
  * open to close, also when the owner is the current user: whatever user
  * code it runs (CHECK constraints, the key type's equality, index
- * expressions) cannot reach the worker's own rights, nor find objects
- * that the database's settings put in its way.  A writer needs no
+ * expressions, triggers) cannot reach the worker's own rights, nor find
+ * objects that the database's settings put in its way.  A writer of Kafka
+ * or webhook rows fires the table's triggers enabled REPLICA or ALWAYS, as
+ * logical replication's apply does (see prepare_triggers()): an upsert is
+ * an INSERT or an UPDATE of the key's current row, a tombstone a DELETE;
+ * the executor fires triggers for people's edits.  A writer needs no
  * executor state: it makes its own when the caller has none.  A writer
  * writes in the subtransaction it was opened in (what it buffers would not
  * follow a rollback to a savepoint): a worker that writes each message in a
@@ -54,9 +58,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_class.h"
-#include "commands/prepare.h"
 #include "catalog/pg_trigger.h"
+#include "commands/prepare.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
@@ -1685,7 +1688,8 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		}
 		if (w->complete_late)
 			complete_row(w, row);
-		form_current_row(w, row, w->new_slot);
+		if (td)
+			form_current_row(w, row, w->new_slot);	/* as the triggers left it */
 		if (found)
 			delete_locked(w, &tid);
 
