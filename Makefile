@@ -37,12 +37,12 @@ PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
 REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode \
-	add_column row_locks
+	add_column row_locks ingestion
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
 ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer \
-	row_locks
+	row_locks retry
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 

@@ -126,7 +126,17 @@ sw_channel_name(Oid relid)
 int64
 sw_controller_batch(Oid relid, SwOrigin origin, SwBlockRanges **blocks)
 {
-	Oid			role = GetUserId();
+	return sw_controller_batch_of(relid, origin, GetUserId(), blocks);
+}
+
+/*
+ * The same, for a batch that the log says role wrote (retry_errors() runs
+ * as the table's owner for its caller).
+ */
+int64
+sw_controller_batch_of(Oid relid, SwOrigin origin, Oid role,
+					   SwBlockRanges **blocks)
+{
 	ListCell   *lc;
 	SwWrite    *w;
 	MemoryContext old;

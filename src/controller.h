@@ -26,6 +26,8 @@ typedef void (*SwCommitCheck) (Oid relid, void *arg);
 
 extern int64 sw_controller_batch(Oid relid, SwOrigin origin,
 								 SwBlockRanges **blocks);
+extern int64 sw_controller_batch_of(Oid relid, SwOrigin origin, Oid role,
+									 SwBlockRanges **blocks);
 extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
 extern bool sw_controller_wrote(Oid relid, int64 batch);
 extern void sw_controller_history_blocks(Oid relid, SwWrittenBlocks *written);

@@ -104,6 +104,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "decode.h"
 
@@ -134,6 +135,8 @@ typedef struct DecColumn
 	bool		is_json;		/* of base type json or jsonb */
 	bool		is_bytea;		/* of base type bytea */
 	bool		is_key;			/* named by the key option */
+	FmgrInfo	key_eq;			/* a data key column: its type's equality */
+	Oid			collation;
 	FmgrInfo	infunc;			/* the (base) type's input function */
 	Oid			ioparam;
 	int32		intypmod;		/* ... and the typmod it takes */
@@ -165,6 +168,8 @@ struct SwDecoder
 	int			nkey;
 	int		   *key;			/* ... and of the key columns */
 	bool		key_has_data;	/* some key column is a data column */
+	Datum	   *key_values;		/* ... as the message key gives them */
+	bool	   *key_nulls;
 
 	/* JSON: fields to columns, an open-addressing hash of cols index + 1 */
 	int			hash_mask;
@@ -211,6 +216,7 @@ typedef struct DecodeRun
 	/* JSON */
 	JsonLexContext *lex;
 	bool		key_only;		/* fill only key columns */
+	bool		no_defaults;	/* leave the columns it lacks alone */
 	int			cur;			/* first column of the current top-level
 								 * field, or -1 */
 	char	   *value_start;	/* where its value starts */
@@ -976,7 +982,7 @@ decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
 	{
 		int			i = d->data[j];
 
-		if (!d->seen[i] && wanted(r, &d->cols[i]))
+		if (!d->seen[i] && wanted(r, &d->cols[i]) && !r->no_defaults)
 			fill_default(r, &d->cols[i]);
 	}
 }
@@ -1256,12 +1262,27 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 		{
 			d->key[d->nkey++] = d->ncols;
 			if (c->source == SW_COLUMN_DATA)
+			{
+				/* the equality of the key's index, its default btree class */
+				TypeCacheEntry *type = lookup_type_cache(c->typid, TYPECACHE_EQ_OPR_FINFO);
+
+				if (!OidIsValid(type->eq_opr_finfo.fn_oid))
+					elog(ERROR, "key column \"%s\" of source table \"%s\" has no equality",
+						 c->name, d->relname);
+				fmgr_info_copy(&c->key_eq, &type->eq_opr_finfo, d->cxt);
+				c->collation = att->attcollation;
 				d->key_has_data = true;
+			}
 		}
 		d->ncols++;
 	}
 
 	build_field_hash(d);
+	if (d->key_has_data)
+	{
+		d->key_values = palloc(sizeof(Datum) * Max(d->natts, 1));
+		d->key_nulls = palloc(sizeof(bool) * Max(d->natts, 1));
+	}
 	d->unescape_lex.strval = makeStringInfo();
 	if (d->format == SW_FORMAT_CSV && d->ndata > 0)
 		d->cstate = csv_begin(d, ftrel);
@@ -1332,6 +1353,71 @@ check_key(DecodeRun *r)
 }
 
 /*
+ * Upsert sources whose key columns are fields of the value: a message key
+ * that is a JSON object is where a tombstone of that key reads the key
+ * from (sw_decode_key()).  Each key field it has must agree with the
+ * value's, by the key type's equality: a row whose message key names
+ * another key could never be deleted by its key's tombstone, which would
+ * delete another row instead.  A message key that is not an object (a
+ * string, say, chosen for partitioning) is not compared.
+ */
+static void
+check_key_agrees(DecodeRun *r)
+{
+	SwDecoder  *d = r->d;
+	const SwMessage *msg = r->msg;
+	Datum	   *values = r->values;
+	bool	   *nulls = r->nulls;
+	size_t		i = 0;
+
+	if (!d->key_has_data || msg->key == NULL)
+		return;
+	while (i < msg->key_len && json_whitespace(msg->key[i]))
+		i++;
+	if (i == msg->key_len || msg->key[i] != '{')
+		return;
+
+	r->values = d->key_values;
+	r->nulls = d->key_nulls;
+	memset(r->nulls, true, sizeof(bool) * d->natts);
+	r->in_key = true;
+	r->no_defaults = true;
+	decode_json(r, msg->key, msg->key_len, true);
+	r->no_defaults = false;
+	r->values = values;
+	r->nulls = nulls;
+
+	for (int k = 0; k < d->nkey; k++)
+	{
+		DecColumn  *c = &d->cols[d->key[k]];
+		int			a = c->attidx;
+		Oid			out;
+		bool		varlena;
+
+		if (c->source != SW_COLUMN_DATA || !d->seen[d->key[k]])
+			continue;
+		if (!d->key_nulls[a] &&
+			DatumGetBool(FunctionCall2Coll(&c->key_eq, c->collation,
+										   d->key_values[a], values[a])))
+			continue;
+		getTypeOutputInfo(c->typid, &out, &varlena);
+		r->col = c;
+		r->field = c->field;
+		r->field_len = strlen(c->field);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("message key and value disagree on key column \"%s\" of upsert source table \"%s\"",
+						c->name, d->relname),
+				 errdetail("The message key gives %s, the value %s.",
+						   d->key_nulls[a] ? "null" :
+						   quote_literal_cstr(OidOutputFunctionCall(out, d->key_values[a])),
+						   quote_literal_cstr(OidOutputFunctionCall(out, values[a]))),
+				 errhint("Give each key field the same value in the message key and in the value: a tombstone with this key would not delete the row.")));
+	}
+	r->in_key = false;
+}
+
+/*
  * Decode a message into a row of the table.
  */
 void
@@ -1376,7 +1462,10 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 			fill_metadata(&r, &d->cols[i]);
 
 	if (d->upsert)
+	{
 		check_key(&r);
+		check_key_agrees(&r);
+	}
 
 	error_context_stack = errcb.previous;
 	d->running = false;

@@ -32,7 +32,8 @@
  * the last message of each key, and at the end decodes and writes each
  * once, all in one subtransaction (falling back to a chunk at a time).
  * Its batches may then run long: the worker asks sw_ingest_full() when to
- * end one.
+ * end one.  A batch whose table has row triggers that fire for ingested
+ * rows (see writer.c) writes every message instead: the triggers see each.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -131,6 +132,8 @@ struct SwIngest
 
 	/* upsert sources whose key types can be hashed: merging by key */
 	int			nkey;			/* 0: rows are written as they come */
+	bool		merging;		/* ... and this batch merges them: no row
+								 * trigger needs every message */
 	AttrNumber *key_cols;		/* the key's columns, in the table's rows */
 	TupleTableSlot *key_slot;	/* a row's key alone */
 	Oid		   *key_eqfuncs;
@@ -144,6 +147,7 @@ struct SwIngest
 	/* the current batch */
 	Relation	ftrel;
 	SwWriter   *writer;
+	Oid			log_role;		/* the role the log names, if not the owner */
 	int			nmessages;		/* buffered, not decoded yet */
 	const SwMessage *messages[SW_INGEST_CHUNK];
 	int64		added;			/* messages */
@@ -332,8 +336,11 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	sw_storage_hidden_names(ftrel, &source, &ing->names);
 	MemoryContextSwitchTo(old);
 	ing->writer = sw_writer_open(ftrel, ing->origin, ftrel->rd_rel->relowner, NULL);
+	if (OidIsValid(ing->log_role))
+		sw_writer_log_as(ing->writer, ing->log_role);
 	sw_writer_use_bulk_state(ing->writer, ing->bistate);
 	sw_writer_allow_subtransactions(ing->writer);
+	ing->merging = ing->nkey > 0 && !sw_writer_fires_row_triggers(ing->writer);
 	ing->nmessages = 0;
 	ing->added = 0;
 	ing->written = 0;
@@ -511,18 +518,27 @@ is_interruption(ErrorData *edata)
 
 /*
  * May a message be kept as an error for this one?  Yes if the error is the
- * message's (see may_keep()).  Errors of the server's state (resources, a
- * lock not available, I/O, serialization, cancellation) never are.  Others,
- * such as an internal error that an input function or a constraint's code
- * raises for one message, or a privilege the owner lacks (revoked, or one
- * that a value needs: a regclass in a schema it may not use), are, once
- * the message has failed that many batches in a row: it must not stop its
- * partition for ever.
+ * message's (see may_keep()); of an error that a trigger raised
+ * (in_trigger), only one of classes 22 and 23 (data exceptions, integrity
+ * constraints) plainly is: a trigger's code does more than look at the row
+ * (it writes other tables, it calls out), and what else fails in it may
+ * pass.  Errors of the server's state (resources, a lock not available,
+ * I/O, serialization, cancellation) never are.  Others, such as an
+ * internal error that an input function or a constraint's code raises for
+ * one message, a privilege the owner lacks (revoked, or one that a value
+ * needs: a regclass in a schema it may not use), or a trigger's RAISE,
+ * are, once the message has failed that many batches in a row: it must
+ * not stop its partition for ever.
  */
 static bool
-may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata)
+may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata,
+				 bool in_trigger)
 {
-	if (may_keep(edata))
+	int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (in_trigger ? (category == ERRCODE_DATA_EXCEPTION ||
+					  category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+		: may_keep(edata))
 		return true;
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
@@ -585,7 +601,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 	{
 		ErrorData  *edata = roll_back_sub(ing, cxt, owner, false);
 
-		if (i >= n || !may_keep_message(ing, ing->messages[i], edata))
+		if (i >= n || !may_keep_message(ing, ing->messages[i], edata, false))
 			ReThrowError(edata);
 
 		*error = error_text(edata);
@@ -597,18 +613,25 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 
 /*
  * Write the row of a decoded message: append it, or, on an upsert source,
- * make it its key's current row, or retract its key's current row.
+ * make it its key's current row, or retract its key's current row.  A row
+ * that a BEFORE trigger skips is not written (nor counted).
  */
 static void
 write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 {
+	bool		written;
+
 	if (!ing->st->upsert)
-		sw_writer_append(ing->writer, slot);
+		written = sw_writer_append(ing->writer, slot);
 	else if (is_tombstone(ing, msg))
+	{
 		(void) sw_writer_tombstone(ing->writer, slot);
+		written = true;
+	}
 	else
-		sw_writer_upsert(ing->writer, slot);
-	ing->written++;
+		written = sw_writer_upsert(ing->writer, slot);
+	if (written)
+		ing->written++;
 }
 
 /*
@@ -639,6 +662,7 @@ write_run(SwIngest *ing, int from, int to, bool *done)
 	}
 	PG_CATCH();
 	{
+		bool		in_trigger = sw_writer_failed_in_trigger(ing->writer);
 		ErrorData  *edata = roll_back_sub(ing, cxt, owner, true);
 
 		ing->written = written;
@@ -646,7 +670,7 @@ write_run(SwIngest *ing, int from, int to, bool *done)
 			ReThrowError(edata);
 		if (to - from == 1)
 		{
-			if (!may_keep_message(ing, ing->messages[from], edata))
+			if (!may_keep_message(ing, ing->messages[from], edata, in_trigger))
 				ReThrowError(edata);
 			keep_error(ing, ing->messages[from], error_text(edata));
 			done[from] = true;
@@ -818,7 +842,7 @@ flush_chunk(SwIngest *ing, bool merge)
 	if (n == 0)
 		return;
 	decode_chunk(ing, done);
-	if (merge && ing->nkey > 0)
+	if (merge && ing->merging)
 		merge_rows(ing, n, done);
 
 	/* write them all; if that fails, one at a time, to keep the culprit */
@@ -956,7 +980,7 @@ reset_merge(SwIngest *ing)
 bool
 sw_ingest_full(SwIngest *ing)
 {
-	if (ing->nkey == 0)
+	if (!ing->merging)
 		return ing->added >= SW_INGEST_BATCH_MESSAGES;
 	return MemoryContextMemAllocated(ing->merge_cxt, true) >= SW_INGEST_MERGE_BYTES;
 }
@@ -1000,6 +1024,17 @@ sw_ingest_write(SwIngest *ing, const SwMessage *msg)
 	MemoryContextSwitchTo(old);
 	ExecClearTuple(ing->slots[0]);
 	MemoryContextReset(ing->chunk_cxt);
+}
+
+/*
+ * The rows written in the current batch so far (those that triggers
+ * skipped aside): a caller that counts a request's rows takes the
+ * difference.
+ */
+int64
+sw_ingest_written(SwIngest *ing)
+{
+	return ing->written;
 }
 
 /*
@@ -1193,12 +1228,105 @@ sw_ingest_remake(SwIngest *old, Relation ftrel)
 	return ing;
 }
 
+/* what became of a kept error that retry_errors() tried again */
+typedef enum SwRetried
+{
+	SW_RETRY_MOVED,				/* its row was written, the error deleted */
+	SW_RETRY_FAILED,			/* it fails again (*error says why) */
+	SW_RETRY_GONE				/* somebody deleted or changed it meanwhile */
+} SwRetried;
+
+/*
+ * retry_errors() meets a kept error that another session deleted or
+ * changed after the caller's snapshot (result, of table_tuple_delete() or
+ * table_tuple_update()): as DELETE and UPDATE would, under REPEATABLE READ
+ * and SERIALIZABLE that is a serialization failure; under READ COMMITTED
+ * the error is left to them (deleted, or retried by them).
+ */
+static SwRetried
+error_gone(TM_Result result)
+{
+	switch (result)
+	{
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent %s",
+								result == TM_Deleted ? "delete" : "update")));
+			return SW_RETRY_GONE;
+		case TM_SelfModified:
+			return SW_RETRY_GONE;	/* the table's code, just now */
+		default:
+			elog(ERROR, "unexpected result %u for a kept error", result);
+	}
+	return SW_RETRY_GONE;		/* keep compiler quiet */
+}
+
+/*
+ * retry_errors(): decode a kept error again and write its row, deleting
+ * the error, in a subtransaction.  If the message fails again with an
+ * error of its own (see may_keep_message(): decoding, the table's
+ * constraints, its triggers), nothing of it is written and *error says
+ * why; other errors are raised.
+ */
+static SwRetried
+retry_one(SwIngest *ing, Relation rel, SwKeptError *e, char **error)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile SwRetried retried = SW_RETRY_MOVED;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(ing->chunk_cxt);
+	PG_TRY();
+	{
+		TupleTableSlot *slot = ing->slots[0];
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		if (is_tombstone(ing, &e->msg))
+			sw_decode_key(ing->decoder, &e->msg, slot);
+		else
+		{
+			sw_decode(ing->decoder, &e->msg, slot);
+			sw_writer_complete_row(ing->writer, slot);
+		}
+		/* it decodes: it leaves the errors, unless somebody took it */
+		result = table_tuple_delete(rel, &e->tuple->t_self, GetCurrentCommandId(true),
+									GetActiveSnapshot(), InvalidSnapshot, true,
+									&tmfd, false);
+		if (result == TM_Ok)
+			write_row(ing, &e->msg, slot);
+		else
+			retried = error_gone(result);
+		sw_writer_sub_end(ing->writer, true);
+		release_sub(cxt, owner);
+	}
+	PG_CATCH();
+	{
+		bool		in_trigger = sw_writer_failed_in_trigger(ing->writer);
+		ErrorData  *edata = roll_back_sub(ing, cxt, owner, true);
+
+		sw_writer_reset_checks(ing->writer);
+		if (!may_keep_message(ing, &e->msg, edata, in_trigger))
+			ReThrowError(edata);
+		*error = error_text(edata);
+		FreeErrorData(edata);
+		retried = SW_RETRY_FAILED;
+	}
+	PG_END_TRY();
+	return retried;
+}
+
 PG_FUNCTION_INFO_V1(source_writes_retry_errors);
 
 /*
  * source_writes.retry_errors(source): decode the kept errors of a source
  * again, after its table was fixed, and move those that now decode into
- * it, as a batch of the source's origin written as the table's owner;
+ * it, as a batch of the source's origin, written as the table's owner (its
+ * code runs as the owner, as in the workers) and logged as the caller's;
  * those that still fail stay, with the new reason.  Takes SELECT, INSERT
  * and DELETE on the table; retries of one source run one at a time.
  * Returns how many moved.
@@ -1217,6 +1345,9 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	SwKeptError kept;
 	MemoryContext error_cxt;
 	MemoryContext old_cxt;
+	EState	   *estate;
+	ResultRelInfo *errors_rri;
+	TupleTableSlot *errors_slot;
 	int64		moved = 0;
 	int64		kept_again;
 	AclResult	acl;
@@ -1240,14 +1371,21 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	LockRelationOid(relid, ShareUpdateExclusiveLock);
 	ing = sw_ingest_create(ftrel, source.kind == SW_KIND_KAFKA
 						   ? SW_ORIGIN_KAFKA : SW_ORIGIN_WEBHOOK);
+	ing->log_role = GetUserId();
 	sw_ingest_begin(ing, ftrel);
 
 	/*
 	 * Each error is read, retried and deleted or updated in turn, in memory
 	 * of its own.  The scan's snapshot, the query's, does not see the
-	 * versions the updates make, nor the rows they write.
+	 * versions the updates make, nor the rows they write.  An error that
+	 * still fails is updated as UPDATE would update it (its indexes too).
 	 */
 	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
+	estate = CreateExecutorState();
+	errors_rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(errors_rri, rel, 0, NULL, 0);
+	ExecOpenIndices(errors_rri, false);
+	errors_slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ScanKeyInit(&key, Anum_e_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
 	scan = systable_beginscan_ordered(rel, index_open(index, AccessShareLock),
@@ -1259,33 +1397,45 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	{
 		SwKeptError *e = &kept;
 		char	   *error = NULL;
-		TM_FailureData tmfd;
 
 		CHECK_FOR_INTERRUPTS();
 		ing->messages[0] = &e->msg;
-		if (decode_run(ing, 0, 1, &error) == 1)
+		switch (retry_one(ing, rel, e, &error))
 		{
-			/* it decodes: it leaves the errors, unless somebody took it */
-			if (table_tuple_delete(rel, &e->tuple->t_self, GetCurrentCommandId(true),
-								   GetActiveSnapshot(), InvalidSnapshot, true,
-								   &tmfd, false) == TM_Ok)
-			{
-				write_row(ing, &e->msg, ing->slots[0]);
+			case SW_RETRY_MOVED:
 				moved++;
-			}
-		}
-		else
-		{
-			/* it still fails: say why now */
-			Datum		values[Natts_e] = {0};
-			bool		nulls[Natts_e] = {0};
-			bool		replace[Natts_e] = {0};
-			HeapTuple	tuple;
+				break;
+			case SW_RETRY_GONE:
+				break;
+			case SW_RETRY_FAILED:
+				{
+					/* it still fails: say why now */
+					Datum		values[Natts_e] = {0};
+					bool		nulls[Natts_e] = {0};
+					bool		replace[Natts_e] = {0};
+					TM_FailureData tmfd;
+					LockTupleMode lockmode;
+					bool		update_indexes;
+					TM_Result	result;
 
-			values[Anum_e_error - 1] = CStringGetTextDatum(error);
-			replace[Anum_e_error - 1] = true;
-			tuple = heap_modify_tuple(e->tuple, RelationGetDescr(rel), values, nulls, replace);
-			CatalogTupleUpdate(rel, &e->tuple->t_self, tuple);
+					values[Anum_e_error - 1] = CStringGetTextDatum(error);
+					replace[Anum_e_error - 1] = true;
+					ExecStoreHeapTuple(heap_modify_tuple(e->tuple, RelationGetDescr(rel),
+														 values, nulls, replace),
+									   errors_slot, true);
+					result = table_tuple_update(rel, &e->tuple->t_self, errors_slot,
+												GetCurrentCommandId(true),
+												GetActiveSnapshot(), InvalidSnapshot,
+												true, &tmfd, &lockmode, &update_indexes);
+					if (result != TM_Ok)
+						(void) error_gone(result);
+					else if (update_indexes)
+						(void) ExecInsertIndexTuples(errors_rri, errors_slot, estate,
+													 true, false, NULL, NIL);
+					ExecClearTuple(errors_slot);
+					ResetPerTupleExprContext(estate);
+					break;
+				}
 		}
 		ExecClearTuple(ing->slots[0]);
 		MemoryContextReset(ing->chunk_cxt);
@@ -1298,6 +1448,9 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	MemoryContextDelete(error_cxt);
 	index_close(scan->irel, AccessShareLock);
 	systable_endscan_ordered(scan);
+	ExecDropSingleTupleTableSlot(errors_slot);
+	ExecCloseIndices(errors_rri);
+	FreeExecutorState(estate);
 	table_close(rel, RowExclusiveLock);
 	(void) sw_ingest_end(ing, &kept_again);
 	table_close(ftrel, NoLock);

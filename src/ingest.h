@@ -28,6 +28,7 @@ extern void sw_ingest_begin(SwIngest *ing, Relation ftrel);
 extern void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
 extern void sw_ingest_flush(SwIngest *ing);
 extern void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
+extern int64 sw_ingest_written(SwIngest *ing);
 extern bool sw_ingest_decode_failed(SwIngest *ing, const char **where,
 									bool *in_message);
 extern void sw_ingest_sub_end(SwIngest *ing, bool commit);

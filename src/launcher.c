@@ -221,6 +221,7 @@ source_writes_launcher_main(Datum main_arg)
 	database = MemoryContextStrdup(TopMemoryContext, sw_database);
 	BackgroundWorkerInitializeConnection(database, NULL, 0);
 	pgstat_report_appname("source_writes launcher");
+	sw_worker_override_settings();
 	ereport(LOG,
 			(errmsg("source_writes launcher started for database \"%s\"", database)));
 

@@ -423,6 +423,7 @@ source_writes_notifier_main(Datum main_arg)
 	before_shmem_exit(notifier_detach, main_arg);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes notifier");
+	sw_worker_override_settings();
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);

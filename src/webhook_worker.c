@@ -1578,6 +1578,7 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	char	   *text;
 	const char *key = NULL;
 	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	int64		written;
 	int			rows;
 	int			status = check_request(r, st, &text);
 
@@ -1596,7 +1597,9 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	}
 
 	/* the rows go into the table in this subtransaction, with the key */
-	rows = write_body(r, t->ftrel, t->ing, where);
+	written = sw_ingest_written(t->ing);
+	(void) write_body(r, t->ftrel, t->ing, where);
+	rows = sw_ingest_written(t->ing) - written;	/* those no trigger skipped */
 	if (key)
 		sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);
 	g->status = 200;
@@ -1823,9 +1826,15 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 	if (mine == 0)
 		return;
 
+	/*
+	 * The table's statement triggers fire here, timed as a request is; if
+	 * they fail, the group does, and its batch is forgotten with it.
+	 */
 	MemoryContextSwitchTo(TopTransactionContext);
-	sw_ingest_begin(e->ing, e->ftrel);
 	e->begun = true;
+	start_request_clock();
+	sw_ingest_begin(e->ing, e->ftrel);
+	check_request_clock();
 	MemoryContextSwitchTo(group_cxt);
 	if (e->careful > 0)
 		e->careful--;
@@ -1847,7 +1856,9 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 			write_request(&group[i]);
 		}
 	}
+	start_request_clock();
 	(void) sw_ingest_end(e->ing, &kept);
+	check_request_clock();
 	e->begun = false;
 }
 
@@ -2318,16 +2329,15 @@ have_webhook_sources(void)
 /*
  * Settings of the database or its owner that would change what the worker
  * does (ALTER DATABASE ... SET): overridden, those of every worker of ours
- * and these.  A lock that a user's transaction holds long makes a request
- * fail (503), not every request wait behind it; and a group commits in
- * read committed, where no serialization failure can fail it whole.
+ * (a group commits in read committed, where no serialization failure can
+ * fail it whole) and this one: a lock that a user's transaction holds long
+ * makes a request fail (503), not every request wait behind it.
  */
 static void
 override_settings(void)
 {
 	sw_worker_override_settings();
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 void

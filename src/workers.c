@@ -937,14 +937,20 @@ sw_report_stats(void)
 /*
  * Settings of the database or its owner that would stop a worker of ours
  * (ALTER DATABASE ... SET source_writes.as_of, say), or choose what names
- * mean to it, a superuser (search_path): overridden.  At its start and
- * after each reload.
+ * mean to it, a superuser (search_path): overridden.  Its transactions run
+ * at READ COMMITTED, whatever default_transaction_isolation the database
+ * or a role sets: under a transaction snapshot, an upsert that meets a key
+ * written since would fail its whole batch (40001), and a batch sees the
+ * rows committed while it waited for a lock.  (The setting that a table's
+ * code changes for the session cannot undo the override.)  At its start,
+ * before its first transaction, and after each reload.
  */
 void
 sw_worker_override_settings(void)
 {
 	SetConfigOption("source_writes.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 

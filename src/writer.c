@@ -33,8 +33,12 @@
  * security-restricted operation with a search_path of pg_catalog, from
  * open to close, also when the owner is the current user: whatever user
  * code it runs (CHECK constraints, the key type's equality, index
- * expressions) cannot reach the worker's own rights, nor find objects
- * that the database's settings put in its way.  A writer needs no
+ * expressions, triggers) cannot reach the worker's own rights, nor find
+ * objects that the database's settings put in its way.  A writer of Kafka
+ * or webhook rows fires the table's triggers enabled REPLICA or ALWAYS, as
+ * logical replication's apply does (see prepare_triggers()): an upsert is
+ * an INSERT or an UPDATE of the key's current row, a tombstone a DELETE;
+ * the executor fires triggers for people's edits.  A writer needs no
  * executor state: it makes its own when the caller has none.  A writer
  * writes in the subtransaction it was opened in (what it buffers would not
  * follow a rollback to a savepoint): a worker that writes each message in a
@@ -51,10 +55,13 @@
 
 #include "access/heapam.h"
 #include "access/sysattr.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "commands/prepare.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
@@ -121,6 +128,24 @@ struct SwWriter
 	ResultRelInfo *table_rri;	/* the source table, for its constraints */
 	TupleTableSlot *new_slot;	/* a row for the current heap */
 	TupleTableSlot *lock_slot;	/* upsert: the current row of a key */
+
+	/*
+	 * Ingestion (origins kafka and webhook) fires the table's triggers that
+	 * are enabled REPLICA or ALWAYS, as logical replication's apply does.
+	 */
+	ResultRelInfo *trig_rri;	/* the table with those triggers only, or
+								 * NULL if it has none */
+	bool		row_triggers;	/* some of them are row triggers */
+	bool		complete_late;	/* BEFORE row triggers come first: the
+								 * writer computes generated columns and
+								 * checks constraints after them */
+	bool		stmt_query;		/* statement triggers fired: an AFTER
+								 * trigger query is open until close */
+	bool		in_trigger;		/* a trigger runs (or ran into an error) */
+	TupleTableSlot *old_row;	/* OLD of an overwrite or a tombstone */
+	TupleTableSlot *key_slot;	/* an upsert's row after its BEFORE trigger */
+	Oid			log_role;		/* the role the log names, if not the one we
+								 * run as */
 
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
@@ -287,6 +312,274 @@ sw_writer_commit_replicated(void)
 }
 
 /*
+ * Of a table's triggers, those that fire for ingested rows: the ones
+ * enabled REPLICA or ALWAYS, which fire for the changes that logical
+ * replication's apply writes (its session_replication_role of replica
+ * keeps ordinary ones, enabled ORIGIN, quiet).  The writer does not set
+ * that role, a superuser's: it would also silence the ordinary triggers
+ * and foreign keys of the tables that the triggers' own code writes, as
+ * the owner.  It fires a copy of the table's triggers with only those,
+ * each marked ALWAYS, so that it fires whatever role the session has.
+ * NULL if there are none.  The copy points into all.
+ */
+static TriggerDesc *
+ingestion_triggers(TriggerDesc *all)
+{
+	TriggerDesc *td;
+
+	if (all == NULL)
+		return NULL;
+	td = palloc0(sizeof(TriggerDesc));
+	td->triggers = palloc(sizeof(Trigger) * all->numtriggers);
+	for (int i = 0; i < all->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[td->numtriggers];
+		int16		type = all->triggers[i].tgtype;
+
+		if (all->triggers[i].tgenabled != TRIGGER_FIRES_ON_REPLICA &&
+			all->triggers[i].tgenabled != TRIGGER_FIRES_ALWAYS)
+			continue;
+		*t = all->triggers[i];
+		t->tgenabled = TRIGGER_FIRES_ALWAYS;
+		td->numtriggers++;
+
+		/* what SetTriggerFlags() says of the relcache's TriggerDesc */
+		td->trig_insert_before_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_INSERT);
+		td->trig_insert_after_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_INSERT);
+		td->trig_insert_before_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_INSERT);
+		td->trig_insert_after_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_INSERT);
+		td->trig_update_before_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_UPDATE);
+		td->trig_update_after_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_UPDATE);
+		td->trig_update_before_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_UPDATE);
+		td->trig_update_after_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_UPDATE);
+		td->trig_delete_before_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_DELETE);
+		td->trig_delete_after_row |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_DELETE);
+		td->trig_delete_before_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_BEFORE, TRIGGER_TYPE_DELETE);
+		td->trig_delete_after_statement |= TRIGGER_TYPE_MATCHES(type, TRIGGER_TYPE_STATEMENT, TRIGGER_TYPE_AFTER, TRIGGER_TYPE_DELETE);
+		/* foreign tables have no INSTEAD OF, TRUNCATE or transition tables */
+	}
+	if (td->numtriggers == 0)
+	{
+		pfree(td->triggers);
+		pfree(td);
+		return NULL;
+	}
+	return td;
+}
+
+/* do the ingestion triggers of a writer include statement triggers? */
+static bool
+has_statement_triggers(SwWriter *w)
+{
+	TriggerDesc *td = w->trig_rri->ri_TrigDesc;
+
+	return td->trig_insert_before_statement || td->trig_insert_after_statement ||
+		(OidIsValid(w->key_index) &&
+		 (td->trig_update_before_statement || td->trig_update_after_statement ||
+		  td->trig_delete_before_statement || td->trig_delete_after_statement));
+}
+
+/*
+ * An ingesting writer: prepare to fire the table's triggers that fire for
+ * ingested rows (see ingestion_triggers()), as logical replication's apply
+ * does, in the writer's own executor state: the table is its one result
+ * relation and range table entry, which says that an ingested row sets
+ * every column (an overwrite fires UPDATE OF triggers).  The functions are
+ * looked up, and the slot of OLD rows made, for the writer's life.  Then
+ * the statement triggers fire, BEFORE ones now and AFTER ones at close, in
+ * an AFTER trigger query of their own: for INSERT, and on a source with a
+ * key also for UPDATE and DELETE, as MERGE fires them for its actions.
+ */
+static void
+prepare_triggers(SwWriter *w)
+{
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	TupleDesc	desc = RelationGetDescr(w->ftrel);
+	RangeTblEntry *rte;
+	TriggerDesc *td;
+	ResourceOwner save;
+
+	InitResultRelInfo(rri, w->ftrel, 1, NULL, 0);
+	td = ingestion_triggers(rri->ri_TrigDesc);
+	if (td == NULL)
+		return;
+	Assert(w->own_estate);
+	rri->ri_TrigDesc = td;
+	rri->ri_TrigFunctions = palloc0(sizeof(FmgrInfo) * td->numtriggers);
+	rri->ri_TrigWhenExprs = palloc0(sizeof(ExprState *) * td->numtriggers);
+	rri->ri_TrigInstrument = NULL;
+	for (int i = 0; i < td->numtriggers; i++)
+		fmgr_info(td->triggers[i].tgfoid, &rri->ri_TrigFunctions[i]);
+
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(w->ftrel);
+	rte->relkind = w->ftrel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped)
+			rte->insertedCols = bms_add_member(rte->insertedCols,
+											   i + 1 - FirstLowInvalidHeapAttributeNumber);
+	rte->updatedCols = bms_copy(rte->insertedCols);
+	ExecInitRangeTable(w->estate, list_make1(rte));
+	w->estate->es_opened_result_relations =
+		lappend(w->estate->es_opened_result_relations, rri);
+
+	/* kept beyond the subtransactions that fire row triggers */
+	save = CurrentResourceOwner;
+	CurrentResourceOwner = w->owner;
+	(void) ExecGetTriggerOldSlot(w->estate, rri);
+	w->old_row = table_slot_create(w->ftrel, NULL);
+	w->key_slot = table_slot_create(w->current, NULL);
+	CurrentResourceOwner = save;
+
+	w->trig_rri = rri;
+	w->row_triggers = td->trig_insert_before_row || td->trig_insert_after_row ||
+		(OidIsValid(w->key_index) &&
+		 (td->trig_update_before_row || td->trig_update_after_row ||
+		  td->trig_delete_before_row || td->trig_delete_after_row));
+	w->complete_late = td->trig_insert_before_row ||
+		(OidIsValid(w->key_index) && td->trig_update_before_row);
+	/* row triggers may read the log: retractions are written as made */
+	if (w->row_triggers)
+		w->buffer_history = false;
+
+	if (!has_statement_triggers(w))
+		return;
+	AfterTriggerBeginQuery();
+	w->stmt_query = true;
+	w->in_trigger = true;
+	ExecBSInsertTriggers(w->estate, rri);
+	if (OidIsValid(w->key_index))
+	{
+		ExecBSUpdateTriggers(w->estate, rri);
+		ExecBSDeleteTriggers(w->estate, rri);
+	}
+	w->in_trigger = false;
+}
+
+/*
+ * Fire the AFTER statement triggers, at close, and end their query.
+ */
+static void
+end_triggers(SwWriter *w)
+{
+	if (!w->stmt_query)
+		return;
+	if (OidIsValid(w->key_index))
+	{
+		ExecASDeleteTriggers(w->estate, w->trig_rri, NULL);
+		ExecASUpdateTriggers(w->estate, w->trig_rri, NULL);
+	}
+	ExecASInsertTriggers(w->estate, w->trig_rri, NULL);
+	w->in_trigger = true;
+	AfterTriggerEndQuery(w->estate);
+	w->in_trigger = false;
+	w->stmt_query = false;
+}
+
+/*
+ * Fire the BEFORE row triggers of an ingested row for an event, on row
+ * (its NEW, which they may change) and old (OLD, as a tuple of the table,
+ * for UPDATE and DELETE): false if one of them skipped it.  Whatever they
+ * return is copied into row's own memory.
+ */
+static bool
+before_row(SwWriter *w, CmdType cmd, HeapTuple old, TupleTableSlot *row)
+{
+	bool		ok;
+
+	if (row)
+		row->tts_tableOid = RelationGetRelid(w->ftrel);
+	w->in_trigger = true;
+	if (cmd == CMD_INSERT)
+		ok = ExecBRInsertTriggers(w->estate, w->trig_rri, row);
+	else if (cmd == CMD_UPDATE)
+		ok = ExecBRUpdateTriggers(w->estate, NULL, w->trig_rri, NULL, old, row, NULL);
+	else
+		ok = ExecBRDeleteTriggers(w->estate, NULL, w->trig_rri, NULL, old, NULL);
+	w->in_trigger = false;
+	if (ok && row)
+		ExecMaterializeSlot(row);
+	return ok;
+}
+
+/*
+ * Fire the AFTER row triggers of an ingested row, once it is written, in
+ * an AFTER trigger query of its own (as apply has one for each change),
+ * so that they have run, and any error of theirs is the row's, when the
+ * caller goes on to the next row.
+ */
+static void
+after_row(SwWriter *w, CmdType cmd, HeapTuple old, TupleTableSlot *row)
+{
+	TriggerDesc *td = w->trig_rri->ri_TrigDesc;
+
+	if (!(cmd == CMD_INSERT ? td->trig_insert_after_row :
+		  cmd == CMD_UPDATE ? td->trig_update_after_row : td->trig_delete_after_row))
+		return;
+	AfterTriggerBeginQuery();
+	if (cmd == CMD_INSERT)
+		ExecARInsertTriggers(w->estate, w->trig_rri, row, NIL, NULL);
+	else if (cmd == CMD_UPDATE)
+		ExecARUpdateTriggers(w->estate, w->trig_rri, NULL, NULL, NULL, old, row,
+							 NIL, NULL, false);
+	else
+		ExecARDeleteTriggers(w->estate, w->trig_rri, NULL, old, NULL, false);
+	w->in_trigger = true;
+	AfterTriggerEndQuery(w->estate);
+	w->in_trigger = false;
+}
+
+/*
+ * The current row of a key, locked in lock_slot, as a tuple of the table:
+ * the OLD of its triggers, valid until the next call.
+ */
+static HeapTuple
+old_tuple(SwWriter *w)
+{
+	sw_writer_to_row(w, w->lock_slot, w->old_row);
+	w->old_row->tts_tableOid = RelationGetRelid(w->ftrel);
+	return ExecFetchSlotHeapTuple(w->old_row, true, NULL);
+}
+
+/*
+ * Ingestion fires triggers: does a row trigger need each row as it is
+ * written?  Then rows are written one at a time, and an upsert batch is
+ * not merged by key (the triggers see every message).
+ */
+bool
+sw_writer_fires_row_triggers(SwWriter *w)
+{
+	return w->trig_rri != NULL && w->row_triggers;
+}
+
+/*
+ * After an error: was a trigger running (the error is the trigger's, not
+ * the writer's)?  Forgets it.
+ */
+bool
+sw_writer_failed_in_trigger(SwWriter *w)
+{
+	bool		in_trigger = w->in_trigger;
+
+	w->in_trigger = false;
+	return in_trigger;
+}
+
+/*
+ * The log names role as the one that wrote the writer's batch, not the
+ * role it runs as: retry_errors() runs as the table's owner for its
+ * caller.  Before the first write.
+ */
+void
+sw_writer_log_as(SwWriter *w, Oid role)
+{
+	Assert(w->batch == 0);
+	w->log_role = role;
+}
+
+/*
  * Open a writer on a source table, which the caller has opened and locked
  * for writing, for an origin and a role.  With an executor state, the
  * writer writes with its command id and snapshot; without one, it makes
@@ -363,6 +656,10 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 
 	w->new_slot = table_slot_create(w->current, NULL);
 	w->lock_slot = table_slot_create(w->current, NULL);
+
+	if ((origin == SW_ORIGIN_KAFKA || origin == SW_ORIGIN_WEBHOOK) &&
+		ftrel->trigdesc != NULL)
+		prepare_triggers(w);
 	return w;
 }
 
@@ -377,6 +674,13 @@ sw_writer_close(SwWriter *w)
 {
 	sw_writer_flush(w);
 	end_history(w);
+	if (w->trig_rri)
+	{
+		end_triggers(w);
+		ExecDropSingleTupleTableSlot(w->old_row);
+		ExecDropSingleTupleTableSlot(w->key_slot);
+		ExecResetTupleTable(w->estate->es_tupleTable, false);
+	}
 	if (w->bistate && w->own_bistate)
 		FreeBulkInsertState(w->bistate);
 	else if (w->bistate)
@@ -409,12 +713,12 @@ sw_writer_close(SwWriter *w)
 static inline int64
 our_batch(SwWriter *w)
 {
-	Oid			role = GetUserId();
+	Oid			role = OidIsValid(w->log_role) ? w->log_role : GetUserId();
 
 	if (w->batch == 0 || w->batch_role != role)
 	{
-		w->batch = sw_controller_batch(RelationGetRelid(w->ftrel), w->origin,
-									   &w->blocks);
+		w->batch = sw_controller_batch_of(RelationGetRelid(w->ftrel), w->origin,
+										  role, &w->blocks);
 		w->batch_role = role;
 	}
 	return w->batch;
@@ -495,31 +799,37 @@ table_rri(SwWriter *w)
 }
 
 /*
- * A new row must meet the table's NOT NULL and CHECK constraints, which
- * PostgreSQL leaves to the foreign data wrapper (the FDW's callbacks check
- * them, and a partition's bounds, with the executor's result relation;
- * other writers, here).
+ * A new row must meet the table's NOT NULL and CHECK constraints and, on a
+ * source that is a partition, its partition's bounds, which PostgreSQL
+ * leaves to the foreign data wrapper (the FDW's callbacks check them with
+ * the executor's result relation; other writers, here).  The errors are
+ * PostgreSQL's.
  */
-void
-sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
+static void
+check_row(SwWriter *w, TupleTableSlot *row)
 {
 	TupleConstr *constr = RelationGetDescr(w->ftrel)->constr;
+	bool		constraints = constr != NULL &&
+		(constr->has_not_null || constr->num_check > 0);
+	bool		partition = w->ftrel->rd_rel->relispartition;
 
-	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
+	if (!constraints && !partition)
 		return;
 	/* writes nothing: a subtransaction may check, and catch its error */
 	if (w->own_estate)
 		ResetPerTupleExprContext(w->estate);
-	ExecConstraints(table_rri(w), row, w->estate);
+	if (constraints)
+		ExecConstraints(table_rri(w), row, w->estate);
+	if (partition)
+		ExecPartitionCheck(table_rri(w), row, w->estate, true);
 }
 
 /*
- * A new row from a worker gets its stored generated columns computed, as
- * the executor computes them for INSERT; then its constraints are checked.
- * Writes nothing: a subtransaction may do it, and catch its error.
+ * Stored generated columns computed, as the executor computes them for
+ * INSERT, then the constraints checked.
  */
-void
-sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
+static void
+complete_row(SwWriter *w, TupleTableSlot *row)
 {
 	TupleConstr *constr = RelationGetDescr(w->ftrel)->constr;
 
@@ -529,7 +839,32 @@ sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
 			ResetPerTupleExprContext(w->estate);
 		ExecComputeStoredGenerated(table_rri(w), w->estate, row, CMD_INSERT);
 	}
-	sw_writer_check_constraints(w, row);
+	check_row(w, row);
+}
+
+/*
+ * Check a new row's constraints (see check_row()), before it is written.
+ * Where BEFORE row triggers fire for it, they come first, as for INSERT:
+ * the writer checks it after them, when it writes it.
+ */
+void
+sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row)
+{
+	if (!w->complete_late)
+		check_row(w, row);
+}
+
+/*
+ * A new row from a worker gets its stored generated columns computed, then
+ * its constraints are checked, as for sw_writer_check_constraints() (after
+ * the BEFORE row triggers, if any fire, when the writer writes it).
+ * Writes nothing: a subtransaction may do it, and catch its error.
+ */
+void
+sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
+{
+	if (!w->complete_late)
+		complete_row(w, row);
 }
 
 /*
@@ -680,19 +1015,38 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 }
 
 /*
- * Insert one row of the table now: its tid is sw_writer_last_tid().  On a
- * source with a key, a key that a current row has is a unique violation.
+ * Insert one row of the table now, firing the INSERT row triggers of
+ * ingestion: a BEFORE trigger may change the row or skip it (false:
+ * nothing written), AFTER triggers fire once it is written.
  */
-void
-sw_writer_insert(SwWriter *w, TupleTableSlot *row)
+static bool
+insert_row(SwWriter *w, TupleTableSlot *row)
 {
 	next_row(w);
+	if (w->trig_rri && w->trig_rri->ri_TrigDesc->trig_insert_before_row &&
+		!before_row(w, CMD_INSERT, NULL, row))
+		return false;
+	if (w->complete_late)
+		complete_row(w, row);
 	form_current_row(w, row, w->new_slot);
 	if (OidIsValid(w->key_index))
 		check_key_free(w, w->new_slot);
 	table_tuple_insert(w->current, w->new_slot, w->estate->es_output_cid, 0, NULL);
 	note_block(w, w->new_slot);
 	insert_index_entries(w, &w->new_slot, 1, false);
+	if (w->trig_rri)
+		after_row(w, CMD_INSERT, NULL, row);
+	return true;
+}
+
+/*
+ * Insert one row of the table now: its tid is sw_writer_last_tid().  On a
+ * source with a key, a key that a current row has is a unique violation.
+ */
+void
+sw_writer_insert(SwWriter *w, TupleTableSlot *row)
+{
+	(void) insert_row(w, row);
 }
 
 ItemPointer
@@ -740,14 +1094,20 @@ append_slot(SwWriter *w, int i)
 /*
  * Add a row of the table to the rows written together: at most
  * SW_APPEND_BUFFER_ROWS rows or SW_APPEND_BUFFER_BYTES bytes are buffered
- * (the row is copied), then written with one multi-insert.  On a source
- * with a key, a key that a current row has is a unique violation.
+ * (the row is copied), then written with one multi-insert; rows that
+ * ingestion's INSERT row triggers fire for are written one at a time, and
+ * false says that a BEFORE trigger skipped the row.  On a source with a
+ * key, a key that a current row has is a unique violation.
  */
-void
+bool
 sw_writer_append(SwWriter *w, TupleTableSlot *row)
 {
 	TupleTableSlot *slot;
 
+	/* INSERT row triggers need each row as it is written */
+	if (w->trig_rri && (w->trig_rri->ri_TrigDesc->trig_insert_before_row ||
+						w->trig_rri->ri_TrigDesc->trig_insert_after_row))
+		return insert_row(w, row);
 	if (w->nest_level != GetCurrentTransactionNestLevel())
 		next_row(w);			/* which complains, unless allowed */
 	slot = append_slot(w, w->nappended++);
@@ -759,6 +1119,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 	if (w->nappended == SW_APPEND_BUFFER_ROWS ||
 		w->appended_bytes >= SW_APPEND_BUFFER_BYTES)
 		sw_writer_flush(w);
+	return true;
 }
 
 /*
@@ -800,6 +1161,12 @@ sw_writer_sub_end(SwWriter *w, bool commit)
 	w->nhistory = 0;
 	ExecClearTuple(w->new_slot);
 	ExecClearTuple(w->lock_slot);
+	if (w->trig_rri)
+	{
+		ExecClearTuple(w->key_slot);
+		ExecClearTuple(w->old_row);
+	}
+	w->in_trigger = false;
 	if (w->bistate)
 		ReleaseBulkInsertStatePin(w->bistate);
 }
@@ -1111,27 +1478,50 @@ sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
 }
 
 /*
- * Sources with a key: lock the current row of the key of a row, if there
- * is one, waiting for a transaction that holds the key as INSERT ... ON
- * CONFLICT does, and delete it (with a command id of its own, so that a
- * row this writer wrote for the same key just before is seen).  Returns
- * whether there was one; false if the key was free when looked at.
+ * Under REPEATABLE READ and SERIALIZABLE, the current row of a key that an
+ * upsert or a tombstone locked must be one the transaction's snapshot
+ * sees: replacing a row that a concurrent transaction committed meanwhile
+ * is a serialization failure, as for INSERT ... ON CONFLICT (see
+ * ExecCheckTupleVisible()).  Our own rows may be newer than the snapshot.
+ */
+static void
+check_key_visible(SwWriter *w)
+{
+	bool		isnull;
+	TransactionId xmin;
+
+	if (!IsolationUsesXactSnapshot() ||
+		table_tuple_satisfies_snapshot(w->current, w->lock_slot, w->estate->es_snapshot))
+		return;
+	xmin = DatumGetTransactionId(slot_getsysattr(w->lock_slot,
+												 MinTransactionIdAttributeNumber,
+												 &isnull));
+	if (!TransactionIdIsCurrentTransactionId(xmin))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update")));
+}
+
+/*
+ * Sources with a key: lock the current row of the key of a row (a current
+ * row, in row), if there is one, into lock_slot, waiting for a transaction
+ * that holds the key as INSERT ... ON CONFLICT does.  Returns whether there
+ * was one, with its tid in *tid; false if the key was free when looked at.
  */
 static bool
-take_key(SwWriter *w, TupleTableSlot *row)
+lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid)
 {
 	for (;;)
 	{
-		ItemPointerData conflict;
 		TM_FailureData tmfd;
 		TM_Result	result;
 
 		CHECK_FOR_INTERRUPTS();
-		if (ExecCheckIndexConstraints(w->current_rri, row, w->estate, &conflict,
+		if (ExecCheckIndexConstraints(w->current_rri, row, w->estate, tid,
 									  w->key_indexes))
 			return false;
 
-		result = table_tuple_lock(w->current, &conflict, w->estate->es_snapshot,
+		result = table_tuple_lock(w->current, tid, w->estate->es_snapshot,
 								  w->lock_slot, w->estate->es_output_cid,
 								  LockTupleExclusive, LockWaitBlock, 0, &tmfd);
 		switch (result)
@@ -1150,15 +1540,7 @@ take_key(SwWriter *w, TupleTableSlot *row)
 				elog(ERROR, "unexpected result %u when locking the row of a key of source table \"%s\"",
 					 result, RelationGetRelationName(w->ftrel));
 		}
-
-		result = table_tuple_delete(w->current, &conflict, w->estate->es_output_cid,
-									InvalidSnapshot, InvalidSnapshot, true, &tmfd,
-									false);
-		if (result != TM_Ok)
-			elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
-				 RelationGetRelationName(w->ftrel));
-		retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
-				w->estate->es_output_cid);
+		check_key_visible(w);
 		return true;
 	}
 }
@@ -1186,6 +1568,25 @@ sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old, TransactionId xmax)
 	xmin = slot_getsysattr(w->lock_slot, MinTransactionIdAttributeNumber, &isnull);
 	ExecClearTuple(w->lock_slot);
 	return !isnull && TransactionIdEquals(DatumGetTransactionId(xmin), xmax);
+}
+
+/*
+ * Delete the current row of a key that lock_key() locked, and retract it
+ * (with a command id of its own, so that a row this writer wrote for the
+ * same key just before is seen).
+ */
+static void
+delete_locked(SwWriter *w, ItemPointer tid)
+{
+	TM_FailureData tmfd;
+
+	if (table_tuple_delete(w->current, tid, w->estate->es_output_cid,
+						   InvalidSnapshot, InvalidSnapshot, true, &tmfd,
+						   false) != TM_Ok)
+		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
+			 RelationGetRelationName(w->ftrel));
+	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+			w->estate->es_output_cid);
 }
 
 /*
@@ -1222,23 +1623,101 @@ next_command(SwWriter *w)
 }
 
 /*
+ * Upserts: after a BEFORE row trigger changed the row (its NEW), it must
+ * keep its key, by the equality of the key's index (the row's message
+ * named the key: its key's tombstone must find the row).  new_slot holds
+ * the row as it was before the trigger, materialized.
+ */
+static void
+check_key_kept(SwWriter *w, TupleTableSlot *row)
+{
+	TupleTableSlot *before = w->new_slot;
+	TupleTableSlot *after = w->key_slot;
+	Relation	index = NULL;
+
+	for (int i = 0; i < w->current_rri->ri_NumIndices; i++)
+		if (RelationGetRelid(w->current_rri->ri_IndexRelationDescs[i]) == w->key_index)
+			index = w->current_rri->ri_IndexRelationDescs[i];
+	Assert(index != NULL);
+	form_current_row(w, row, after);
+	slot_getallattrs(before);
+	slot_getallattrs(after);
+	for (int k = 0; k < w->nkeys; k++)
+	{
+		int			a = w->key_attnums[k] - 1;
+		Oid			eq = get_opfamily_member(index->rd_opfamily[k], index->rd_opcintype[k],
+											 index->rd_opcintype[k], BTEqualStrategyNumber);
+
+		if (!after->tts_isnull[a] &&
+			OidIsValid(eq) &&
+			DatumGetBool(OidFunctionCall2Coll(get_opcode(eq), index->rd_indcollation[k],
+											  before->tts_values[a],
+											  after->tts_values[a])))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+				 errmsg("a BEFORE trigger cannot change the key of an ingested row of upsert source \"%s\"",
+						RelationGetRelationName(w->ftrel)),
+				 errdetail("A trigger changed key column \"%s\".",
+						   NameStr(TupleDescAttr(RelationGetDescr(w->current),
+												 a)->attname)),
+				 errhint("An ingested row keeps the key of its message, so that the key's next message or tombstone finds it.")));
+	}
+}
+
+/*
  * Sources with a key: make a row of the table the current row of its key.
  * The current row of the key, if there is one (whoever wrote it), is
  * retracted; then the row is added, with a speculative insertion, as INSERT
  * ... ON CONFLICT does, so that a concurrent transaction that adds the
  * same key makes us look again rather than fail.
+ *
+ * Ingestion's row triggers see the upsert as MERGE would: an UPDATE of the
+ * key's current row (OLD) to the row (NEW) when the key has one, an INSERT
+ * of the row when it has none.  A BEFORE trigger may change the row (not
+ * its key) or skip it: then nothing is written, and the key keeps its row.
+ * If a concurrent transaction adds the key after a BEFORE INSERT trigger
+ * fired, the BEFORE UPDATE triggers fire too, on its row, as INSERT ... ON
+ * CONFLICT DO UPDATE fires both.  Returns false if a trigger skipped it.
  */
-void
+bool
 sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 {
+	TriggerDesc *td = w->trig_rri ? w->trig_rri->ri_TrigDesc : NULL;
+	bool		before_insert = td && td->trig_insert_before_row;
+	bool		before_update = td && td->trig_update_before_row;
+
 	key_row(w, row);
 	for (;;)
 	{
+		ItemPointerData tid;
 		uint32		token;
 		bool		conflict = false;
+		bool		found;
+		HeapTuple	old = NULL;
 
 		next_command(w);
-		(void) take_key(w, w->new_slot);
+		found = lock_key(w, w->new_slot, &tid);
+		if (found && td)
+			old = old_tuple(w);
+		if (found ? before_update : before_insert)
+		{
+			ExecMaterializeSlot(w->new_slot);
+			if (!before_row(w, found ? CMD_UPDATE : CMD_INSERT, old, row))
+				return false;
+			check_key_kept(w, row);
+			/* each fires once */
+			if (found)
+				before_update = false;
+			else
+				before_insert = false;
+		}
+		if (w->complete_late)
+			complete_row(w, row);
+		if (td)
+			form_current_row(w, row, w->new_slot);	/* as the triggers left it */
+		if (found)
+			delete_locked(w, &tid);
 
 		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(w->current, w->new_slot,
@@ -1248,22 +1727,42 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 							  true, &conflict, w->key_indexes);
 		table_tuple_complete_speculative(w->current, w->new_slot, token, !conflict);
 		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
-		if (!conflict)
-			return;
-		/* somebody added the key meanwhile: take it from them */
+		if (conflict)
+			continue;			/* somebody added the key meanwhile: take it
+								 * from them */
+		if (td)
+			after_row(w, found ? CMD_UPDATE : CMD_INSERT, old, row);
+		return true;
 	}
 }
 
 /*
  * Sources with a key: retract the current row of the key of a row of the
- * table, if there is one (a tombstone); returns whether there was.
+ * table, if there is one (a tombstone); returns whether it did.  For
+ * ingestion's row triggers, a DELETE of that row: a BEFORE trigger may skip
+ * it, and the key keeps its row.
  */
 bool
 sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 {
+	ItemPointerData tid;
+	HeapTuple	old = NULL;
+
 	key_row(w, key);
 	next_command(w);
-	return take_key(w, w->new_slot);
+	if (!lock_key(w, w->new_slot, &tid))
+		return false;
+	if (w->trig_rri)
+	{
+		old = old_tuple(w);
+		if (w->trig_rri->ri_TrigDesc->trig_delete_before_row &&
+			!before_row(w, CMD_DELETE, old, NULL))
+			return false;
+	}
+	delete_locked(w, &tid);
+	if (w->trig_rri)
+		after_row(w, CMD_DELETE, old, NULL);
+	return true;
 }
 
 /*

@@ -24,6 +24,9 @@ typedef struct SwWriter SwWriter;
 extern SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
 								EState *estate);
 extern void sw_writer_close(SwWriter *w);
+extern void sw_writer_log_as(SwWriter *w, Oid role);
+extern bool sw_writer_fires_row_triggers(SwWriter *w);
+extern bool sw_writer_failed_in_trigger(SwWriter *w);
 
 extern void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
@@ -33,13 +36,13 @@ extern void sw_writer_forget_session_state(void);
 extern void sw_writer_commit_durably(void);
 extern bool sw_writer_commit_replicated(void);
 extern void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
-extern void sw_writer_append(SwWriter *w, TupleTableSlot *row);
+extern bool sw_writer_append(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_flush(SwWriter *w);
 extern void sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate);
 extern void sw_writer_allow_subtransactions(SwWriter *w);
 extern void sw_writer_sub_end(SwWriter *w, bool commit);
 extern bool sw_writer_failed_flushing(SwWriter *w);
-extern void sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
+extern bool sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
 extern bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
 extern bool sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old,
 									  TransactionId xmax);
