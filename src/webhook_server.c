@@ -199,6 +199,19 @@ keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *va
 		r->headers_lost = true;
 		return MHD_NO;
 	}
+
+	/*
+	 * A field value has no whitespace (SP, HTAB) at either end (RFC 9110,
+	 * 5.5): libmicrohttpd skips it before the value, we cut it after.
+	 */
+	if (value)
+	{
+		char	   *v = r->headers[r->nheaders].value;
+		size_t		len = strlen(v);
+
+		while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+			v[--len] = '\0';
+	}
 	r->nheaders++;
 	return MHD_YES;
 }

@@ -111,6 +111,22 @@ is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM ev WHERE id LIKE 't%'}), 't
 is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM ev2 WHERE id LIKE 'u%'}), 'u1,u2',
 	'in each table');
 
+# a key is taken without the whitespace (spaces, tabs) at either end of
+# its header, as HTTP takes field values: these are one key
+sql(q{CREATE FOREIGN TABLE trimmed (id text) SERVER hooks
+	OPTIONS (format 'json', idempotency_header 'Idempotency-Key')});
+is(post('/public/trimmed', '{"id": "t"}', 'Idempotency-Key: a'), '200 1 row', 'a key "a"');
+is(post('/public/trimmed', '{"id": "t"}', 'Idempotency-Key:   a'), '200 1 row', 'the key "  a": its repeat');
+is(post('/public/trimmed', '{"id": "t"}', "Idempotency-Key: a \t "), '200 1 row', 'the key "a \t ": its repeat');
+is(post('/public/trimmed', '{"id": "t2"}', "Idempotency-Key: \t a  "), '422 this idempotency key came before with another body',
+	'"\t a  " with another body: 422');
+is(sql(q{SELECT count(*) FROM trimmed}), '1', 'written once');
+is(sql(q{SELECT string_agg(format('%L', key), ',') FROM source_writes.deliveries WHERE source = 'trimmed'::regclass}),
+	"'a'", 'kept as "a"');
+is(post('/public/trimmed', '{"id": "t4"}', 'Idempotency-Key: b  '), '200 1 row', 'a key "b  " first');
+is(post('/public/trimmed', '{"id": "t4"}', 'Idempotency-Key: b'), '200 1 row', 'then "b": its repeat');
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM trimmed}), 't,t4', 'written once too');
+
 # the same key from many clients, without anything to hold the worker
 my $many = post_together(32, '/public/ev', '{"id": "m"}', 'Idempotency-Key: m');
 is($many->(), join(',', ('200') x 32), '32 clients with one key: all 200');
