@@ -139,7 +139,7 @@ sql(q{CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-9
 my $body = '{"id": "s1"}';
 is(post('/public/signed', $body, 'X-Signature: ' . hmac_sha256_hex($body, 'whsec-9'), 'Idempotency-Key: s'),
 	'200 1 row', 'a signed delivery with a key');
-like(post('/public/signed', $body, 'Idempotency-Key: s'), qr/^401 /, 'its repeat unsigned: 401');
+like(post('/public/signed', $body, 'Idempotency-Key: s'), qr/^404 /, 'its repeat unsigned: 404, as to no table');
 like(post('/public/signed', $body, 'X-Signature: 00', 'Idempotency-Key: s'), qr/^403 /,
 	'wrongly signed: 403');
 
