@@ -405,15 +405,16 @@ connection_state(struct MHD_Connection *connection, int state)
 }
 
 /*
- * The connection to cut to make room, of those of an address (of any if
- * address_len is -1): the one that has waited longest for its first
+ * The connection to cut to make room for connection c, of those of c's
+ * address (of any if all): the one that has waited longest for its first
  * request, or received a body for longest; if there is none, the one idle
  * longest between requests (a client's pool of connections, which a
- * reverse proxy keeps).  Those the main thread holds, and those whose
- * answers go, are never cut.  NULL if none may be.  Under conn_lock.
+ * reverse proxy keeps); if there is none, c.  Those the main thread
+ * holds, and those whose answers go, are never cut.  How many connections
+ * there are (of c's address), c with them, in *count.  Under conn_lock.
  */
 static SwConnection *
-oldest_connection(const unsigned char *address, int address_len, int *count)
+oldest_connection(SwConnection *c, bool all, int *count)
 {
 	SwConnection *oldest = NULL;
 	SwConnection *idle = NULL;
@@ -421,43 +422,40 @@ oldest_connection(const unsigned char *address, int address_len, int *count)
 	*count = 0;
 	for (SwConnection *x = conn_head; x; x = x->next)
 	{
-		if (x->closing || (address_len >= 0 &&
-						   (x->address_len != address_len ||
-							memcmp(x->address, address, address_len) != 0)))
+		if (x->closing || (!all &&
+						   (x->address_len != c->address_len ||
+							memcmp(x->address, c->address, c->address_len) != 0)))
 			continue;
 		(*count)++;
 
 		/* the list is in order: the first found is the oldest */
-		if (x->state == SW_CONN_HELD)
+		if (x->state == SW_CONN_HELD || x == c)
 			continue;
 		if (x->state == SW_CONN_WAITING && x->served)
 			idle = idle ? idle : x;
 		else
 			oldest = oldest ? oldest : x;
 	}
-	return oldest ? oldest : idle;
+	return oldest ? oldest : idle ? idle : c;
 }
 
 /*
  * Past the limits, with c just come: cut a connection of c's address, and
- * then, past the total, one of any address (oldest_connection), c itself
- * if no other may be.  Under conn_lock.
+ * then, past the total, one of any address (oldest_connection).  c itself
+ * is cut only if no other may be: a new connection is not cut for older
+ * ones that wait (which an attacker could keep, each served once).  Under
+ * conn_lock.
  */
 static void
 make_room(SwConnection *c)
 {
-	SwConnection *victim;
 	int			count;
+	SwConnection *victim = oldest_connection(c, false, &count);
 
-	victim = oldest_connection(c->address, c->address_len, &count);
-	if (count > conn_per_address && victim)
+	if (count > conn_per_address)
 		cut_connection(victim);
-	if (conn_live > conn_limit)
-	{
-		victim = oldest_connection(NULL, -1, &count);
-		if (victim)
-			cut_connection(victim);
-	}
+	if (!c->closing && conn_live > conn_limit)
+		cut_connection(oldest_connection(c, true, &count));
 }
 
 /*

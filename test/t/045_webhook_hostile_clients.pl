@@ -8,7 +8,8 @@
 # and past 128 connections from one address or 512 in all, a new one
 # closes the one that waited longest; under slow (slowloris) and idle
 # connections from two addresses, from a hundred, and from the sender's
-# own address, a signed post is answered within a second.
+# own address, a signed post is answered within a second (also when the
+# idle connections each had a request answered first).
 use strict;
 use warnings;
 
@@ -261,8 +262,8 @@ cmp_ok($idle_count, '>', 600, 'enough files for the attacks');
 
 # An attack: $count connections from @addresses (taken in turn), each
 # sending nothing, or (those whose index $slow->($i) says) a request line
-# and then a header byte by byte; every one the server closes is opened
-# again.  First, until the server has made room (for up to 3 s, well before
+# and then a header byte by byte, or (with $served) a request answered
+# 404, kept alive, and then nothing; every one the server closes is opened again.  First, until the server has made room (for up to 3 s, well before
 # the first connections' 5 s), how many it keeps of each address at most.
 # Then for $seconds, every 0.3 s, a signed post from 127.0.0.1 into @posts
 # (and $also->() if given).  Returns the most connections of one address
@@ -278,6 +279,11 @@ sub attack
 		my $s = connect_from($addresses[$i % @addresses]);
 		syswrite($s, "POST /postgres/public/signed HTTP/1.1\r\nHost: x\r\nX-Slow: ")
 		  if $s && $slow->($i);
+		if ($s && $a{served})
+		{
+			syswrite($s, "POST /postgres/public/nosuch HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+			raw_answer($s, 5, 0);	# 404, or nothing if it was closed at once
+		}
 		return $s;
 	};
 	my $t0 = time;
@@ -337,6 +343,13 @@ cmp_ok($per_address, '<=', 128, 'of 150 from one address, the server keeps 128 a
 ($per_address, $all) = attack(addresses => [ map { "127.0.1.$_" } 1 .. 100 ], count => $idle_count,
 	seconds => 4);
 check_posts("$idle_count idle connections from 100 addresses");
+cmp_ok($all, '<=', 512, 'of them the server keeps 512 at most');
+
+# idle connections from a hundred addresses that each had a request
+# answered first (so that they are not new ones that wait for theirs)
+($per_address, $all) = attack(addresses => [ map { "127.0.2.$_" } 1 .. 100 ], count => 1000,
+	served => 1, seconds => 4);
+check_posts('1000 connections from 100 addresses, idle after a request');
 cmp_ok($all, '<=', 512, 'of them the server keeps 512 at most');
 
 # from the sender's own address: 100 idle and 100 slow connections, while
