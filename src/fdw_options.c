@@ -1492,6 +1492,18 @@ sw_source_max_body_bytes(Oid relid)
 }
 
 /*
+ * The signature_header of a webhook source table; NULL if it has none or
+ * is gone.  Read from the catalog row alone, as sw_source_max_body_bytes.
+ */
+char *
+sw_source_signature_header(Oid relid)
+{
+	bool		exists;
+
+	return table_option_value(relid, "signature_header", &exists);
+}
+
+/*
  * Read the options of a source table, its server and its columns, check
  * them all together, and return what they say.
  */

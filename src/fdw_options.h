@@ -93,6 +93,7 @@ extern SwKind sw_server_kind(ForeignServer *server);
 extern SwSourceTable *sw_source_table(Relation rel);
 extern int	sw_source_workers(Oid relid);
 extern int	sw_source_max_body_bytes(Oid relid);
+extern char *sw_source_signature_header(Oid relid);
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 extern int64 sw_retention_ms(Oid relid);
 extern List *sw_parse_start_offset(const char *option, const char *value,

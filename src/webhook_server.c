@@ -21,10 +21,33 @@
  * Content-Length says so; a body of unknown length that grows over it has
  * its connection closed), bodies that would take the buffered bytes of all
  * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
- * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written (429), and everything
- * while the server shuts down (503).  Connections are limited in number,
- * in total and from one address, and one idle for
- * SW_WEBHOOK_CONNECTION_TIMEOUT is closed.
+ * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written, or beyond
+ * SW_WEBHOOK_MAX_CHECKING waiting for the main thread's look at their
+ * limit (429), and everything while the server shuts down (503).
+ *
+ * Whoever can connect must not starve the server of connections (with
+ * connections that send nothing, or a byte now and then).  A connection
+ * must send its first request's line and headers within
+ * SW_WEBHOOK_HEADER_TIMEOUT of its opening, and each later one's within
+ * SW_WEBHOOK_CONNECTION_TIMEOUT of the answer before it (libmicrohttpd
+ * closes a connection idle that long, too, but not one that sends a byte
+ * now and then): a thread of ours, the reaper, closes those that do not.
+ * Past SW_WEBHOOK_MAX_PER_ADDRESS connections from one address, or
+ * SW_WEBHOOK_MAX_CONNECTIONS in all, a new connection makes room: the one
+ * of its address (then of any) that has waited longest for a request, or
+ * received its body for longest, is closed, so that a sender is never
+ * locked out by connections that only wait, and one address (a reverse
+ * proxy) may have as many as it uses.  The connections the main thread
+ * holds, and those whose answers go, are never closed: they are at most
+ * SW_WEBHOOK_MAX_IN_FLIGHT + SW_WEBHOOK_MAX_CHECKING.  We close a
+ * connection by shutting its socket down: libmicrohttpd then reads its
+ * end and closes it in its thread, which tells us (before it closes the
+ * socket, so that the socket we shut down is always the connection's).
+ *
+ * A request without the signature header that its table's options name
+ * is taken as one to no table, so that who does not sign cannot tell
+ * which signed tables there are: it waits for the main thread's look, and
+ * gets its 404, as does a request to an address with no table.
  *
  * Given a certificate and a key (PEM text, which the main thread read),
  * the server speaks HTTPS only, through libmicrohttpd's GnuTLS: TLS 1.2 or
@@ -72,18 +95,26 @@
 
 #include "webhook_server.h"
 
-/* how long an idle connection may stay, in seconds */
+/*
+ * How long a connection may wait for a request: seconds from its opening
+ * to its first request's complete line and headers, and from an answer to
+ * the next request's (in which a connection with nothing to say is idle:
+ * libmicrohttpd closes one idle for the latter, too, at any time).
+ */
+#define SW_WEBHOOK_HEADER_TIMEOUT		5
 #define SW_WEBHOOK_CONNECTION_TIMEOUT	30
 
 /* how long a server that stops waits for its last answers to go, in ms */
 #define SW_WEBHOOK_STOP_WAIT_MS			1000
 
-/* connections at once, in all and from one address */
-#define SW_WEBHOOK_MAX_CONNECTIONS		256
-#define SW_WEBHOOK_MAX_PER_ADDRESS		128
+/* the reaper's wakes, at most one per this many ms */
+#define SW_WEBHOOK_REAP_MS				250
 
-#if SW_WEBHOOK_MAX_IN_FLIGHT >= SW_WEBHOOK_MAX_PER_ADDRESS
-#error "the in-flight limit must be below the connections of one address"
+/* the most requests waiting for the main thread's look at their limit */
+#define SW_WEBHOOK_MAX_CHECKING			32
+
+#if SW_WEBHOOK_MAX_IN_FLIGHT + SW_WEBHOOK_MAX_CHECKING >= SW_WEBHOOK_MAX_PER_ADDRESS
+#error "the connections held by the main thread must leave room at one address"
 #endif
 
 /* GnuTLS's priorities with TLS: its defaults, without the versions before 1.2 */
@@ -117,6 +148,7 @@ typedef struct BodyLimit
 	const char *table;
 	size_t		table_len;
 	size_t		limit;
+	const char *signature_header;	/* or NULL */
 	unsigned int table_id;
 } BodyLimit;
 
@@ -131,6 +163,55 @@ typedef struct BodyLimits
 
 /* as the main thread last published it, under queue_lock; NULL if none */
 static BodyLimits *body_limits = NULL;
+
+/* requests waiting for the main thread's look, under queue_lock */
+static int	checks_waiting = 0;
+
+/*
+ * The connections libmicrohttpd has, as we keep track of them (its
+ * connection notifications), to close those that wait too long for a
+ * request and, past the limits, those that waited longest.  A connection
+ * is in one of three states:
+ */
+#define SW_CONN_WAITING		0	/* for a request's line and headers */
+#define SW_CONN_RECEIVING	1	/* its body, in libmicrohttpd's thread */
+#define SW_CONN_HELD		2	/* the main thread has it, or its answer goes */
+
+typedef struct SwConnection
+{
+	struct SwConnection *prev;	/* in the list, oldest state first */
+	struct SwConnection *next;
+	int			fd;				/* libmicrohttpd's socket */
+	unsigned char address[16];	/* the client's (an IPv6 one's /64) */
+	int			address_len;
+	int			state;
+	int64_t		since;			/* when the state began, monotonic ms */
+	int64_t		deadline;		/* waiting: when it is closed, monotonic ms */
+	bool		closing;		/* we shut its socket down */
+	bool		listed;			/* in the list */
+	bool		served;			/* a request of it was answered */
+} SwConnection;
+
+/*
+ * The list, under conn_lock: in the order their states began, the oldest
+ * first (a connection moves to the end when its state changes), with how
+ * many are not closing.  Connections are added and removed in
+ * libmicrohttpd's thread, before it closes their sockets, so that the
+ * reaper may shut a socket down while it holds the lock.
+ */
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static SwConnection *conn_head = NULL;
+static SwConnection *conn_tail = NULL;
+static int	conn_live = 0;
+static int	conn_limit = SW_WEBHOOK_MAX_CONNECTIONS;	/* kept at once */
+static int	conn_per_address = SW_WEBHOOK_MAX_PER_ADDRESS;
+
+/* the reaper: a thread that closes connections past their deadline */
+static pthread_t reaper;
+static bool reaper_running = false;
+static bool reaper_stop = false;	/* under conn_lock, as the rest */
+static int64_t reaper_wake = INT64_MAX; /* when it wakes next */
+static pthread_cond_t reaper_cond = PTHREAD_COND_INITIALIZER;
 
 /* what libmicrohttpd says while the server starts: why it could not */
 static pthread_mutex_t start_log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -199,6 +280,19 @@ keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *va
 		r->headers_lost = true;
 		return MHD_NO;
 	}
+
+	/*
+	 * A field value has no whitespace (SP, HTAB) at either end (RFC 9110,
+	 * 5.5): libmicrohttpd skips it before the value, we cut it after.
+	 */
+	if (value)
+	{
+		char	   *v = r->headers[r->nheaders].value;
+		size_t		len = strlen(v);
+
+		while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+			v[--len] = '\0';
+	}
 	r->nheaders++;
 	return MHD_YES;
 }
@@ -208,6 +302,296 @@ static size_t
 keep_escapes(void *cls, struct MHD_Connection *connection, char *s)
 {
 	return strlen(s);
+}
+
+/* monotonic milliseconds, for the connections' deadlines */
+static int64_t
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* take a connection out of the list, if it is there; under conn_lock */
+static void
+unlink_connection(SwConnection *c)
+{
+	if (!c->listed)
+		return;
+	c->listed = false;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		conn_head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		conn_tail = c->prev;
+	c->prev = c->next = NULL;
+}
+
+/*
+ * Close a connection that waits, or receives its body, too long or past
+ * the limits: shut its socket down, so that libmicrohttpd, which reads its
+ * end at once, closes it (in its thread; we hold conn_lock, so it has not
+ * closed the socket yet).  A request it may have begun is never taken.
+ */
+static void
+cut_connection(SwConnection *c)
+{
+	c->closing = true;
+	conn_live--;
+	(void) shutdown(c->fd, SHUT_RDWR);
+}
+
+/*
+ * Move a connection to a state, at the end of the list; one that waits
+ * for a request is cut at wait_ms from now.  Under conn_lock.
+ */
+static void
+set_connection_state(SwConnection *c, int state, int64_t wait_ms)
+{
+	int64_t		now = monotonic_ms();
+
+	c->state = state;
+	c->since = now;
+	unlink_connection(c);
+	c->prev = conn_tail;
+	if (conn_tail)
+		conn_tail->next = c;
+	else
+		conn_head = c;
+	conn_tail = c;
+	c->listed = true;
+	if (state == SW_CONN_WAITING)
+	{
+		c->deadline = now + wait_ms;
+		if (c->deadline < reaper_wake)
+		{
+			reaper_wake = c->deadline;
+			pthread_cond_signal(&reaper_cond);
+		}
+	}
+}
+
+/*
+ * Move the connection of a request to a state (a waiting one gets
+ * SW_WEBHOOK_CONNECTION_TIMEOUT): false if it is being cut.  In
+ * libmicrohttpd's thread.
+ */
+static bool
+connection_state(struct MHD_Connection *connection, int state)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	SwConnection *c = info ? info->socket_context : NULL;
+	bool		live = true;
+
+	if (c == NULL)
+		return true;
+	pthread_mutex_lock(&conn_lock);
+	if (c->closing)
+		live = false;
+	else if (c->state != state || state == SW_CONN_WAITING)
+	{
+		/* waiting again: it was served */
+		c->served |= state == SW_CONN_WAITING;
+		set_connection_state(c, state, SW_WEBHOOK_CONNECTION_TIMEOUT * 1000);
+	}
+	pthread_mutex_unlock(&conn_lock);
+	return live;
+}
+
+/*
+ * The connection to cut to make room for connection c, of those of c's
+ * address (of any if all): the one that has waited longest for its first
+ * request, or received a body for longest; if there is none, the one idle
+ * longest between requests (a client's pool of connections, which a
+ * reverse proxy keeps); if there is none, c.  Those the main thread
+ * holds, and those whose answers go, are never cut.  How many connections
+ * there are (of c's address), c with them, in *count.  Under conn_lock.
+ */
+static SwConnection *
+oldest_connection(SwConnection *c, bool all, int *count)
+{
+	SwConnection *oldest = NULL;
+	SwConnection *idle = NULL;
+
+	*count = 0;
+	for (SwConnection *x = conn_head; x; x = x->next)
+	{
+		if (x->closing || (!all &&
+						   (x->address_len != c->address_len ||
+							memcmp(x->address, c->address, c->address_len) != 0)))
+			continue;
+		(*count)++;
+
+		/* the list is in order: the first found is the oldest */
+		if (x->state == SW_CONN_HELD || x == c)
+			continue;
+		if (x->state == SW_CONN_WAITING && x->served)
+			idle = idle ? idle : x;
+		else
+			oldest = oldest ? oldest : x;
+	}
+	return oldest ? oldest : idle ? idle : c;
+}
+
+/*
+ * Past the limits, with c just come: cut a connection of c's address, and
+ * then, past the total, one of any address (oldest_connection).  c itself
+ * is cut only if no other may be: a new connection is not cut for older
+ * ones that wait (which an attacker could keep, each served once).  Under
+ * conn_lock.
+ */
+static void
+make_room(SwConnection *c)
+{
+	int			count;
+	SwConnection *victim = oldest_connection(c, false, &count);
+
+	if (count > conn_per_address)
+		cut_connection(victim);
+	if (!c->closing && conn_live > conn_limit)
+		cut_connection(oldest_connection(c, true, &count));
+}
+
+/*
+ * The client's address, as the limit per address counts it: an IPv4
+ * address (also one mapped into IPv6), or the /64 of an IPv6 one, the
+ * least a site is given.
+ */
+static void
+client_address(struct MHD_Connection *connection, SwConnection *c)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = info ? info->client_addr : NULL;
+
+	c->address_len = 0;
+	if (sa && sa->sa_family == AF_INET)
+	{
+		memcpy(c->address, &((const struct sockaddr_in *) sa)->sin_addr, 4);
+		c->address_len = 4;
+	}
+	else if (sa && sa->sa_family == AF_INET6)
+	{
+		const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a))
+		{
+			memcpy(c->address, &a->s6_addr[12], 4);
+			c->address_len = 4;
+		}
+		else
+		{
+			memcpy(c->address, a->s6_addr, 8);
+			c->address_len = 8;
+		}
+	}
+}
+
+/*
+ * libmicrohttpd's notification of a connection, in its thread: keep track
+ * of a new one, which waits for its first request for
+ * SW_WEBHOOK_HEADER_TIMEOUT, and make room for it; forget one closed (its
+ * socket is not closed yet).  A connection we cannot keep track of is cut.
+ */
+static void
+notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+				  enum MHD_ConnectionNotificationCode code)
+{
+	SwConnection *c = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+	{
+		const union MHD_ConnectionInfo *fd =
+			MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		if (fd == NULL)
+			return;
+		c = calloc(1, sizeof(SwConnection));
+		if (c == NULL)
+		{
+			(void) shutdown(fd->connect_fd, SHUT_RDWR);
+			return;
+		}
+		c->fd = fd->connect_fd;
+		client_address(connection, c);
+		*socket_context = c;
+		pthread_mutex_lock(&conn_lock);
+		conn_live++;
+		set_connection_state(c, SW_CONN_WAITING, SW_WEBHOOK_HEADER_TIMEOUT * 1000);
+		make_room(c);
+		pthread_mutex_unlock(&conn_lock);
+	}
+	else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c)
+	{
+		pthread_mutex_lock(&conn_lock);
+		unlink_connection(c);
+		if (!c->closing)
+			conn_live--;
+		pthread_mutex_unlock(&conn_lock);
+		free(c);
+		*socket_context = NULL;
+	}
+}
+
+/*
+ * The reaper's thread: cut the connections that have waited for a request
+ * past their deadline, waking at the next one (at most every
+ * SW_WEBHOOK_REAP_MS), until the server stops.
+ */
+static void *
+reap_connections(void *arg)
+{
+	pthread_mutex_lock(&conn_lock);
+	while (!reaper_stop)
+	{
+		int64_t		now = monotonic_ms();
+		int64_t		next = INT64_MAX;
+
+		for (SwConnection *c = conn_head; c; c = c->next)
+		{
+			if (c->closing || c->state != SW_CONN_WAITING)
+				continue;
+			if (c->deadline <= now)
+				cut_connection(c);
+			else if (c->deadline < next)
+				next = c->deadline;
+		}
+		if (next < now + SW_WEBHOOK_REAP_MS)
+			next = now + SW_WEBHOOK_REAP_MS;
+		reaper_wake = next;
+		if (next == INT64_MAX)
+			pthread_cond_wait(&reaper_cond, &conn_lock);
+		else
+		{
+			struct timespec until;
+
+			until.tv_sec = next / 1000;
+			until.tv_nsec = (next % 1000) * 1000000L;
+			(void) pthread_cond_clockwait(&reaper_cond, &conn_lock, CLOCK_MONOTONIC, &until);
+		}
+	}
+	pthread_mutex_unlock(&conn_lock);
+	return NULL;
+}
+
+/* stop the reaper's thread, if it runs */
+static void
+stop_reaper(void)
+{
+	if (!reaper_running)
+		return;
+	pthread_mutex_lock(&conn_lock);
+	reaper_stop = true;
+	pthread_cond_signal(&reaper_cond);
+	pthread_mutex_unlock(&conn_lock);
+	pthread_join(reaper, NULL);
+	reaper_running = false;
 }
 
 /* send a request's answer */
@@ -221,6 +605,7 @@ send_answer(struct MHD_Connection *connection, int status, const char *text)
 											   MHD_RESPMEM_MUST_COPY);
 	if (response == NULL)
 		return MHD_NO;
+	(void) connection_state(connection, SW_CONN_HELD);	/* its answer goes */
 	MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
 							"text/plain; charset=utf-8");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -321,13 +706,26 @@ compare_limits(const void *a, const void *b)
 	return c != 0 ? c : compare_names(la->table, la->table_len, lb->table, lb->table_len);
 }
 
+/* does a request have a header of this name? */
+static bool
+has_header(const SwRequest *r, const char *name)
+{
+	for (int i = 0; i < r->nheaders; i++)
+		if (strcasecmp(r->headers[i].name, name) == 0)
+			return true;
+	return false;
+}
+
 /*
- * The limit the published map gives the table a path names: 1 if it has
- * one (in *limit), 0 if the path names no webhook source in the map, -1
- * if there is no map (or no memory to look).
+ * What the published map says of the table a path names (and of request
+ * r, if given): SW_WEBHOOK_KNOWN if it has one (its limit in *limit, its
+ * id in *table_id), SW_WEBHOOK_UNSIGNED if r lacks the table's signature
+ * header (the same, else), SW_WEBHOOK_UNKNOWN if the path names no
+ * webhook source in the map, SW_WEBHOOK_NO_MAP if there is no map (or no
+ * memory to look).
  */
 static int
-find_limit(const char *path, size_t *limit, unsigned int *table_id)
+find_limit(const char *path, const SwRequest *r, size_t *limit, unsigned int *table_id)
 {
 	char	   *buf = malloc(strlen(path) + 1);
 	const char *names[3];
@@ -337,19 +735,22 @@ find_limit(const char *path, size_t *limit, unsigned int *table_id)
 
 	pthread_mutex_lock(&queue_lock);
 	if (body_limits == NULL || buf == NULL)
-		found = -1;
+		found = SW_WEBHOOK_NO_MAP;
 	else if (!valid || compare_names(names[0], lens[0], body_limits->database,
 									 body_limits->database_len) != 0)
-		found = 0;
+		found = SW_WEBHOOK_UNKNOWN;
 	else
 	{
-		BodyLimit	key = {names[1], lens[1], names[2], lens[2], 0, 0};
+		BodyLimit	key = {names[1], lens[1], names[2], lens[2], 0, NULL, 0};
 		BodyLimit  *entry = bsearch(&key, body_limits->limits, body_limits->n,
 									sizeof(BodyLimit), compare_limits);
 
-		found = entry != NULL;
+		found = SW_WEBHOOK_UNKNOWN;
 		if (entry)
 		{
+			found = r && entry->signature_header &&
+				!has_header(r, entry->signature_header) ?
+				SW_WEBHOOK_UNSIGNED : SW_WEBHOOK_KNOWN;
 			*limit = entry->limit;
 			if (table_id)
 				*table_id = entry->table_id;
@@ -361,8 +762,9 @@ find_limit(const char *path, size_t *limit, unsigned int *table_id)
 }
 
 /*
- * Set a request's limit from what find_limit() found; looked says the
- * main thread published the map after the request came.  Without a map,
+ * Set a request's limit from what find_limit() found (SW_WEBHOOK_UNSIGNED
+ * taken as either of the others by the caller); looked says the main
+ * thread published the map after the request came.  Without a map,
  * or for a table gone since it was looked at, the request goes on as far
  * as the server reads, and the main thread answers it when it is in.
  */
@@ -417,9 +819,19 @@ wait_for_look(SwRequest *r, struct MHD_Connection *connection, int where)
 		return send_answer(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
 						   SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 	}
+	if (checks_waiting >= SW_WEBHOOK_MAX_CHECKING)
+	{
+		pthread_mutex_unlock(&queue_lock);
+		if (where == SW_CHECK_BODY)
+			return MHD_NO;
+		return send_answer(connection, MHD_HTTP_TOO_MANY_REQUESTS,
+						   "too many requests are waiting; send it again\n");
+	}
+	checks_waiting++;
 	r->checking = where;
 	r->check_status = 0;
 	r->next = NULL;
+	(void) connection_state(connection, SW_CONN_HELD);
 	MHD_suspend_connection(connection);
 	wake = check_head == NULL;
 	if (check_tail)
@@ -448,7 +860,15 @@ look_up_limit(SwRequest *r, struct MHD_Connection *connection, const char *lengt
 	r->sized = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
 										   MHD_HTTP_HEADER_TRANSFER_ENCODING) == NULL;
 	r->declared = r->sized && length ? strtoull(length, NULL, 10) : 0;
-	found = find_limit(r->path, &limit, NULL);
+	found = find_limit(r->path, r, &limit, NULL);
+
+	/*
+	 * Without its table's signature header, a request is one to no table,
+	 * as the main thread answers it (404, with the same text), so that
+	 * who does not sign cannot tell which signed tables there are.
+	 */
+	if (found == SW_WEBHOOK_UNSIGNED)
+		found = SW_WEBHOOK_UNKNOWN;
 	set_limit(r, found, limit, false);
 	if (r->limit_sure)
 		return MHD_YES;
@@ -469,6 +889,7 @@ headers_looked_at(SwRequest *r, struct MHD_Connection *connection)
 	switch (r->check_status)
 	{
 		case 0:
+			(void) connection_state(connection, SW_CONN_RECEIVING);
 			return MHD_YES;
 		case MHD_HTTP_NOT_FOUND:
 			return send_answer(connection, r->check_status, SW_WEBHOOK_NOT_FOUND_TEXT);
@@ -499,6 +920,9 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	{
 		const char *length;
 
+		/* its headers are in: unless it was cut meanwhile, its body comes */
+		if (!connection_state(connection, SW_CONN_RECEIVING))
+			return MHD_NO;
 		r = calloc(1, sizeof(SwRequest));
 		if (r == NULL)
 			return MHD_NO;
@@ -544,6 +968,7 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 			r->checking = SW_CHECK_NONE;
 			if (r->check_status)
 				return MHD_NO;	/* 413, or 503: no answer in a body, close */
+			(void) connection_state(connection, SW_CONN_RECEIVING);
 		}
 		if (!r->refusal && r->body_len + n > r->limit)
 		{
@@ -598,7 +1023,12 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		return MHD_YES;
 	}
 
-	/* the request is complete */
+	/*
+	 * The request is complete: unless its connection was cut meanwhile (a
+	 * request whose client cannot have its answer is not written)
+	 */
+	if (!connection_state(connection, SW_CONN_HELD))
+		return MHD_NO;
 	if (r->refusal)
 		return send_answer(connection, r->refusal, "the server is busy; send it again\n");
 
@@ -646,6 +1076,10 @@ request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
 	if (*req_cls)
 		free_request(*req_cls);
 	*req_cls = NULL;
+
+	/* its answer went: the connection waits for the next request */
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		(void) connection_state(connection, SW_CONN_WAITING);
 }
 
 /* close the pipe that wakes the main thread */
@@ -686,15 +1120,18 @@ sw_webhook_server_tls_supported(void)
 }
 
 /*
- * Start serving on host:port, in libmicrohttpd's threads, which are made
- * with every signal blocked (PostgreSQL's handlers must run in the main
- * thread only).  With cert_pem and key_pem (PEM text, which must stay
- * until sw_webhook_server_stop), HTTPS only; with NULLs, HTTP.  Returns
- * NULL, or what went wrong (never anything of the key).
+ * Start serving on host:port, in libmicrohttpd's thread and the reaper's,
+ * which are made with every signal blocked (PostgreSQL's handlers must run
+ * in the main thread only).  With cert_pem and key_pem (PEM text, which
+ * must stay until sw_webhook_server_stop), HTTPS only; with NULLs, HTTP.
+ * The server opens at most fds file descriptors (SW_WEBHOOK_SERVER_FDS,
+ * or fewer when the process may not open that many: then it keeps fewer
+ * connections, and tells how many in *connections).  Returns NULL, or what
+ * went wrong (never anything of the key).
  */
 const char *
 sw_webhook_server_start(const char *host, int port, const char *cert_pem,
-						const char *key_pem)
+						const char *key_pem, int fds, int *connections)
 {
 	struct MHD_OptionItem tls[] = {
 		{MHD_OPTION_HTTPS_MEM_CERT, 0, (void *) cert_pem},
@@ -708,9 +1145,32 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	char		service[16];
 	sigset_t	all;
 	sigset_t	old;
+	int			sockets;
+	int			rc;
 	static char error[256];
 
+	/*
+	 * The connections it keeps, and libmicrohttpd's limit: those and the
+	 * ones being closed, in proportion when there are fewer file
+	 * descriptors than it would open
+	 */
+	sockets = fds - (SW_WEBHOOK_SERVER_FDS - SW_WEBHOOK_MAX_CONNECTIONS -
+					 SW_WEBHOOK_CLOSING_CONNECTIONS);
+	if (sockets > SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS)
+		sockets = SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS;
+	if (sockets < 2)
+		sockets = 2;
+	conn_limit = (int) ((int64_t) sockets * SW_WEBHOOK_MAX_CONNECTIONS /
+						(SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS));
+	if (conn_limit < 1)
+		conn_limit = 1;
+	conn_per_address = conn_limit * SW_WEBHOOK_MAX_PER_ADDRESS / SW_WEBHOOK_MAX_CONNECTIONS;
+	if (conn_per_address < 1)
+		conn_per_address = 1;
+	*connections = conn_limit;
+
 	shutting_down = false;
+	checks_waiting = 0;
 	if (pipe(wake_pipe) != 0 ||
 		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
 		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
@@ -737,6 +1197,9 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	pthread_mutex_unlock(&start_log_lock);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	reaper_stop = false;
+	rc = pthread_create(&reaper, NULL, reap_connections, NULL);
+	reaper_running = rc == 0;
 
 	/*
 	 * poll(), not epoll: every request is suspended while the main thread
@@ -744,30 +1207,39 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	 * epoll_ctl() call.  With bench/webhook's 32 keep-alive connections,
 	 * the HTTP ceiling was about a fifth higher with poll(); with a
 	 * connection per request, the two cost about the same.
+	 *
+	 * The limits of connections, in all and per address, are ours
+	 * (notify_connection): libmicrohttpd's refuse a new connection when
+	 * old ones only wait (so that 128 idle connections from one address
+	 * locked out every other client of that address, a reverse proxy),
+	 * where we close the one that waited longest.  Its limit only bounds
+	 * the sockets, with those being closed.
 	 */
-	daemon_handle = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD |
-									 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-									 (use_tls ? MHD_USE_TLS : 0) |
-									 (addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-									 (uint16_t) port, NULL, NULL,
-									 handle_request, NULL,
-									 MHD_OPTION_EXTERNAL_LOGGER, keep_start_log, NULL,
-									 MHD_OPTION_SOCK_ADDR, addr->ai_addr,
-									 MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-									 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
-									 MHD_OPTION_CONNECTION_TIMEOUT,
-									 (unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
-									 MHD_OPTION_CONNECTION_LIMIT,
-									 (unsigned int) SW_WEBHOOK_MAX_CONNECTIONS,
-									 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-									 (unsigned int) SW_WEBHOOK_MAX_PER_ADDRESS,
-									 MHD_OPTION_ARRAY, use_tls ? tls : &tls[3],
-									 MHD_OPTION_END);
+	daemon_handle = NULL;
+	if (reaper_running)
+		daemon_handle = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD |
+										 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+										 (use_tls ? MHD_USE_TLS : 0) |
+										 (addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+										 (uint16_t) port, NULL, NULL,
+										 handle_request, NULL,
+										 MHD_OPTION_EXTERNAL_LOGGER, keep_start_log, NULL,
+										 MHD_OPTION_SOCK_ADDR, addr->ai_addr,
+										 MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+										 MHD_OPTION_NOTIFY_CONNECTION, notify_connection, NULL,
+										 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+										 MHD_OPTION_CONNECTION_TIMEOUT,
+										 (unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
+										 MHD_OPTION_CONNECTION_LIMIT, (unsigned int) sockets,
+										 MHD_OPTION_ARRAY, use_tls ? tls : &tls[3],
+										 MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	freeaddrinfo(addr);
 	pthread_mutex_lock(&start_log_lock);
 	start_logging = false;
-	if (daemon_handle == NULL && start_log[0] != '\0')
+	if (!reaper_running)
+		snprintf(error, sizeof(error), "could not start a thread: %s", strerror(rc));
+	else if (daemon_handle == NULL && start_log[0] != '\0')
 		snprintf(error, sizeof(error), "could not serve on %s:%d: %s", host, port, start_log);
 	else if (daemon_handle == NULL)
 		snprintf(error, sizeof(error), "could not listen on %s:%d (is the address in use?)",
@@ -775,6 +1247,7 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	pthread_mutex_unlock(&start_log_lock);
 	if (daemon_handle == NULL)
 	{
+		stop_reaper();
 		close_wake_pipe();
 		return error;
 	}
@@ -827,10 +1300,11 @@ sw_webhook_server_take_checks(void)
 /*
  * What to answer a request taken with sw_webhook_server_take_checks(),
  * from the map as it is now (published since the request came): 404 for
- * an address that is no webhook source, 413 for a body over its table's
- * limit, or 0 to read (more of) it, its limit then sure; the table's id,
- * as published, in *table_id (0 if none).  For the main thread, which
- * passes it to sw_webhook_server_checked().
+ * an address that is no webhook source, or one without its table's
+ * signature header (the table's id in *table_id), 413 for a body over its
+ * table's limit, or 0 to read (more of) it, its limit then sure; the
+ * table's id, as published, in *table_id (0 if none).  For the main
+ * thread, which passes it to sw_webhook_server_checked().
  */
 int
 sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id)
@@ -839,9 +1313,16 @@ sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id)
 	int			found;
 
 	*table_id = 0;
-	found = find_limit(request->path, &limit, table_id);
+	found = find_limit(request->path, request, &limit, table_id);
 
-	if (found == 0 && request->checking == SW_CHECK_HEADERS)
+	if (found == SW_WEBHOOK_UNSIGNED)
+	{
+		/* in the middle of a body (signed meanwhile), the main thread says */
+		if (request->checking == SW_CHECK_HEADERS)
+			return MHD_HTTP_NOT_FOUND;
+		found = SW_WEBHOOK_KNOWN;
+	}
+	if (found == SW_WEBHOOK_UNKNOWN && request->checking == SW_CHECK_HEADERS)
 		return MHD_HTTP_NOT_FOUND;
 	set_limit(request, found, limit, true);
 	if (request->declared > request->limit)
@@ -850,15 +1331,31 @@ sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id)
 }
 
 /*
- * Whether the published map has a webhook source at path: 1 if it has, 0
- * if not, -1 if there is no map.  For the main thread.
+ * Whether the published map has a webhook source at path:
+ * SW_WEBHOOK_KNOWN, SW_WEBHOOK_UNKNOWN, or SW_WEBHOOK_NO_MAP.  For the
+ * main thread.
  */
 int
 sw_webhook_server_knows(const char *path)
 {
 	size_t		limit;
 
-	return find_limit(path, &limit, NULL);
+	return find_limit(path, NULL, &limit, NULL);
+}
+
+/*
+ * What the published map says of a request's address: as
+ * sw_webhook_server_knows(), or SW_WEBHOOK_UNSIGNED if it lacks its
+ * table's signature header; the table's id in *table_id (0 if none).  For
+ * the main thread.
+ */
+int
+sw_webhook_server_find(const SwRequest *request, unsigned int *table_id)
+{
+	size_t		limit;
+
+	*table_id = 0;
+	return find_limit(request->path, request, &limit, table_id);
 }
 
 /*
@@ -871,18 +1368,18 @@ void
 sw_webhook_server_checked(SwRequest *request, int status)
 {
 	request->check_status = status;
+	pthread_mutex_lock(&queue_lock);
+	checks_waiting--;
 	if (status)
-	{
-		pthread_mutex_lock(&queue_lock);
 		answering++;
-		pthread_mutex_unlock(&queue_lock);
-	}
+	pthread_mutex_unlock(&queue_lock);
 	MHD_resume_connection(request->connection);
 }
 
 /*
- * Publish the webhook sources of a database with their limits, for the
- * server's threads to look up; database NULL publishes none.  False if
+ * Publish the webhook sources of a database with their limits and
+ * signature headers, for the server's threads to look up; database NULL
+ * publishes none.  False if
  * there was no memory for it: then there is no map, and bodies are read
  * up to SW_WEBHOOK_MAX_BODY before the main thread checks them.
  */
@@ -898,7 +1395,8 @@ sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits
 		char	   *s;
 
 		for (int i = 0; i < n; i++)
-			size += strlen(limits[i].schema) + strlen(limits[i].table) + 2;
+			size += strlen(limits[i].schema) + strlen(limits[i].table) + 2 +
+				(limits[i].signature_header ? strlen(limits[i].signature_header) + 1 : 0);
 		map = malloc(size);
 		if (map)
 		{
@@ -918,6 +1416,12 @@ sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits
 				l->table_len = strlen(limits[i].table);
 				s = stpcpy(s, limits[i].table) + 1;
 				l->limit = limits[i].limit;
+				l->signature_header = NULL;
+				if (limits[i].signature_header)
+				{
+					l->signature_header = s;
+					s = stpcpy(s, limits[i].signature_header) + 1;
+				}
 				l->table_id = limits[i].table_id;
 			}
 			qsort(map->limits, n, sizeof(BodyLimit), compare_limits);
@@ -1019,7 +1523,22 @@ sw_webhook_server_stop(void)
 								  &deadline) == 0)
 		;
 	pthread_mutex_unlock(&queue_lock);
+
+	stop_reaper();				/* first: no connection is cut while they close */
 	MHD_stop_daemon(daemon_handle);
 	daemon_handle = NULL;
+
+	/* libmicrohttpd told us of each connection it closed: none is left */
+	pthread_mutex_lock(&conn_lock);
+	while (conn_head)
+	{
+		SwConnection *c = conn_head;
+
+		unlink_connection(c);
+		free(c);
+	}
+	conn_live = 0;
+	reaper_wake = INT64_MAX;
+	pthread_mutex_unlock(&conn_lock);
 	close_wake_pipe();
 }

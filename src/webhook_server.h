@@ -41,6 +41,26 @@
 /* the most body bytes all connections together may hold */
 #define SW_WEBHOOK_MAX_BUFFERED	(256 * 1024 * 1024)
 
+/*
+ * Connections kept at once, in all and from one address (for IPv6, one
+ * /64); past either, the one that has waited longest for its request, or
+ * whose body has come for longest, is closed (webhook_server.c).  While
+ * they close, libmicrohttpd may hold SW_WEBHOOK_CLOSING_CONNECTIONS more.
+ */
+#define SW_WEBHOOK_MAX_CONNECTIONS	512
+#define SW_WEBHOOK_MAX_PER_ADDRESS	(SW_WEBHOOK_MAX_CONNECTIONS / 4)
+#define SW_WEBHOOK_CLOSING_CONNECTIONS	64
+
+/* the file descriptors the server opens at most: connections, and 8 more */
+#define SW_WEBHOOK_SERVER_FDS \
+	(SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS + 8)
+
+/* what the published map says of a request's address */
+#define SW_WEBHOOK_NO_MAP		(-1)	/* there is none */
+#define SW_WEBHOOK_UNKNOWN		0	/* no webhook source there */
+#define SW_WEBHOOK_KNOWN		1	/* a webhook source */
+#define SW_WEBHOOK_UNSIGNED		2	/* one whose signature header it lacks */
+
 /* one request header */
 typedef struct SwRequestHeader
 {
@@ -88,19 +108,24 @@ extern int	sw_webhook_hex_digit(char c);
 extern bool sw_webhook_split_path(const char *path, char *buf, const char **names,
 								  size_t *lens);
 extern const char *sw_webhook_server_start(const char *host, int port,
-										   const char *cert_pem, const char *key_pem);
+										   const char *cert_pem, const char *key_pem,
+										   int fds, int *connections);
 extern void sw_webhook_server_stop(void);
 extern int	sw_webhook_server_wake_fd(void);
 extern SwRequest *sw_webhook_server_take(void);
 extern void sw_webhook_server_answer(SwRequest *request, int status, const char *text);
 extern void sw_webhook_server_hang_up(SwRequest *request);
 
-/* a webhook source's address (its names, not encoded) and max_body_bytes */
+/*
+ * A webhook source's address (its names, not encoded), max_body_bytes and
+ * signature_header (NULL if none)
+ */
 typedef struct SwBodyLimit
 {
 	const char *schema;
 	const char *table;
 	size_t		limit;
+	const char *signature_header;
 	unsigned int table_id;		/* the main thread's, for its verdicts */
 } SwBodyLimit;
 
@@ -109,6 +134,7 @@ extern bool sw_webhook_server_publish_limits(const char *database,
 extern SwRequest *sw_webhook_server_take_checks(void);
 extern int	sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id);
 extern int	sw_webhook_server_knows(const char *path);
+extern int	sw_webhook_server_find(const SwRequest *request, unsigned int *table_id);
 extern void sw_webhook_server_checked(SwRequest *request, int status);
 
 #endif							/* SW_WEBHOOK_SERVER_H */

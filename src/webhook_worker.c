@@ -42,8 +42,14 @@
  * secret of its owner's user mapping for its server (or the server's
  * mapping for PUBLIC, as GetUserMapping() finds them): HMAC-SHA256 of the
  * raw body, in hex or base64, after signature_prefix, compared in constant
- * time.  A request without the header gets 401, one with a wrong signature
- * 403; either writes nothing.
+ * time.  A request with a wrong signature gets 403; one without the header
+ * gets what a request to no table gets (404, before its body is read, the
+ * server's threads looking at the map below), so that who does not sign
+ * cannot tell which signed tables there are; either writes nothing.
+ *
+ * Refused requests are counted in the sources view, and logged at LOG at
+ * most once a minute for each table (the others at DEBUG1): whoever can
+ * connect can make requests be refused.
  *
  * A table with idempotency_header keeps the key each delivery carries in
  * that header (deliveries.c), in the delivery's subtransaction.  A later
@@ -97,6 +103,7 @@
  */
 #include "postgres.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,8 +199,36 @@ typedef struct GroupRequest
 	struct TableEntry *table;	/* where it goes, if it can be written */
 	int			status;
 	char	   *text;
+	const char *note;			/* for the log and the sources view, or NULL */
 	bool		refused;		/* by its checks: to be logged */
 } GroupRequest;
+
+/*
+ * A request without its table's signature header is answered as one to no
+ * table (404, SW_WEBHOOK_NOT_FOUND_TEXT), so that who does not sign cannot
+ * tell which signed tables there are; the sources view and the log say
+ * why.
+ */
+#define SW_UNSIGNED_NOTE "the request has no signature header: it was answered as if there were no table at its address"
+#define SW_UNSIGNED_DETAIL "The request has no signature header: it was answered as if there were no table at its address."
+
+/*
+ * The refusals of a table's requests are logged at LOG once a minute at
+ * most; the others at DEBUG1, and the next line at LOG says how many
+ * there were.  Whoever can connect can make requests be refused.
+ */
+#define SW_REFUSALS_LOGGED_MS	(60 * 1000)
+
+typedef struct RefusalsLogged
+{
+	Oid			relid;			/* the table; InvalidOid for no table */
+	TimestampTz logged;			/* the last refusal logged at LOG */
+	int64		unlogged;		/* refusals since, logged at DEBUG1 only */
+} RefusalsLogged;
+
+/* the tables whose refusals were logged, at most SW_REFUSALS_KEPT */
+#define SW_REFUSALS_KEPT		1024
+static HTAB *refusals_logged = NULL;
 
 static char *listening = NULL;	/* the webhook_listen the server serves */
 static char *serving_cert = NULL;	/* the PEM text it serves with, or NULL */
@@ -450,6 +485,55 @@ read_tls_files(int elevel, char **cert, char **key)
 }
 
 /*
+ * The file descriptors the webhook server may open: SW_WEBHOOK_SERVER_FDS,
+ * or fewer if the process may not open that many besides PostgreSQL's
+ * own.  Those (fd.c's) stay within max_files_per_process, or within the
+ * limit of open files (RLIMIT_NOFILE) if that is lower; the server takes
+ * what the limit leaves above them.  The process's soft limit is raised
+ * for it as far as its hard limit allows (PostgreSQL uses poll() and
+ * epoll, not select(), which would fail on higher descriptors).  If that
+ * is still too low, fd.c is told that descriptors are used outside it
+ * (AcquireExternalFD), so that it keeps fewer files open: up to a quarter
+ * of its own, of the third it lets go (the rest is for the worker's wait
+ * event sets and others).  Worked out once; in *limit, the limit of open
+ * files then.
+ */
+static int
+server_fds(unsigned long *limit)
+{
+	static int	fds = -1;
+	static unsigned long files = 0;
+	struct rlimit rl;
+	rlim_t		ours;
+
+	if (fds < 0)
+	{
+		fds = SW_WEBHOOK_SERVER_FDS;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		{
+			ours = Min((rlim_t) max_files_per_process, rl.rlim_cur);
+			if (rl.rlim_cur < ours + SW_WEBHOOK_SERVER_FDS)
+			{
+				struct rlimit raised = rl;
+
+				raised.rlim_cur = ours + SW_WEBHOOK_SERVER_FDS;
+				if (rl.rlim_max != RLIM_INFINITY && raised.rlim_cur > rl.rlim_max)
+					raised.rlim_cur = rl.rlim_max;
+				if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+					rl = raised;
+			}
+			fds = (int) Min(rl.rlim_cur - ours, (rlim_t) SW_WEBHOOK_SERVER_FDS);
+			for (int taken = 0; fds < SW_WEBHOOK_SERVER_FDS &&
+				 taken < max_safe_fds / 4 && AcquireExternalFD(); taken++)
+				fds++;
+			files = (unsigned long) rl.rlim_cur;
+		}
+	}
+	*limit = files;
+	return fds;
+}
+
+/*
  * Start serving an address of webhook_listen's form, with HTTPS if a
  * certificate and key are given (the server keeps them while it serves);
  * true if it serves, else false after saying why at elevel.
@@ -461,6 +545,9 @@ start_server(const char *address, char *cert, char *key, int elevel)
 	char	   *colon = strrchr(value, ':');
 	const char *error;
 	char	   *host = value;
+	unsigned long files;
+	int			fds = server_fds(&files);
+	int			connections;
 
 	*colon = '\0';
 	if (host[0] == '[' && colon[-1] == ']')
@@ -468,7 +555,7 @@ start_server(const char *address, char *cert, char *key, int elevel)
 		host++;					/* [::1]:8080 */
 		colon[-1] = '\0';
 	}
-	error = sw_webhook_server_start(host, atoi(colon + 1), cert, key);
+	error = sw_webhook_server_start(host, atoi(colon + 1), cert, key, fds, &connections);
 	pfree(value);
 	if (error)
 	{
@@ -487,6 +574,13 @@ start_server(const char *address, char *cert, char *key, int elevel)
 	ereport(LOG,
 			(errmsg("source_writes webhook server listening on %s%s",
 					listening, cert ? " (HTTPS)" : "")));
+	if (connections < SW_WEBHOOK_MAX_CONNECTIONS)
+		ereport(LOG,
+				(errmsg("the webhook server keeps at most %d connections, not %d",
+						connections, SW_WEBHOOK_MAX_CONNECTIONS),
+				 errdetail("The worker may open %lu files (RLIMIT_NOFILE), and PostgreSQL's own files take up to %d of them (max_files_per_process).",
+						   files, max_files_per_process),
+				 errhint("Raise the limit of open files of PostgreSQL's service (LimitNOFILE, ulimit -n), or lower max_files_per_process.")));
 	return true;
 }
 
@@ -960,8 +1054,9 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 
 /*
  * Check a request's signature if the table wants one: 0 if it passes,
- * else the status to answer (401 without the header, 403 when it does not
- * match), with the text in *text.  Nothing of the secret is told.
+ * else the status to answer (403 when it does not match; a request
+ * without the header is answered as to no table, 404, before this), with
+ * the text in *text.  Nothing of the secret is told.
  */
 static int
 check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **text)
@@ -981,9 +1076,8 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 	value = request_header(r, st->signature_header);
 	if (value == NULL)
 	{
-		*text = psprintf("the request has no signature: header \"%s\" is missing\n",
-						 st->signature_header);
-		return 401;
+		*text = pstrdup(SW_WEBHOOK_NOT_FOUND_TEXT);
+		return 404;
 	}
 	if (st->signature_prefix)
 	{
@@ -1430,6 +1524,87 @@ cancelled_by_clock(ErrorData *edata, bool timed_out)
 }
 
 /*
+ * The level to log a refusal of a request to a table at (relid, or
+ * InvalidOid for one that names no table it could open): LOG for the
+ * first in SW_REFUSALS_LOGGED_MS, with how many were logged at DEBUG1 only
+ * since the one before in *unlogged, else DEBUG1.
+ */
+static int
+refusal_level(Oid relid, int64 *unlogged)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	RefusalsLogged *entry;
+	bool		found;
+
+	if (refusals_logged && hash_get_num_entries(refusals_logged) >= SW_REFUSALS_KEPT)
+	{
+		hash_destroy(refusals_logged);	/* of tables dropped since, most */
+		refusals_logged = NULL;
+	}
+	if (refusals_logged == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(RefusalsLogged);
+		ctl.hcxt = TopMemoryContext;
+		refusals_logged = hash_create("source_writes webhook refusals logged", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(refusals_logged, &relid, HASH_ENTER, &found);
+	*unlogged = 0;
+	if (found && !TimestampDifferenceExceeds(entry->logged, now, SW_REFUSALS_LOGGED_MS))
+	{
+		entry->unlogged++;
+		return DEBUG1;
+	}
+	if (found)
+		*unlogged = entry->unlogged;
+	entry->logged = now;
+	entry->unlogged = 0;
+	return LOG;
+}
+
+/*
+ * Log a request to path refused with status for the sake of table relid
+ * (InvalidOid if none): with the error's message if given, and detail (a
+ * sentence) if given.  At most one a minute for each table is logged at
+ * LOG, the others at DEBUG1 (refusal_level).
+ */
+static void
+log_refusal(Oid relid, const char *path, int status, const char *message,
+			const char *detail)
+{
+	int64		unlogged;
+	int			level = refusal_level(relid, &unlogged);
+	StringInfoData details;
+
+	if (!message_level_is_interesting(level))
+		return;
+	initStringInfo(&details);
+	if (detail)
+		appendStringInfoString(&details, detail);
+	if (unlogged > 0)
+		appendStringInfo(&details, "%s" INT64_FORMAT " more refusal%s of this table's requests since its last line at LOG %s logged at DEBUG1 only.",
+						 detail ? " " : "", unlogged, unlogged == 1 ? "" : "s",
+						 unlogged == 1 ? "was" : "were");
+	ereport(level,
+			(message ?
+			 errmsg("webhook request to %s refused with status %d: %s", path, status, message) :
+			 errmsg("webhook request to %s refused with status %d", path, status),
+			 details.len > 0 ? errdetail_internal("%s", details.data) : 0));
+	pfree(details.data);
+}
+
+/* log a request refused by its checks */
+static void
+log_refused(GroupRequest *g)
+{
+	log_refusal(g->relid, g->request->path, g->status, NULL,
+				g->note ? SW_UNSIGNED_DETAIL : NULL);
+}
+
+/*
  * The webhook source at a path, locked for writing; InvalidOid if there is
  * none.  A table that DDL holds is not waited for: *busy is set, and it is
  * returned unlocked (its requests get 503 at once, and the other tables'
@@ -1552,9 +1727,7 @@ group_path(const char *path, List **paths)
 		}
 		else
 			p->status = error_answer(edata, false, "", "", &p->text);
-		ereport(LOG,
-				(errmsg("source_writes webhook request to %s refused with status %d: %s",
-						path, p->status, edata->message)));
+		log_refusal(p->relid, path, p->status, edata->message, NULL);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
@@ -1580,9 +1753,20 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	uint8		hash[PG_SHA256_DIGEST_LENGTH];
 	int64		written;
 	int			rows;
-	int			status = check_request(r, st, &text);
+	int			status;
 
 	where[0] = '\0';
+	g->note = NULL;
+	if (st->signature_header && request_header(r, st->signature_header) == NULL)
+	{
+		/* as to no table, before anything that tells of the table */
+		g->status = 404;
+		g->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
+		g->note = SW_UNSIGNED_NOTE;
+		g->refused = true;
+		return;
+	}
+	status = check_request(r, st, &text);
 	if (status == 0)
 		status = check_signature(r, t->ftrel, st, &text);
 	if (status == 0)
@@ -1605,15 +1789,6 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	g->status = 200;
 	g->refused = false;
 	g->text = MemoryContextStrdup(cxt, psprintf("%d %s\n", rows, rows == 1 ? "row" : "rows"));
-}
-
-/* log a request refused by its checks */
-static void
-log_refused(GroupRequest *g)
-{
-	ereport(LOG,
-			(errmsg("source_writes webhook request to %s refused with status %d",
-					g->request->path, g->status)));
 }
 
 /*
@@ -1650,8 +1825,10 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	MemoryContextReset(request_cxt);
 	if (g == NULL)
 	{
+		int64		unlogged;
+
 		(void) cancelled_by_clock(edata, timed_out);
-		ereport(LOG,
+		ereport(refusal_level(t->relid, &unlogged),
 				(errmsg("source_writes webhook requests to table \"%s\" could not be written together",
 						RelationGetRelationName(t->ftrel)),
 				 errdetail_internal("%s", edata->message)));
@@ -1690,9 +1867,7 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	if (g->status == 400)
 		log_refused(g);
 	else
-		ereport(LOG,
-				(errmsg("source_writes webhook request to %s refused with status %d: %s",
-						g->request->path, g->status, edata->message)));
+		log_refusal(g->relid, g->request->path, g->status, edata->message, NULL);
 	FreeErrorData(edata);
 }
 
@@ -1918,8 +2093,25 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			for (i = first; i < n; i++)
 			{
 				GroupPath  *p;
+				unsigned int table_id;
 
 				MemoryContextSwitchTo(group_cxt);
+
+				/*
+				 * Without its table's signature header, as to no table:
+				 * as fast, while the map is fresh (else its table says)
+				 */
+				if (!limits_stale &&
+					sw_webhook_server_find(group[i].request, &table_id) == SW_WEBHOOK_UNSIGNED)
+				{
+					group[i].relid = table_id;
+					group[i].table = NULL;
+					group[i].status = 404;
+					group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
+					group[i].note = SW_UNSIGNED_NOTE;
+					log_refused(&group[i]);
+					continue;
+				}
 				p = group_path(group[i].request->path, &paths);
 				group[i].relid = p->relid;
 				group[i].table = p->table;
@@ -2039,7 +2231,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			unconfirmed++;
 		}
 		if (OidIsValid(group[i].relid))
-			sw_webhook_worker_count(group[i].relid, group[i].status, group[i].text);
+			sw_webhook_worker_count(group[i].relid, group[i].status,
+									group[i].note ? group[i].note : group[i].text);
 		if (group[i].status == 0)
 			sw_webhook_server_hang_up(group[i].request);
 		else
@@ -2141,6 +2334,7 @@ publish_limits(void)
 		limits[n].schema = schema;
 		limits[n].table = table;
 		limits[n].limit = (size_t) bytes;
+		limits[n].signature_header = sw_source_signature_header(source->relid);
 		limits[n].table_id = source->relid;
 		n++;
 	}
@@ -2253,12 +2447,16 @@ answer_checks(void)
 		if (status == 413 && relid != InvalidOid)
 			sw_webhook_worker_count(relid, status, SW_WEBHOOK_TOO_LARGE_TEXT);
 		if (status == 413)
-			ereport(LOG,
-					(errmsg("source_writes webhook request to %s refused with status %d",
-							r->path, status),
-					 r->sized ?
-					 errdetail("The body announced is over the table's max_body_bytes; it was not read.") :
-					 errdetail("The body, of unknown length, grew over the table's max_body_bytes; its connection was closed.")));
+			log_refusal(relid, r->path, status, NULL, r->sized ?
+						_("The body announced is over the table's max_body_bytes; it was not read.") :
+						_("The body, of unknown length, grew over the table's max_body_bytes; its connection was closed."));
+
+		/* a request without its table's signature header, as to no table */
+		if (status == 404 && relid != InvalidOid)
+		{
+			sw_webhook_worker_count(relid, status, SW_UNSIGNED_NOTE);
+			log_refusal(relid, r->path, status, NULL, _(SW_UNSIGNED_DETAIL));
+		}
 		checking = r->next;
 		sw_webhook_server_checked(r, status);	/* not ours any more */
 	}

@@ -111,6 +111,22 @@ is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM ev WHERE id LIKE 't%'}), 't
 is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM ev2 WHERE id LIKE 'u%'}), 'u1,u2',
 	'in each table');
 
+# a key is taken without the whitespace (spaces, tabs) at either end of
+# its header, as HTTP takes field values: these are one key
+sql(q{CREATE FOREIGN TABLE trimmed (id text) SERVER hooks
+	OPTIONS (format 'json', idempotency_header 'Idempotency-Key')});
+is(post('/public/trimmed', '{"id": "t"}', 'Idempotency-Key: a'), '200 1 row', 'a key "a"');
+is(post('/public/trimmed', '{"id": "t"}', 'Idempotency-Key:   a'), '200 1 row', 'the key "  a": its repeat');
+is(post('/public/trimmed', '{"id": "t"}', "Idempotency-Key: a \t "), '200 1 row', 'the key "a \t ": its repeat');
+is(post('/public/trimmed', '{"id": "t2"}', "Idempotency-Key: \t a  "), '422 this idempotency key came before with another body',
+	'"\t a  " with another body: 422');
+is(sql(q{SELECT count(*) FROM trimmed}), '1', 'written once');
+is(sql(q{SELECT string_agg(format('%L', key), ',') FROM source_writes.deliveries WHERE source = 'trimmed'::regclass}),
+	"'a'", 'kept as "a"');
+is(post('/public/trimmed', '{"id": "t4"}', 'Idempotency-Key: b  '), '200 1 row', 'a key "b  " first');
+is(post('/public/trimmed', '{"id": "t4"}', 'Idempotency-Key: b'), '200 1 row', 'then "b": its repeat');
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM trimmed}), 't,t4', 'written once too');
+
 # the same key from many clients, without anything to hold the worker
 my $many = post_together(32, '/public/ev', '{"id": "m"}', 'Idempotency-Key: m');
 is($many->(), join(',', ('200') x 32), '32 clients with one key: all 200');
@@ -123,7 +139,7 @@ sql(q{CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-9
 my $body = '{"id": "s1"}';
 is(post('/public/signed', $body, 'X-Signature: ' . hmac_sha256_hex($body, 'whsec-9'), 'Idempotency-Key: s'),
 	'200 1 row', 'a signed delivery with a key');
-like(post('/public/signed', $body, 'Idempotency-Key: s'), qr/^401 /, 'its repeat unsigned: 401');
+like(post('/public/signed', $body, 'Idempotency-Key: s'), qr/^404 /, 'its repeat unsigned: 404, as to no table');
 like(post('/public/signed', $body, 'X-Signature: 00', 'Idempotency-Key: s'), qr/^403 /,
 	'wrongly signed: 403');
 

@@ -18,8 +18,10 @@ use IPC::Run;
 use SwTest;
 
 my $port = PostgreSQL::Test::Cluster::get_free_port();
+# (the log is read for refusals after the first of a table each minute,
+# which are logged at DEBUG1)
 my $node = SwTest::node('owner_code', conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n"
-	. "wal_level = replica\nmax_wal_senders = 2\n");
+	. "wal_level = replica\nmax_wal_senders = 2\nlog_min_messages = debug1\n");
 my $base = "http://127.0.0.1:$port/postgres";
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
