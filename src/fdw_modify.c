@@ -226,16 +226,6 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 				return NULL;
 			case TM_Updated:
 			case TM_Deleted:
-
-				/*
-				 * An upsert that replaced the row deleted it; to the user,
-				 * as on a plain table after ON CONFLICT DO UPDATE, the row
-				 * was updated.
-				 */
-				if (result == TM_Deleted && IsolationUsesXactSnapshot() &&
-					sw_writer_key_overwritten(state->writer, state->old_slot,
-											  tmfd->xmax))
-					result = TM_Updated;
 				if (IsolationUsesXactSnapshot() ||
 					(state->row_triggers && result == TM_Updated))
 					ereport(ERROR,

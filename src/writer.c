@@ -18,8 +18,10 @@
  *					and the old values go to the history heap with
  *					"$retracted" = our batch;
  *	upsert			on a source with a key (envelope 'upsert'): the current
- *					row of the key, if any, is retracted and the new row
- *					added; a transaction that holds the key is waited for, as
+ *					row of the key, if any, is updated to the new row (a new
+ *					tuple version, as INSERT ... ON CONFLICT DO UPDATE makes)
+ *					and its old values retracted, or else the new row added;
+ *					a transaction that holds the key is waited for, as
  *					INSERT ... ON CONFLICT waits;
  *	tombstone		retracts the current row of a key, if there is one;
  *	truncate		retracts every current row.
@@ -50,7 +52,6 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
-#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -1112,13 +1113,12 @@ sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
 
 /*
  * Sources with a key: lock the current row of the key of a row, if there
- * is one, waiting for a transaction that holds the key as INSERT ... ON
- * CONFLICT does, and delete it (with a command id of its own, so that a
- * row this writer wrote for the same key just before is seen).  Returns
+ * is one, in mode, waiting for a transaction that holds the key as INSERT
+ * ... ON CONFLICT does; lock_slot gets the locked version.  Returns
  * whether there was one; false if the key was free when looked at.
  */
 static bool
-take_key(SwWriter *w, TupleTableSlot *row)
+lock_key(SwWriter *w, TupleTableSlot *row, LockTupleMode mode)
 {
 	for (;;)
 	{
@@ -1133,11 +1133,11 @@ take_key(SwWriter *w, TupleTableSlot *row)
 
 		result = table_tuple_lock(w->current, &conflict, w->estate->es_snapshot,
 								  w->lock_slot, w->estate->es_output_cid,
-								  LockTupleExclusive, LockWaitBlock, 0, &tmfd);
+								  mode, LockWaitBlock, 0, &tmfd);
 		switch (result)
 		{
 			case TM_Ok:
-				break;
+				return true;
 			case TM_Updated:
 			case TM_Deleted:
 				if (IsolationUsesXactSnapshot())
@@ -1150,42 +1150,63 @@ take_key(SwWriter *w, TupleTableSlot *row)
 				elog(ERROR, "unexpected result %u when locking the row of a key of source table \"%s\"",
 					 result, RelationGetRelationName(w->ftrel));
 		}
-
-		result = table_tuple_delete(w->current, &conflict, w->estate->es_output_cid,
-									InvalidSnapshot, InvalidSnapshot, true, &tmfd,
-									false);
-		if (result != TM_Ok)
-			elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
-				 RelationGetRelationName(w->ftrel));
-		retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
-				w->estate->es_output_cid);
-		return true;
 	}
 }
 
 /*
- * Sources with a key: was the current row old, which transaction xmax
- * deleted, replaced by a row of the same key that xmax wrote: an upsert's
- * overwrite, which on a plain table would be an update (INSERT ... ON
- * CONFLICT DO UPDATE)?  old is in a slot of the current heap.
+ * Sources with a key: retract the current row of the key of a row, if
+ * there is one, by deleting it (with a command id of its own, so that a
+ * row this writer wrote for the same key just before is seen).  Returns
+ * whether there was one.
  */
-bool
-sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old, TransactionId xmax)
+static bool
+take_key(SwWriter *w, TupleTableSlot *row)
 {
-	ItemPointerData conflict;
-	bool		isnull;
-	Datum		xmin;
+	TM_FailureData tmfd;
 
-	if (!OidIsValid(w->key_index) ||
-		ExecCheckIndexConstraints(w->current_rri, old, w->estate, &conflict,
-								  w->key_indexes))
+	if (!lock_key(w, row, LockTupleExclusive))
 		return false;
-	if (!table_tuple_fetch_row_version(w->current, &conflict, SnapshotAny,
-									   w->lock_slot))
+	if (table_tuple_delete(w->current, &w->lock_slot->tts_tid,
+						   w->estate->es_output_cid, InvalidSnapshot,
+						   InvalidSnapshot, true, &tmfd, false) != TM_Ok)
+		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
+			 RelationGetRelationName(w->ftrel));
+	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+			w->estate->es_output_cid);
+	return true;
+}
+
+/*
+ * Sources with a key: replace the current row of the key of a row, if
+ * there is one, by the row, as INSERT ... ON CONFLICT DO UPDATE does: the
+ * row is locked as that locks it (FOR NO KEY UPDATE: the key stays), and
+ * updated to a new version of itself, which row locks, and UPDATE and
+ * DELETE under READ COMMITTED, follow to as for a plain table's row; the
+ * old version is retracted.  Returns whether there was one; false if the
+ * key was free when looked at.
+ */
+static bool
+overwrite_key(SwWriter *w, TupleTableSlot *row)
+{
+	ItemPointerData tid;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool		update_indexes;
+
+	if (!lock_key(w, row, LockTupleNoKeyExclusive))
 		return false;
-	xmin = slot_getsysattr(w->lock_slot, MinTransactionIdAttributeNumber, &isnull);
-	ExecClearTuple(w->lock_slot);
-	return !isnull && TransactionIdEquals(DatumGetTransactionId(xmin), xmax);
+	tid = w->lock_slot->tts_tid;
+	if (table_tuple_update(w->current, &tid, row, w->estate->es_output_cid,
+						   w->estate->es_snapshot, InvalidSnapshot, true,
+						   &tmfd, &lockmode, &update_indexes) != TM_Ok)
+		elog(ERROR, "could not update the locked row of a key of source table \"%s\"",
+			 RelationGetRelationName(w->ftrel));
+	note_block(w, row);
+	if (update_indexes)
+		insert_index_entries(w, &row, 1, true);
+	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+			w->estate->es_output_cid);
+	return true;
 }
 
 /*
@@ -1224,9 +1245,10 @@ next_command(SwWriter *w)
 /*
  * Sources with a key: make a row of the table the current row of its key.
  * The current row of the key, if there is one (whoever wrote it), is
- * retracted; then the row is added, with a speculative insertion, as INSERT
- * ... ON CONFLICT does, so that a concurrent transaction that adds the
- * same key makes us look again rather than fail.
+ * updated to the row and retracted (overwrite_key()); otherwise the row is
+ * added, with a speculative insertion, as INSERT ... ON CONFLICT does, so
+ * that a concurrent transaction that adds the same key makes us look again
+ * rather than fail.
  */
 void
 sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
@@ -1238,7 +1260,8 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		bool		conflict = false;
 
 		next_command(w);
-		(void) take_key(w, w->new_slot);
+		if (overwrite_key(w, w->new_slot))
+			return;
 
 		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(w->current, w->new_slot,
