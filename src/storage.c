@@ -233,16 +233,20 @@ typedef struct SwFilledRow
 
 /*
  * Write the new versions of filled rows, with a writer of origin 'system'
- * for the role that runs the command.
+ * for the role that runs the command.  What the writer allocates is made
+ * in cxt, which is reset afterwards: a table of any size is filled in the
+ * same memory.
  */
 static void
-write_filled(Relation ftrel, SwFilledRow *rows, int n)
+write_filled(Relation ftrel, SwFilledRow *rows, int n, MemoryContext cxt)
 {
 	SwWriter   *writer;
 	TupleTableSlot *slot;
+	MemoryContext old;
 
 	if (n == 0)
 		return;
+	old = MemoryContextSwitchTo(cxt);
 	writer = sw_writer_open(ftrel, SW_ORIGIN_SYSTEM, GetUserId(), NULL);
 	slot = MakeSingleTupleTableSlot(RelationGetDescr(ftrel), &TTSOpsHeapTuple);
 	for (int i = 0; i < n; i++)
@@ -258,6 +262,8 @@ write_filled(Relation ftrel, SwFilledRow *rows, int n)
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	sw_writer_close(writer);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cxt);
 }
 
 /*
@@ -301,6 +307,7 @@ sw_storage_fill_added(Oid relid, List *attnums)
 	SwFilledRow *filled;
 	int			nfilled = 0;
 	MemoryContext chunk_cxt;
+	MemoryContext write_cxt;
 	ListCell   *lc;
 
 	if (attnums == NIL)
@@ -357,6 +364,8 @@ sw_storage_fill_added(Oid relid, List *attnums)
 	filled = palloc(sizeof(SwFilledRow) * SW_FILL_CHUNK);
 	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes filled rows",
 									  ALLOCSET_DEFAULT_SIZES);
+	write_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes filling writer",
+									  ALLOCSET_DEFAULT_SIZES);
 	sw_rows_begin(&rs, current);
 	while ((hidden = sw_rows_next(&rs)) != NULL)
 	{
@@ -397,13 +406,14 @@ sw_storage_fill_added(Oid relid, List *attnums)
 		MemoryContextSwitchTo(old);
 		if (++nfilled == SW_FILL_CHUNK)
 		{
-			write_filled(ftrel, filled, nfilled);
+			write_filled(ftrel, filled, nfilled, write_cxt);
 			nfilled = 0;
 			MemoryContextReset(chunk_cxt);
 		}
 	}
-	write_filled(ftrel, filled, nfilled);
+	write_filled(ftrel, filled, nfilled, write_cxt);
 	sw_rows_end(&rs);
+	MemoryContextDelete(write_cxt);
 	MemoryContextDelete(chunk_cxt);
 	ExecDropSingleTupleTableSlot(row);
 	FreeExecutorState(estate);
