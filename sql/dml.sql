@@ -121,6 +121,68 @@ FETCH ALL source_cursor;
 FETCH ALL plain_cursor;
 SELECT id, kind FROM events WHERE kind = 'cursor' ORDER BY id;
 ROLLBACK;
+-- COPY collects a source's rows and writes them in groups only where
+-- nothing that runs during the COPY could miss them: a volatile default
+-- (for which PostgreSQL inserts a plain table's rows one at a time), or
+-- the triggers of other partitions that a partitioned table routes rows
+-- to, read the rows copied before them, as on plain tables
+CREATE FUNCTION rows_in(t regclass) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  n bigint;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM %s', t) INTO n;
+  RETURN n;
+END
+$$;
+CREATE FOREIGN TABLE copied (a int, seen bigint DEFAULT rows_in('copied'))
+  SERVER kafka OPTIONS (topic 'copied');
+CREATE TABLE copied_plain (a int, seen bigint DEFAULT rows_in('copied_plain'));
+COPY copied (a) FROM stdin;
+1
+2
+3
+\.
+COPY copied_plain (a) FROM stdin;
+1
+2
+3
+\.
+SELECT * FROM copied ORDER BY a;
+SELECT * FROM copied_plain ORDER BY a;
+CREATE FUNCTION note_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.b := NEW.b || ' saw ' || rows_in(TG_ARGV[0]);
+  RETURN NEW;
+END
+$$;
+CREATE TABLE routed (a int, b text) PARTITION BY RANGE (a);
+CREATE TABLE routed_low PARTITION OF routed FOR VALUES FROM (0) TO (10);
+CREATE FOREIGN TABLE routed_high PARTITION OF routed FOR VALUES FROM (10) TO (20)
+  SERVER kafka OPTIONS (topic 'routed');
+CREATE TRIGGER note_seen BEFORE INSERT ON routed_low
+  FOR EACH ROW EXECUTE FUNCTION note_seen('routed_high');
+CREATE TABLE routed_plain (a int, b text) PARTITION BY RANGE (a);
+CREATE TABLE routed_plain_low PARTITION OF routed_plain FOR VALUES FROM (0) TO (10);
+CREATE TABLE routed_plain_high PARTITION OF routed_plain FOR VALUES FROM (10) TO (20);
+CREATE TRIGGER note_seen BEFORE INSERT ON routed_plain_low
+  FOR EACH ROW EXECUTE FUNCTION note_seen('routed_plain_high');
+COPY routed FROM stdin;
+11	high
+1	low
+12	high
+2	low
+\.
+COPY routed_plain FROM stdin;
+11	high
+1	low
+12	high
+2	low
+\.
+SELECT * FROM routed ORDER BY a;
+SELECT * FROM routed_plain ORDER BY a;
+DROP TABLE routed, routed_plain, copied_plain;
+DROP FOREIGN TABLE copied;
+DROP FUNCTION note_seen(), rows_in(regclass);
 
 -- COPY and INSERT ... SELECT write rows in batches: the WAL has a few
 -- multi-insert records for the current heap, not a record per row

@@ -63,6 +63,47 @@ SELECT * FROM src JOIN pln USING (k) WHERE k = 1 FOR UPDATE OF pln;
 RESET source_writes.as_of;
 EXECUTE locking;
 
+-- errors are said of the source by the hidden relations' names only: the
+-- name of the current heap becomes the table's, in the texts and in the
+-- fields; a longer name that contains it, and the fields of an error about
+-- another relation, stay as they are
+SELECT c.relname AS hidden FROM source_writes.source_tables st
+  JOIN pg_class c ON c.oid = st.current_rel WHERE st.relid = 'src'::regclass \gset
+SET test.hidden = :'hidden';
+CREATE FUNCTION complain(k int) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  name text := current_setting('test.hidden') || CASE k WHEN 98 THEN '' ELSE '_archive' END;
+BEGIN
+  IF k IN (98, 99) THEN
+    RAISE EXCEPTION 'relation "%" is full', name
+      USING DETAIL = format('Table %s has no room.', name),
+            SCHEMA = 'source_writes_internal', TABLE = name;
+  END IF;
+  RETURN true;
+END
+$$;
+CREATE FUNCTION error_of(k int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  message text;
+  detail text;
+  schema text;
+  tab text;
+BEGIN
+  INSERT INTO src VALUES (k, 'complains');
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL,
+    schema = SCHEMA_NAME, tab = TABLE_NAME;
+  RETURN replace(concat_ws(' | ', message, detail, schema, tab),
+                 current_setting('test.hidden'), '<hidden>');
+END
+$$;
+ALTER FOREIGN TABLE src ADD CONSTRAINT complains CHECK (complain(k));
+SELECT k, error_of(k) FROM (VALUES (98), (99)) v(k);
+ALTER FOREIGN TABLE src DROP CONSTRAINT complains;
+DROP FUNCTION error_of(int), complain(int);
+RESET test.hidden;
+
 DROP TABLE pln;
 DROP SERVER kafka CASCADE;
 DROP EXTENSION pgrowlocks;

@@ -55,6 +55,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -63,12 +64,15 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/appendinfo.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "catalog.h"
 #include "controller.h"
@@ -226,16 +230,6 @@ recheck_row(SwModifyState *state, EState *estate, ResultRelInfo *rinfo,
 				return NULL;
 			case TM_Updated:
 			case TM_Deleted:
-
-				/*
-				 * An upsert that replaced the row deleted it; to the user,
-				 * as on a plain table after ON CONFLICT DO UPDATE, the row
-				 * was updated.
-				 */
-				if (result == TM_Deleted && IsolationUsesXactSnapshot() &&
-					sw_writer_key_overwritten(state->writer, state->old_slot,
-											  tmfd->xmax))
-					result = TM_Updated;
 				if (IsolationUsesXactSnapshot() ||
 					(state->row_triggers && result == TM_Updated))
 					ereport(ERROR,
@@ -378,11 +372,67 @@ swBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 }
 
 /*
+ * Does a column of rel have a volatile default (nextval() aside), which
+ * COPY evaluates for each row, and which may read the table?
+ */
+static bool
+has_volatile_defaults(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (desc->constr == NULL || desc->constr->num_defval == 0)
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Node	   *expr;
+
+		if (TupleDescAttr(desc, i)->attisdropped ||
+			!TupleDescAttr(desc, i)->atthasdef)
+			continue;
+		expr = build_column_default(rel, i + 1);
+		if (expr && contain_volatile_functions_not_nextval(expr))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Has a table that a partitioned table routes rows to any triggers?  They
+ * run while COPY goes on (AFTER triggers too, before the end of COPY that
+ * ends our insert), and may read the partition we write.
+ */
+static bool
+partitions_have_triggers(Relation root)
+{
+	List	   *rels = find_all_inheritors(RelationGetRelid(root), NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		bool		triggers;
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		triggers = ((Form_pg_class) GETSTRUCT(tuple))->relhastriggers;
+		ReleaseSysCache(tuple);
+		if (triggers)
+			return true;
+	}
+	return false;
+}
+
+/*
  * COPY and tuple routing.  ON CONFLICT is refused here too, for inserts
  * routed from a partitioned table.  PostgreSQL 15 hands COPY's rows to
- * foreign tables one at a time; when nothing needs a row back at once (no
- * RETURNING, no triggers, no key to check), they are collected and written
- * in batches like those of a multi-row INSERT.
+ * foreign tables one at a time; when nothing needs a row back at once,
+ * they are collected and written in batches like those of a multi-row
+ * INSERT.  Something needs them at once where RETURNING, a trigger or a
+ * key check does, and where user code that runs during COPY may read the
+ * table: where PostgreSQL would not batch a plain table's rows either (a
+ * volatile default), and where a partitioned table routes rows to
+ * partitions with triggers, whose rows PostgreSQL writes before it runs
+ * them.
  */
 static void
 swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
@@ -416,7 +466,11 @@ swBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	state->append_rows = rinfo->ri_TrigDesc == NULL &&
 		(root == NULL || root->ri_TrigDesc == NULL) &&
 		rinfo->ri_projectReturning == NULL &&
-		!sw_writer_has_key(state->writer);
+		!sw_writer_has_key(state->writer) &&
+		!has_volatile_defaults(rinfo->ri_RelationDesc) &&
+		(root == NULL ||
+		 (!has_volatile_defaults(root->ri_RelationDesc) &&
+		  !partitions_have_triggers(root->ri_RelationDesc)));
 	rinfo->ri_FdwState = state;
 }
 

@@ -233,16 +233,20 @@ typedef struct SwFilledRow
 
 /*
  * Write the new versions of filled rows, with a writer of origin 'system'
- * for the role that runs the command.
+ * for the role that runs the command.  What the writer allocates is made
+ * in cxt, which is reset afterwards: a table of any size is filled in the
+ * same memory.
  */
 static void
-write_filled(Relation ftrel, SwFilledRow *rows, int n)
+write_filled(Relation ftrel, SwFilledRow *rows, int n, MemoryContext cxt)
 {
 	SwWriter   *writer;
 	TupleTableSlot *slot;
+	MemoryContext old;
 
 	if (n == 0)
 		return;
+	old = MemoryContextSwitchTo(cxt);
 	writer = sw_writer_open(ftrel, SW_ORIGIN_SYSTEM, GetUserId(), NULL);
 	slot = MakeSingleTupleTableSlot(RelationGetDescr(ftrel), &TTSOpsHeapTuple);
 	for (int i = 0; i < n; i++)
@@ -258,6 +262,8 @@ write_filled(Relation ftrel, SwFilledRow *rows, int n)
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	sw_writer_close(writer);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cxt);
 }
 
 /*
@@ -301,6 +307,7 @@ sw_storage_fill_added(Oid relid, List *attnums)
 	SwFilledRow *filled;
 	int			nfilled = 0;
 	MemoryContext chunk_cxt;
+	MemoryContext write_cxt;
 	ListCell   *lc;
 
 	if (attnums == NIL)
@@ -357,6 +364,8 @@ sw_storage_fill_added(Oid relid, List *attnums)
 	filled = palloc(sizeof(SwFilledRow) * SW_FILL_CHUNK);
 	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes filled rows",
 									  ALLOCSET_DEFAULT_SIZES);
+	write_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes filling writer",
+									  ALLOCSET_DEFAULT_SIZES);
 	sw_rows_begin(&rs, current);
 	while ((hidden = sw_rows_next(&rs)) != NULL)
 	{
@@ -397,13 +406,14 @@ sw_storage_fill_added(Oid relid, List *attnums)
 		MemoryContextSwitchTo(old);
 		if (++nfilled == SW_FILL_CHUNK)
 		{
-			write_filled(ftrel, filled, nfilled);
+			write_filled(ftrel, filled, nfilled, write_cxt);
 			nfilled = 0;
 			MemoryContextReset(chunk_cxt);
 		}
 	}
-	write_filled(ftrel, filled, nfilled);
+	write_filled(ftrel, filled, nfilled, write_cxt);
 	sw_rows_end(&rs);
+	MemoryContextDelete(write_cxt);
 	MemoryContextDelete(chunk_cxt);
 	ExecDropSingleTupleTableSlot(row);
 	FreeExecutorState(estate);
@@ -1043,33 +1053,64 @@ sw_storage_hidden_names(Relation ftrel, const SwSource *source,
 }
 
 /*
- * A copy of str with every occurrence of the hidden relations' names
- * replaced by the source table's, or str itself if it has none.
+ * Can c be part of an identifier, as the scanner reads them (ASCII letters,
+ * digits, _ and $, and any byte of a multibyte character)?
+ */
+static inline bool
+identifier_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		(c >= '0' && c <= '9') || c == '_' || c == '$' || IS_HIGHBIT_SET(c);
+}
+
+/*
+ * Which hidden relation's name, if any, stands at p in str as a whole
+ * name: not part of a longer one (a user's table may be called after a
+ * hidden relation, with more around it).  The key index's name begins
+ * with the current heap's: it is tried first.  -1 if none.
+ */
+static int
+hidden_name_at(const char *str, const char *p, const SwHiddenNames *names)
+{
+	if (p > str && identifier_char(p[-1]))
+		return -1;
+	for (int i = 0; i < lengthof(names->hidden); i++)
+	{
+		size_t		len;
+
+		if (names->hidden[i] == NULL)
+			continue;
+		len = strlen(names->hidden[i]);
+		if (strncmp(p, names->hidden[i], len) == 0 && !identifier_char(p[len]))
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * A copy of str with every hidden relation's name in it replaced by the
+ * source table's, or str itself if it names none.
  */
 static char *
 rename_in(char *str, const SwHiddenNames *names)
 {
 	StringInfoData buf;
-	bool		found = false;
+	const char *p;
 
 	if (str == NULL)
 		return NULL;
-	for (int i = 0; i < lengthof(names->hidden) && !found; i++)
-		found = names->hidden[i] && strstr(str, names->hidden[i]) != NULL;
-	if (!found)
+	for (p = str; *p; p++)
+		if (hidden_name_at(str, p, names) >= 0)
+			break;
+	if (*p == '\0')
 		return str;
 
 	initStringInfo(&buf);
-	for (const char *p = str; *p;)
+	for (p = str; *p;)
 	{
-		int			i;
+		int			i = hidden_name_at(str, p, names);
 
-		/* the key index's name begins with the current heap's: it is first */
-		for (i = 0; i < lengthof(names->hidden); i++)
-			if (names->hidden[i] &&
-				strncmp(p, names->hidden[i], strlen(names->hidden[i])) == 0)
-				break;
-		if (i < lengthof(names->hidden))
+		if (i >= 0)
 		{
 			appendStringInfoString(&buf, names->table);
 			p += strlen(names->hidden[i]);
@@ -1081,15 +1122,30 @@ rename_in(char *str, const SwHiddenNames *names)
 }
 
 /*
+ * Is name one of the hidden relations'?
+ */
+static bool
+is_hidden_name(const char *name, const SwHiddenNames *names)
+{
+	for (int i = 0; i < lengthof(names->hidden); i++)
+		if (name && names->hidden[i] && strcmp(name, names->hidden[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
  * Errors that PostgreSQL raises while it works on a source's hidden
- * relations name them: the context of a lock wait ("while updating tuple
+ * relations name them: the context of a lock wait ("while locking tuple
  * (0,1) in relation ..."), which a deadlock or a lock timeout shows, the
  * error of NOWAIT ("could not obtain lock on row in relation ..."), the
  * fields of a unique violation.  Users know the source table, whose row
  * identity the ctids of its hidden current rows are: say the error of it,
- * as PostgreSQL would of a plain table, with its name in the texts, and
- * its schema and name in the fields that name a hidden relation.  The key
- * index of an upsert source is no constraint of the user's: its name goes.
+ * as PostgreSQL would of a plain table, with its name in the texts where
+ * they name a hidden relation, and its schema and name in the fields that
+ * name one.  The key index of an upsert source is no constraint of the
+ * user's: its name goes.  Errors about anything else (another source's
+ * storage, a table whose name merely contains a hidden one) are left as
+ * they are.
  */
 void
 sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names)
@@ -1101,11 +1157,11 @@ sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names)
 	edata->detail_log = rename_in(edata->detail_log, names);
 	edata->hint = rename_in(edata->hint, names);
 	edata->context = rename_in(edata->context, names);
-	if (edata->schema_name && strcmp(edata->schema_name, SW_INTERNAL_SCHEMA) == 0)
+	if (edata->schema_name && strcmp(edata->schema_name, SW_INTERNAL_SCHEMA) == 0 &&
+		is_hidden_name(edata->table_name, names))
 	{
 		edata->schema_name = pstrdup(names->schema);
-		if (edata->table_name)
-			edata->table_name = pstrdup(names->table);
+		edata->table_name = pstrdup(names->table);
 		if (edata->constraint_name && names->hidden[0] &&
 			strcmp(edata->constraint_name, names->hidden[0]) == 0)
 			edata->constraint_name = NULL;

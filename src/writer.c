@@ -18,8 +18,10 @@
  *					and the old values go to the history heap with
  *					"$retracted" = our batch;
  *	upsert			on a source with a key (envelope 'upsert'): the current
- *					row of the key, if any, is retracted and the new row
- *					added; a transaction that holds the key is waited for, as
+ *					row of the key, if any, is updated to the new row (a new
+ *					tuple version, as INSERT ... ON CONFLICT DO UPDATE makes)
+ *					and its old values retracted, or else the new row added;
+ *					a transaction that holds the key is waited for, as
  *					INSERT ... ON CONFLICT waits;
  *	tombstone		retracts the current row of a key, if there is one;
  *	truncate		retracts every current row.
@@ -1504,12 +1506,13 @@ check_key_visible(SwWriter *w)
 
 /*
  * Sources with a key: lock the current row of the key of a row (a current
- * row, in row), if there is one, into lock_slot, waiting for a transaction
- * that holds the key as INSERT ... ON CONFLICT does.  Returns whether there
- * was one, with its tid in *tid; false if the key was free when looked at.
+ * row, in row), if there is one, in mode, into lock_slot, waiting for a
+ * transaction that holds the key as INSERT ... ON CONFLICT does.  Returns
+ * whether there was one, with its tid in *tid; false if the key was free
+ * when looked at.
  */
 static bool
-lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid)
+lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid, LockTupleMode mode)
 {
 	for (;;)
 	{
@@ -1523,7 +1526,7 @@ lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid)
 
 		result = table_tuple_lock(w->current, tid, w->estate->es_snapshot,
 								  w->lock_slot, w->estate->es_output_cid,
-								  LockTupleExclusive, LockWaitBlock, 0, &tmfd);
+								  mode, LockWaitBlock, 0, &tmfd);
 		switch (result)
 		{
 			case TM_Ok:
@@ -1546,31 +1549,6 @@ lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid)
 }
 
 /*
- * Sources with a key: was the current row old, which transaction xmax
- * deleted, replaced by a row of the same key that xmax wrote: an upsert's
- * overwrite, which on a plain table would be an update (INSERT ... ON
- * CONFLICT DO UPDATE)?  old is in a slot of the current heap.
- */
-bool
-sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old, TransactionId xmax)
-{
-	ItemPointerData conflict;
-	bool		isnull;
-	Datum		xmin;
-
-	if (!OidIsValid(w->key_index) ||
-		ExecCheckIndexConstraints(w->current_rri, old, w->estate, &conflict,
-								  w->key_indexes))
-		return false;
-	if (!table_tuple_fetch_row_version(w->current, &conflict, SnapshotAny,
-									   w->lock_slot))
-		return false;
-	xmin = slot_getsysattr(w->lock_slot, MinTransactionIdAttributeNumber, &isnull);
-	ExecClearTuple(w->lock_slot);
-	return !isnull && TransactionIdEquals(DatumGetTransactionId(xmin), xmax);
-}
-
-/*
  * Delete the current row of a key that lock_key() locked, and retract it
  * (with a command id of its own, so that a row this writer wrote for the
  * same key just before is seen).
@@ -1585,6 +1563,31 @@ delete_locked(SwWriter *w, ItemPointer tid)
 						   false) != TM_Ok)
 		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
 			 RelationGetRelationName(w->ftrel));
+	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+			w->estate->es_output_cid);
+}
+
+/*
+ * Update the current row of a key that lock_key() locked to new_slot, as
+ * INSERT ... ON CONFLICT DO UPDATE does, and retract its old version: the
+ * new version is the row's next one, which row locks, and UPDATE and
+ * DELETE under READ COMMITTED, follow to as for a plain table's row.
+ */
+static void
+update_locked(SwWriter *w, ItemPointer tid)
+{
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool		update_indexes;
+
+	if (table_tuple_update(w->current, tid, w->new_slot, w->estate->es_output_cid,
+						   w->estate->es_snapshot, InvalidSnapshot, true,
+						   &tmfd, &lockmode, &update_indexes) != TM_Ok)
+		elog(ERROR, "could not update the locked row of a key of source table \"%s\"",
+			 RelationGetRelationName(w->ftrel));
+	note_block(w, w->new_slot);
+	if (update_indexes)
+		insert_index_entries(w, &w->new_slot, 1, true);
 	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
 			w->estate->es_output_cid);
 }
@@ -1668,9 +1671,11 @@ check_key_kept(SwWriter *w, TupleTableSlot *row)
 /*
  * Sources with a key: make a row of the table the current row of its key.
  * The current row of the key, if there is one (whoever wrote it), is
- * retracted; then the row is added, with a speculative insertion, as INSERT
- * ... ON CONFLICT does, so that a concurrent transaction that adds the
- * same key makes us look again rather than fail.
+ * locked FOR NO KEY UPDATE (the key stays), as INSERT ... ON CONFLICT DO
+ * UPDATE locks it, updated to the row and retracted (update_locked());
+ * otherwise the row is added, with a speculative insertion, as INSERT ...
+ * ON CONFLICT does, so that a concurrent transaction that adds the same key
+ * makes us look again rather than fail.
  *
  * Ingestion's row triggers see the upsert as MERGE would: an UPDATE of the
  * key's current row (OLD) to the row (NEW) when the key has one, an INSERT
@@ -1697,7 +1702,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		HeapTuple	old = NULL;
 
 		next_command(w);
-		found = lock_key(w, w->new_slot, &tid);
+		found = lock_key(w, w->new_slot, &tid, LockTupleNoKeyExclusive);
 		if (found && td)
 			old = old_tuple(w);
 		if (found ? before_update : before_insert)
@@ -1717,7 +1722,12 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		if (td)
 			form_current_row(w, row, w->new_slot);	/* as the triggers left it */
 		if (found)
-			delete_locked(w, &tid);
+		{
+			update_locked(w, &tid);
+			if (td)
+				after_row(w, CMD_UPDATE, old, row);
+			return true;
+		}
 
 		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(w->current, w->new_slot,
@@ -1731,7 +1741,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 			continue;			/* somebody added the key meanwhile: take it
 								 * from them */
 		if (td)
-			after_row(w, found ? CMD_UPDATE : CMD_INSERT, old, row);
+			after_row(w, CMD_INSERT, NULL, row);
 		return true;
 	}
 }
@@ -1750,7 +1760,7 @@ sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 
 	key_row(w, key);
 	next_command(w);
-	if (!lock_key(w, w->new_slot, &tid))
+	if (!lock_key(w, w->new_slot, &tid, LockTupleExclusive))
 		return false;
 	if (w->trig_rri)
 	{

@@ -44,8 +44,6 @@ extern void sw_writer_sub_end(SwWriter *w, bool commit);
 extern bool sw_writer_failed_flushing(SwWriter *w);
 extern bool sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
 extern bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
-extern bool sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old,
-									  TransactionId xmax);
 extern TM_Result sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
 								  TupleTableSlot *row, TM_FailureData *tmfd,
 								  LockTupleMode *lockmode);
