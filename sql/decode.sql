@@ -10,7 +10,7 @@ CREATE FUNCTION test_decode(src anyelement, value bytea, key bytea DEFAULT NULL,
                             part int DEFAULT 0, "offset" bigint DEFAULT 0,
                             ts timestamptz DEFAULT NULL, headers bytea[] DEFAULT NULL,
                             tombstone boolean DEFAULT false)
-RETURNS anyelement AS 'source_writes', 'source_writes_test_decode' LANGUAGE C;
+RETURNS anyelement AS 'source_writes_test', 'source_writes_test_decode' LANGUAGE C;
 
 CREATE SERVER decode_kafka FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'localhost:9092');
