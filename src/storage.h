@@ -61,6 +61,7 @@ extern void sw_rows_end(SwRowScan *rs);
 extern void sw_storage_sync(Oid relid, List *retyped);
 extern void sw_storage_forget(Oid relid);
 extern void sw_storage_depend(Oid relid, Oid hiddenid);
+extern bool sw_storage_restore_dependencies(void);
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
 extern void sw_to_hidden(const SwLayout *layout, int natts,
 						 const Datum *values, const bool *isnull,
