@@ -46,6 +46,7 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
+int			sw_stamp_slots = 1024;
 #ifdef SW_BENCHMARK
 bool		sw_webhook_bench_discard = false;
 #endif
@@ -271,6 +272,18 @@ _PG_init(void)
 								 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 								 NULL, NULL, NULL);
 #endif
+
+	/* shared memory, which only a preloaded library has (from its start) */
+	if (sw_preloaded)
+		DefineCustomIntVariable("source_writes.stamp_slots",
+								"Number of source tables whose batch timestamps are handed out in shared memory at once.",
+								"When they are all taken, the least recently used one that no commit uses goes; a source that finds none takes its timestamps through the catalog, one commit after the other.",
+								&sw_stamp_slots,
+								1024,
+								16, 1024 * 1024,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
 

@@ -71,6 +71,7 @@ typedef enum SwOrigin
 extern bool sw_preloaded;
 extern int64 sw_as_of;
 extern int	sw_compaction_interval;
+extern int	sw_stamp_slots;
 #ifdef SW_BENCHMARK
 extern PGDLLEXPORT bool sw_webhook_bench_discard;
 #endif
