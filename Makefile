@@ -28,8 +28,6 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
-	src/test_decode.o \
-	src/test_write.o \
 	src/workers.o \
 	src/writer.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql
@@ -63,6 +61,22 @@ include $(PGXS)
 
 # after PGXS, which resets it: where the TAP tests find SwTest.pm
 PROVE_FLAGS = -I test/perl
+
+# Symbols are hidden unless marked PGDLLEXPORT, as PostgreSQL 16 and later
+# build every module (CFLAGS_SL_MODULE): what the server calls, and the
+# functions and settings of source_writes that its other libraries call
+# (marked in its headers; test/t/016_libraries.pl checks them).  Before 16,
+# PGDLLEXPORT means nothing on Unix, so we give it its later meaning.
+ifeq ($(CFLAGS_SL_MODULE)$(GCC),yes)
+override CFLAGS += -fvisibility=hidden
+override CPPFLAGS += -D'PGDLLEXPORT=__attribute__((visibility("default")))'
+endif
+
+# make SW_BENCHMARK=1: the benchmarks' own build, with what release builds
+# leave out (source_writes.webhook_bench_discard; see bench/webhook/run)
+ifdef SW_BENCHMARK
+override CPPFLAGS += -DSW_BENCHMARK
+endif
 
 # The Kafka workers' library, the only one linked with librdkafka: backends
 # that only read and edit source tables never load it.  It calls into

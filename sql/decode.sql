@@ -10,7 +10,7 @@ CREATE FUNCTION test_decode(src anyelement, value bytea, key bytea DEFAULT NULL,
                             part int DEFAULT 0, "offset" bigint DEFAULT 0,
                             ts timestamptz DEFAULT NULL, headers bytea[] DEFAULT NULL,
                             tombstone boolean DEFAULT false)
-RETURNS anyelement AS 'source_writes', 'source_writes_test_decode' LANGUAGE C;
+RETURNS anyelement AS 'source_writes_test', 'source_writes_test_decode' LANGUAGE C;
 
 CREATE SERVER decode_kafka FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'localhost:9092');
@@ -243,6 +243,12 @@ SELECT id, length(name) FROM test_decode(NULL::c,
 SELECT id, length(name), left(name, 4) FROM test_decode(NULL::c,
   convert_to('11,"' || repeat('y""', 500000) || '",,', 'UTF8'));
 SELECT id, name FROM test_decode(NULL::c, '12,z,,');
+-- as COPY does: a quoted part may begin and end inside a field, and a lone
+-- CR ends a record; a line of \. (which ends COPY's data) is data
+SELECT id, name, note, at IS NULL AS at_null
+FROM test_decode(NULL::c, convert_to(E'13,a"b,c"d,"x"y,\r', 'UTF8'));
+SELECT id, name FROM test_decode(NULL::c, convert_to('14,\.,,', 'UTF8'));
+SELECT * FROM test_decode(NULL::c, convert_to(E'15,f,,\n\\.\n', 'UTF8'));
 
 --
 -- upsert sources: a NULL key is an error; a tombstone gives only the key,

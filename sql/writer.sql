@@ -8,7 +8,7 @@
 --
 CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray,
                            part int DEFAULT NULL, first_offset bigint DEFAULT NULL)
-RETURNS bigint AS 'source_writes', 'source_writes_test_write' LANGUAGE C;
+RETURNS bigint AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
 
 CREATE ROLE regress_writer_owner;
 CREATE ROLE regress_writer_editor;

@@ -131,16 +131,16 @@ typedef struct SwStampState
 	SwPending  *pending;
 } SwStampState;
 
-extern bool sw_catalog_exists(void);
+extern PGDLLEXPORT bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
-extern bool sw_is_source_table(Oid relid);
+extern PGDLLEXPORT bool sw_is_source_table(Oid relid);
 
 extern void sw_key_index_name(const char *current_name, char *name);
 extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
 							   char *name);
-extern bool sw_source_lookup(Oid relid, SwSource *source);
+extern PGDLLEXPORT bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
-extern List *sw_catalog_sources(Oid serverid);
+extern PGDLLEXPORT List *sw_catalog_sources(Oid serverid);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);
@@ -169,7 +169,7 @@ extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 											Snapshot snapshot, int limit);
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
-extern const char *sw_origin_name(SwOrigin origin);
+extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
 extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
@@ -196,12 +196,12 @@ typedef struct SwProgress
 	char	   *stopped;		/* why it is not followed; NULL: it is */
 } SwProgress;
 
-extern bool sw_catalog_progress_has_identity(void);
-extern List *sw_catalog_progress(Oid relid);
-extern void sw_catalog_lock_progress(Oid relid);
-extern void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
-									  const char *topic, const char *cluster_id);
-extern bool sw_catalog_set_progress(Oid relid, const SwProgress *p);
-extern void sw_catalog_delete_progress(Oid relid);
+extern PGDLLEXPORT bool sw_catalog_progress_has_identity(void);
+extern PGDLLEXPORT List *sw_catalog_progress(Oid relid);
+extern PGDLLEXPORT void sw_catalog_lock_progress(Oid relid);
+extern PGDLLEXPORT void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
+												  const char *topic, const char *cluster_id);
+extern PGDLLEXPORT bool sw_catalog_set_progress(Oid relid, const SwProgress *p);
+extern PGDLLEXPORT void sw_catalog_delete_progress(Oid relid);
 
 #endif							/* SW_CATALOG_H */

@@ -307,8 +307,9 @@ stamp_batches(void)
 			continue;
 		src->relid = w->relid;
 		src->in_memory = sw_stamps_available();
-		src->state.maxpending = MaxBackends + 1;
-		src->state.pending = palloc(sizeof(SwPending) * src->state.maxpending);
+		/* room for the batches still committing is made as they are read */
+		src->state.maxpending = 0;
+		src->state.pending = NULL;
 		w->source = nsources++;
 	}
 	stamping = sources;

@@ -31,6 +31,7 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_inherits.h"
@@ -296,6 +297,42 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 	PG_RETURN_NULL();
 }
 
+/*
+ * Refuse the drop of hidden relations (given with their identities) whose
+ * table stays, as their internal dependency on it would have refused it
+ * (pg_upgrade does not carry those: see sw_storage_restore_dependencies()).
+ */
+static void
+refuse_hidden_drops(List *dropped)
+{
+	List	   *sources = sw_catalog_sources(InvalidOid);
+	ListCell   *lc;
+	ListCell   *ls;
+
+	foreach(lc, dropped)
+	{
+		DdlObject  *obj = lfirst(lc);
+
+		foreach(ls, sources)
+		{
+			SwSource   *source = lfirst(ls);
+			char	   *table;
+
+			if ((obj->objid != source->current_rel && obj->objid != source->history_rel) ||
+				!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
+				continue;
+			table = quote_qualified_identifier(RelationIsVisible(source->relid) ? NULL :
+											   get_namespace_name(get_rel_namespace(source->relid)),
+											   get_rel_name(source->relid));
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop table %s because foreign table %s requires it",
+							obj->tag, table),
+					 errhint("You can drop foreign table %s instead.", table)));
+		}
+	}
+}
+
 PG_FUNCTION_INFO_V1(source_writes_sql_drop);
 
 /*
@@ -313,6 +350,15 @@ source_writes_sql_drop(PG_FUNCTION_ARGS)
 	/* while the extension itself is dropped, its catalog goes too */
 	if (!sw_catalog_exists())
 		PG_RETURN_NULL();
+
+	/* a hidden relation goes with its table only */
+	objects = collect_objects("SELECT classid, objid, object_identity "
+							  "FROM pg_catalog.pg_event_trigger_dropped_objects() "
+							  "WHERE object_type = 'table' "
+							  "AND schema_name = '" SW_INTERNAL_SCHEMA "'",
+							  false);
+	if (objects != NIL)
+		refuse_hidden_drops(objects);
 
 	objects = collect_objects("SELECT classid, objid, object_type "
 							  "FROM pg_catalog.pg_event_trigger_dropped_objects()",

@@ -6,9 +6,8 @@
  * The Kafka worker, source_writes.retry_errors() and the webhook worker
  * decode messages here.  A decoder (SwDecoder) is made once per source
  * table: it looks up the input function of every column, the defaults of
- * the data columns, builds a hash of the JSON fields, and for CSV begins
- * one COPY that every message reuses.  Decoding a message then touches no
- * catalog.
+ * the data columns, and builds a hash of the JSON fields.  Decoding a
+ * message then touches no catalog.
  *
  * Data columns, by the table's format:
  *
@@ -38,9 +37,9 @@
  * text		The whole value, through the input function of the one data
  *			column (of a string type).
  * bytes	The whole value, raw, into the one bytea column.
- * csv		The value is one CSV record, parsed by COPY's own parser
- *			(NextCopyFromRawFields) with COPY's CSV rules, of the data
- *			columns in table order; an unquoted empty field is NULL.
+ * csv		The value is one CSV record of the data columns in table
+ *			order, split by the rules of COPY's format csv (csv_split());
+ *			an unquoted empty field is NULL.
  *
  * For the text formats, the bytes must be valid in the database encoding,
  * without NUL bytes.  A message without a value gives NULL to the data
@@ -86,8 +85,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "commands/copy.h"
-#include "commands/copyfrom_internal.h"
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "common/jsonapi.h"
@@ -180,8 +177,9 @@ struct SwDecoder
 
 	ExprContext *econtext;		/* for defaults that are not constants */
 
-	/* CSV: one COPY, rewound for each message */
-	CopyFromState cstate;
+	/* CSV: the fields of a record, and the buffer they are split into */
+	char	  **csv_fields;
+	StringInfoData csv_buf;
 
 	/* the last call, for sw_decoder_failed() */
 	bool		running;		/* it began and did not return */
@@ -221,14 +219,6 @@ typedef struct DecodeRun
 								 * field, or -1 */
 	char	   *value_start;	/* where its value starts */
 } DecodeRun;
-
-/*
- * The message that csv_read() hands to COPY, which gives its data source
- * callback no argument of its own.  Set anew for each message.
- */
-static const char *csv_input;
-static size_t csv_input_len;
-static size_t csv_input_pos;
 
 
 /*
@@ -993,80 +983,98 @@ decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
  */
 
 /*
- * COPY's data source: the message being decoded.
+ * Split the CSV record at the start of a message into its fields, by the
+ * rules of COPY's format csv with its defaults: fields are separated by
+ * commas; a double quote starts a quoted part of a field (anywhere in it),
+ * in which commas and line breaks are data and two double quotes stand
+ * for one, and the next lone double quote ends it; an unquoted empty field
+ * is NULL, a quoted one an empty string; the record ends at a line break
+ * (LF, CR LF or CR) outside quotes, or at the end of the value.  (COPY
+ * also takes a line of \. for the end of its data, which a message has no
+ * use for: here it is a value like any other.)  The fields are written,
+ * NUL-terminated, into the decoder's buffer; the first max of them are
+ * pointed to in fields.  Returns the number of fields, and in *used the
+ * bytes of the value the record took, its line break included.
  */
 static int
-csv_read(void *outbuf, int minread, int maxread)
+csv_split(SwDecoder *d, const char *value, size_t len, char **fields, int max,
+		  size_t *used)
 {
-	size_t		n = Min((size_t) maxread, csv_input_len - csv_input_pos);
+	StringInfo	buf = &d->csv_buf;
+	const char *cur = value;
+	const char *end = value + len;
+	char	   *out;
+	int			nfields = 0;
 
-	memcpy(outbuf, csv_input + csv_input_pos, n);
-	csv_input_pos += n;
-	return (int) n;
-}
-
-/*
- * Begin the COPY that reads the data columns of every message, once.
- */
-static CopyFromState
-csv_begin(SwDecoder *d, Relation rel)
-{
-	List	   *names = NIL;
-	List	   *options;
-	CopyFromState cstate;
-
-	for (int j = 0; j < d->ndata; j++)
-		names = lappend(names, makeString(pstrdup(d->cols[d->data[j]].name)));
-	options = list_make2(makeDefElem("format", (Node *) makeString("csv"), -1),
-						 makeDefElem("encoding",
-									 (Node *) makeString(pstrdup(GetDatabaseEncodingName())),
-									 -1));
-	cstate = BeginCopyFrom(NULL, rel, NULL, NULL, false, csv_read, names,
-						   options);
-	/* BeginCopyFrom reports a COPY in progress; none is, between messages */
-	pgstat_progress_end_command();
-	/* the decoder outlives the relation it was made from */
-	cstate->rel = NULL;
-	cstate->cur_relname = d->relname;
-	Assert(!cstate->need_transcoding && cstate->input_buf == cstate->raw_buf);
-	return cstate;
-}
-
-/*
- * Rewind the COPY to read a new message from its start, as BeginCopyFrom
- * left it; the buffers stay, unless the last message grew them too much.
- */
-static void
-csv_rewind(SwDecoder *d, CopyFromState cstate)
-{
-	MemoryContext old = MemoryContextSwitchTo(cstate->copycontext);
-
-	if (cstate->line_buf.maxlen > SW_KEEP_BUFFER)
+	/* a buffer that the last message grew too much shrinks back */
+	if (buf->maxlen > SW_KEEP_BUFFER && len < SW_KEEP_BUFFER)
 	{
-		pfree(cstate->line_buf.data);
-		initStringInfo(&cstate->line_buf);
-	}
-	if (cstate->attribute_buf.maxlen > SW_KEEP_BUFFER)
-	{
-		pfree(cstate->attribute_buf.data);
-		initStringInfo(&cstate->attribute_buf);
-	}
-	MemoryContextSwitchTo(old);
+		MemoryContext old = MemoryContextSwitchTo(d->cxt);
 
-	cstate->eol_type = EOL_UNKNOWN;
-	cstate->cur_lineno = 0;
-	cstate->cur_attname = NULL;
-	cstate->cur_attval = NULL;
-	resetStringInfo(&cstate->line_buf);
-	cstate->line_buf_valid = false;
-	resetStringInfo(&cstate->attribute_buf);
-	cstate->raw_buf_index = cstate->raw_buf_len = 0;
-	cstate->raw_buf[0] = '\0';
-	cstate->raw_reached_eof = false;
-	cstate->input_buf_index = cstate->input_buf_len = 0;
-	cstate->input_reached_eof = false;
-	cstate->input_reached_error = false;
-	cstate->bytes_processed = 0;
+		pfree(buf->data);
+		initStringInfo(buf);
+		MemoryContextSwitchTo(old);
+	}
+	/* each byte of the value gives at most one of the fields or a terminator */
+	resetStringInfo(buf);
+	enlargeStringInfo(buf, len + 1);
+	out = buf->data;
+
+	for (;;)
+	{
+		char	   *field = out;
+		bool		quoted = false;
+		bool		at_end = true;
+		const char *start = cur;
+
+		while (cur < end)
+		{
+			char		c = *cur;
+
+			if (c == ',' || c == '\n' || c == '\r')
+			{
+				at_end = c != ',';
+				break;
+			}
+			cur++;
+			if (c != '"')
+			{
+				*out++ = c;
+				continue;
+			}
+			/* a quoted part, to its closing quote */
+			quoted = true;
+			for (;;)
+			{
+				if (cur >= end)
+					ereport(ERROR,
+							(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+							 errmsg("unterminated CSV quoted field")));
+				c = *cur++;
+				if (c == '"')
+				{
+					if (cur < end && *cur == '"')
+						cur++;	/* "" stands for " */
+					else
+						break;
+				}
+				*out++ = c;
+			}
+		}
+		*out++ = '\0';
+		if (nfields < max)
+			fields[nfields] = (!quoted && cur == start) ? NULL : field;
+		nfields++;
+		if (at_end)
+			break;
+		cur++;					/* the comma */
+	}
+
+	/* the line break that ends the record: LF, CR LF or CR */
+	if (cur < end && *cur++ == '\r' && cur < end && *cur == '\n')
+		cur++;
+	*used = cur - value;
+	return nfields;
 }
 
 /*
@@ -1076,8 +1084,7 @@ static void
 decode_csv(DecodeRun *r, const char *value, size_t len)
 {
 	SwDecoder  *d = r->d;
-	CopyFromState cstate = d->cstate;
-	char	  **fields;
+	size_t		used;
 	int			nfields;
 
 	r->in_part = true;
@@ -1085,15 +1092,11 @@ decode_csv(DecodeRun *r, const char *value, size_t len)
 	if (d->ndata == 0)
 		return;					/* nothing to fill */
 
-	csv_rewind(d, cstate);
-	csv_input = value;
-	csv_input_len = len;
-	csv_input_pos = 0;
-
-	if (!NextCopyFromRawFields(cstate, &fields, &nfields))
+	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 				 errmsg("message value holds no CSV record")));
+	nfields = csv_split(d, value, len, d->csv_fields, d->ndata, &used);
 	if (nfields > d->ndata)
 		ereport(ERROR,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
@@ -1109,19 +1112,18 @@ decode_csv(DecodeRun *r, const char *value, size_t len)
 	{
 		r->col = &d->cols[d->data[j]];
 		r->csv_field = j + 1;
-		store_text(r, r->col, fields[j]);
+		store_text(r, r->col, d->csv_fields[j]);
 	}
 	r->col = NULL;
 	r->csv_field = 0;
 
 	r->in_part = true;
-	if (NextCopyFromRawFields(cstate, &fields, &nfields))
+	if (used < len)
 		ereport(ERROR,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 				 errmsg("message value holds more than one CSV record"),
 				 errhint("Quote a field to put a line break in it.")));
 	r->in_part = false;
-	csv_input = NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -1284,8 +1286,11 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 		d->key_nulls = palloc(sizeof(bool) * Max(d->natts, 1));
 	}
 	d->unescape_lex.strval = makeStringInfo();
-	if (d->format == SW_FORMAT_CSV && d->ndata > 0)
-		d->cstate = csv_begin(d, ftrel);
+	if (d->format == SW_FORMAT_CSV)
+	{
+		d->csv_fields = palloc(sizeof(char *) * Max(d->ndata, 1));
+		initStringInfo(&d->csv_buf);
+	}
 	return d;
 }
 

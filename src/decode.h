@@ -57,14 +57,14 @@ typedef struct SwMessage
 typedef struct SwDecoder SwDecoder;
 
 /* everything prepared once per table (input functions, typmods, defaults, field lookup) */
-extern SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTable *st);
+extern PGDLLEXPORT SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTable *st);
 
 /*
  * decode a message into slot (a virtual slot with ftrel's descriptor) and
  * store it; raises an ERROR that says what is wrong when the message cannot
  * be decoded
  */
-extern void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+extern PGDLLEXPORT void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 
 /*
  * after an error: whether the decoder's last call raised it, the context
@@ -80,10 +80,10 @@ extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message
  * decoding the message key as a JSON object with the same field mapping;
  * ERROR if a key column stays NULL
  */
-extern void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+extern PGDLLEXPORT void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 
 /* where PostgreSQL's JSON parser failed, and with which SQLSTATE, for errors */
-extern int	sw_json_error_byte(JsonLexContext *lex);
-extern int	sw_json_error_code(JsonParseErrorType err);
+extern PGDLLEXPORT int	sw_json_error_byte(JsonLexContext *lex);
+extern PGDLLEXPORT int	sw_json_error_code(JsonParseErrorType err);
 
 #endif							/* SW_DECODE_H */

@@ -28,10 +28,10 @@ typedef enum SwDeliveryState
 	SW_DELIVERY_CHANGING		/* another transaction is deleting it */
 } SwDeliveryState;
 
-extern SwDeliveryState sw_delivery_lookup(Oid relid, const char *key,
-										  const uint8 *body_sha256, int32 *rows);
-extern void sw_delivery_insert(Oid relid, const char *key, int64 received_ms,
-							   const uint8 *body_sha256, int32 rows);
+extern PGDLLEXPORT SwDeliveryState sw_delivery_lookup(Oid relid, const char *key,
+													  const uint8 *body_sha256, int32 *rows);
+extern PGDLLEXPORT void sw_delivery_insert(Oid relid, const char *key, int64 received_ms,
+										   const uint8 *body_sha256, int32 rows);
 extern int64 sw_deliveries_forget(Oid relid, int64 before);
 
 #endif							/* SW_DELIVERIES_H */

@@ -19,6 +19,7 @@
 #include "nodes/nodes.h"
 
 #include "fdw.h"
+#include "source_writes.h"
 
 PG_FUNCTION_INFO_V1(source_writes_fdw_handler);
 

@@ -90,10 +90,10 @@ typedef struct SwSourceTable
 
 extern const char *sw_kind_name(SwKind kind);
 extern SwKind sw_server_kind(ForeignServer *server);
-extern SwSourceTable *sw_source_table(Relation rel);
+extern PGDLLEXPORT SwSourceTable *sw_source_table(Relation rel);
 extern int	sw_source_workers(Oid relid);
-extern int	sw_source_max_body_bytes(Oid relid);
-extern char *sw_source_signature_header(Oid relid);
+extern PGDLLEXPORT int	sw_source_max_body_bytes(Oid relid);
+extern PGDLLEXPORT char *sw_source_signature_header(Oid relid);
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 extern int64 sw_retention_ms(Oid relid);
 extern List *sw_parse_start_offset(const char *option, const char *value,

@@ -45,7 +45,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "access/hio.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -129,6 +129,7 @@ struct SwIngest
 	MemoryContext cxt;			/* the ingestion's own: what it was made in */
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
 	BulkInsertState bistate;	/* for appends, across batches */
+	MemoryContext bistate_cxt;	/* ... and all it holds */
 
 	/* upsert sources whose key types can be hashed: merging by key */
 	int			nkey;			/* 0: rows are written as they come */
@@ -174,6 +175,22 @@ struct SwIngest
 static void prepare_merge(SwIngest *ing);
 
 /*
+ * A new bulk-insert state for the ingestion's appends, in its own memory
+ * context, in place of the one there was (whose buffer pin, if it held
+ * one, an abort has released).
+ */
+static void
+new_bulk_state(SwIngest *ing)
+{
+	MemoryContext old;
+
+	MemoryContextReset(ing->bistate_cxt);
+	old = MemoryContextSwitchTo(ing->bistate_cxt);
+	ing->bistate = GetBulkInsertState();
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Prepare to ingest messages into a source table, for any number of
  * batches, in the current memory context: its options, decoder and slots,
  * as they are now (a worker whose table changes starts again).
@@ -209,7 +226,10 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	ing->cxt = CurrentMemoryContext;
 	ing->slots[0] = MakeSingleTupleTableSlot(ing->desc, &TTSOpsVirtual);
 	ing->nslots = 1;
-	ing->bistate = GetBulkInsertState();
+	ing->bistate_cxt = AllocSetContextCreate(CurrentMemoryContext,
+											 "source_writes bulk insert",
+											 ALLOCSET_SMALL_SIZES);
+	new_bulk_state(ing);
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
 										   ALLOCSET_DEFAULT_SIZES);
@@ -1110,7 +1130,9 @@ sw_ingest_end(SwIngest *ing, int64 *kept)
 
 /*
  * Forget the batch after its transaction aborted: the writer went with it,
- * and so did the bulk-insert state's pin on its current buffer.
+ * and so did the bulk-insert state's pin on its current buffer.  That
+ * state still names the buffer, which FreeBulkInsertState() would unpin
+ * once more: it goes with its memory instead, and a new one is made.
  */
 void
 sw_ingest_abort(SwIngest *ing)
@@ -1118,7 +1140,7 @@ sw_ingest_abort(SwIngest *ing)
 	ing->writer = NULL;
 	ing->ftrel = NULL;
 	ing->nmessages = 0;
-	ing->bistate->current_buf = InvalidBuffer;
+	new_bulk_state(ing);
 	for (int i = 0; i < ing->nslots; i++)
 		ExecClearTuple(ing->slots[i]);
 	MemoryContextReset(ing->chunk_cxt);

@@ -47,6 +47,7 @@
 #include "fdw_options.h"
 #include "launcher.h"
 #include "notifier.h"
+#include "storage.h"
 #include "workers.h"
 
 /* blocks of a history heap compacted per transaction */
@@ -207,12 +208,47 @@ compaction_pass(void)
 	}
 }
 
+/*
+ * Record the internal dependencies of the database's hidden relations that
+ * pg_upgrade did not carry (storage.c); false if some source was locked.
+ * An error is logged, and not tried again.
+ */
+static bool
+restore_dependencies(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		complete = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (sw_catalog_exists())
+			complete = sw_storage_restore_dependencies();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortOutOfAnyTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	return complete;
+}
+
 void
 source_writes_launcher_main(Datum main_arg)
 {
 	char	   *database;
 	MemoryContext pass_cxt;
 	TimestampTz last_pass = 0;
+	bool		dependencies_restored = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -235,6 +271,10 @@ source_writes_launcher_main(Datum main_arg)
 		bool		notifiers_started;
 
 		CHECK_FOR_INTERRUPTS();
+
+		/* after pg_upgrade, what it did not carry (again, if it was locked) */
+		if (!dependencies_restored)
+			dependencies_restored = restore_dependencies();
 
 		if (ConfigReloadPending)
 		{

@@ -34,8 +34,6 @@
 
 PG_MODULE_MAGIC;
 
-void		_PG_init(void);
-
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -48,7 +46,10 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
+int			sw_stamp_slots = 1024;
+#ifdef SW_BENCHMARK
 bool		sw_webhook_bench_discard = false;
+#endif
 int			sw_webhook_request_timeout = 1000;
 int			sw_webhook_join_time = 10;
 static char *sw_as_of_string = NULL;
@@ -250,13 +251,16 @@ _PG_init(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+#ifdef SW_BENCHMARK
+
 	/*
-	 * For benchmarks only: it drops every post.  Set at server start, by a
-	 * superuser (postgresql.conf, ALTER SYSTEM or the command line), never in
-	 * a session; not in the sample file nor in SHOW ALL, and the webhook
-	 * server warns in the log while it is on.  Only with the webhook server,
-	 * which needs shared_preload_libraries (a setting of the postmaster can
-	 * be made at its start only).
+	 * For benchmarks only, and only in their own build of the extension
+	 * (make SW_BENCHMARK=1), never in a release build: it drops every post.
+	 * Set at server start, by a superuser (postgresql.conf, ALTER SYSTEM or
+	 * the command line), never in a session; not in the sample file nor in
+	 * SHOW ALL, and the webhook server warns in the log while it is on.
+	 * Only with the webhook server, which needs shared_preload_libraries (a
+	 * setting of the postmaster can be made at its start only).
 	 */
 	if (sw_preloaded)
 		DefineCustomBoolVariable("source_writes.webhook_bench_discard",
@@ -267,6 +271,19 @@ _PG_init(void)
 								 PGC_POSTMASTER,
 								 GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL | GUC_SUPERUSER_ONLY,
 								 NULL, NULL, NULL);
+#endif
+
+	/* shared memory, which only a preloaded library has (from its start) */
+	if (sw_preloaded)
+		DefineCustomIntVariable("source_writes.stamp_slots",
+								"Number of source tables whose batch timestamps are handed out in shared memory at once.",
+								"When they are all taken, the least recently used one that no commit uses goes; a source that finds none takes its timestamps through the catalog, one commit after the other.",
+								&sw_stamp_slots,
+								1024,
+								16, 1024 * 1024,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
 

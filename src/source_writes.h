@@ -19,6 +19,32 @@
 #define SOURCE_WRITES_H
 
 #include "datatype/timestamp.h"
+#include "fmgr.h"
+
+/*
+ * The functions and settings that the extension's other libraries (the
+ * Kafka and webhook workers', the tests' module) call in this one are
+ * marked PGDLLEXPORT where they are declared, in the headers of their
+ * modules: the build hides every other symbol (see the Makefile), as
+ * PostgreSQL 16 and later build modules.  Before 16, PG_FUNCTION_INFO_V1
+ * does not export the function it declares, nor fmgr.h _PG_init: as 16
+ * does, for that build.
+ */
+#if PG_VERSION_NUM < 160000
+#undef PG_FUNCTION_INFO_V1
+#define PG_FUNCTION_INFO_V1(funcname) \
+extern PGDLLEXPORT Datum funcname(PG_FUNCTION_ARGS); \
+extern PGDLLEXPORT const Pg_finfo_record * CppConcat(pg_finfo_,funcname)(void); \
+const Pg_finfo_record * \
+CppConcat(pg_finfo_,funcname) (void) \
+{ \
+	static const Pg_finfo_record my_finfo = { 1 }; \
+	return &my_finfo; \
+} \
+extern int no_such_variable
+
+extern PGDLLEXPORT void _PG_init(void);
+#endif
 
 /* source timestamps are milliseconds since the Unix epoch */
 #define SW_MSECS_PER_DAY	((int64) SECS_PER_DAY * 1000)
@@ -45,13 +71,16 @@ typedef enum SwOrigin
 extern bool sw_preloaded;
 extern int64 sw_as_of;
 extern int	sw_compaction_interval;
-extern bool sw_webhook_bench_discard;
-extern char *sw_database;
-extern char *sw_webhook_listen;
-extern char *sw_webhook_ssl_cert_file;
-extern char *sw_webhook_ssl_key_file;
-extern int	sw_webhook_request_timeout;
-extern int	sw_webhook_join_time;
+extern int	sw_stamp_slots;
+#ifdef SW_BENCHMARK
+extern PGDLLEXPORT bool sw_webhook_bench_discard;
+#endif
+extern PGDLLEXPORT char *sw_database;
+extern PGDLLEXPORT char *sw_webhook_listen;
+extern PGDLLEXPORT char *sw_webhook_ssl_cert_file;
+extern PGDLLEXPORT char *sw_webhook_ssl_key_file;
+extern PGDLLEXPORT int	sw_webhook_request_timeout;
+extern PGDLLEXPORT int	sw_webhook_join_time;
 
 extern void sw_warn_if_not_preloaded(void);
 

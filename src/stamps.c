@@ -13,10 +13,10 @@
  * in shared memory, under one lightweight lock held for a few
  * instructions: writers of a source wait for each other only that long,
  * never for each other's commit record to be flushed, so their commits
- * reach disk together.  A transaction's batches leave the slots' lists of
- * committing batches once it has committed or aborted (sw_stamps_done(),
- * from the controller's callback after commit, when the commit is visible
- * to every new snapshot).
+ * reach disk together.  A transaction's batches are no longer committing
+ * once it has committed or aborted (sw_stamps_done(), from the
+ * controller's callback after commit, when the commit is visible to every
+ * new snapshot).
  *
  * A slot is filled from the catalog the first time a source is stamped
  * after the server started, or after its slot was taken for another
@@ -27,6 +27,19 @@
  * controller.c); a slot is only installed under that lock, and is only
  * taken for another source when no batch it stamped is still committing,
  * so the two ways never mix for one source.
+ *
+ * The batches still committing are kept once per backend, not per slot: a
+ * backend commits one transaction at a time, which has one timestamp for
+ * all the sources it stamps.  Each backend has an entry (its transaction,
+ * the timestamp, the sources it stamped in shared memory), and the entries
+ * of the transactions committing are listed together; a source's batches
+ * still committing are those of the listed entries that name it.  An entry
+ * names its first SW_STAMPER_SOURCES sources; a transaction that stamped
+ * more counts as committing a batch of every source of its database, which
+ * only holds back, while it commits, the upper that readers compute (see
+ * catalog.c), as any batch still committing does.  So the shared memory
+ * grows with max_connections and source_writes.stamp_slots, not with their
+ * product.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -41,14 +54,15 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/procarray.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 
+#include "source_writes.h"
 #include "stamps.h"
 
-/* sources with a slot at once */
-#define SW_STAMP_SLOTS			1024
+/* sources named in a backend's entry; beyond, it counts for all */
+#define SW_STAMPER_SOURCES		8
 
 typedef struct SwStampKey
 {
@@ -63,28 +77,40 @@ typedef struct SwStampSlot
 	int64		last_ts;		/* the newest timestamp given */
 	uint64		used;			/* when it was last used, for reuse */
 	int			pins;			/* backends about to stamp with it */
-	int			ncommitting;
-	SwPending	committing[FLEXIBLE_ARRAY_MEMBER];	/* MaxBackends of them */
+	int			ncommitting;	/* its batches still committing */
 } SwStampSlot;
+
+/* a backend's transaction that stamped batches and is committing */
+typedef struct SwStamper
+{
+	FullTransactionId xid;
+	int64		ts;
+	Oid			dboid;
+	int			nsources;		/* the sources it stamped in shared memory */
+	Oid			sources[SW_STAMPER_SOURCES];	/* ... the first of them */
+	int			listed;			/* its place in committing[], or -1 */
+} SwStamper;
 
 typedef struct SwStampShared
 {
-	LWLock	   *lock;			/* protects the slots */
+	LWLock	   *lock;			/* protects all of it, and the slots */
 	uint64		clock;			/* counts uses of slots */
+	int			ncommitting;	/* entries of transactions committing */
+	int		   *committing;		/* ... their indexes in stampers */
+	SwStamper  *stampers;		/* one for each backend */
 } SwStampShared;
 
 static SwStampShared *shared = NULL;
 static HTAB *slots = NULL;
 
-/* the transaction that our slots' committing entries are for */
-static FullTransactionId stamped_xid;
+/* our transaction's entry is listed */
+static bool stamped = false;
 
 static Size
-slot_size(void)
+stampers_size(void)
 {
-	/* a backend stamps a source once per transaction */
-	return add_size(offsetof(SwStampSlot, committing),
-					mul_size(MaxBackends, sizeof(SwPending)));
+	return add_size(mul_size(MaxBackends, sizeof(SwStamper)),
+					mul_size(MaxBackends, sizeof(int)));
 }
 
 /*
@@ -94,7 +120,9 @@ void
 sw_stamps_shmem_request(void)
 {
 	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(SwStampShared)),
-									hash_estimate_size(SW_STAMP_SLOTS, slot_size())));
+									hash_estimate_size(sw_stamp_slots,
+													   sizeof(SwStampSlot))));
+	RequestAddinShmemSpace(stampers_size());
 	RequestNamedLWLockTranche("source_writes stamps", 1);
 }
 
@@ -111,12 +139,20 @@ sw_stamps_shmem_startup(void)
 	shared = ShmemInitStruct("source_writes stamps", sizeof(SwStampShared), &found);
 	if (!found)
 	{
+		char	   *mem = ShmemInitStruct("source_writes stamps of backends",
+										  stampers_size(), &found);
+
 		shared->lock = &(GetNamedLWLockTranche("source_writes stamps"))->lock;
 		shared->clock = 0;
+		shared->ncommitting = 0;
+		shared->stampers = (SwStamper *) mem;
+		shared->committing = (int *) (mem + MaxBackends * sizeof(SwStamper));
+		for (int i = 0; i < MaxBackends; i++)
+			shared->stampers[i].listed = -1;
 	}
 	ctl.keysize = sizeof(SwStampKey);
-	ctl.entrysize = slot_size();
-	slots = ShmemInitHash("source_writes stamp slots", SW_STAMP_SLOTS, SW_STAMP_SLOTS,
+	ctl.entrysize = sizeof(SwStampSlot);
+	slots = ShmemInitHash("source_writes stamp slots", sw_stamp_slots, sw_stamp_slots,
 						  &ctl, HASH_ELEM | HASH_BLOBS);
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -178,7 +214,7 @@ sw_stamps_install(Oid relid, int64 last_ts)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	slot = hash_search(slots, &key, HASH_FIND, NULL);
 	if (slot == NULL &&
-		(hash_get_num_entries(slots) < SW_STAMP_SLOTS || free_a_slot()))
+		(hash_get_num_entries(slots) < sw_stamp_slots || free_a_slot()))
 	{
 		slot = hash_search(slots, &key, HASH_ENTER_NULL, &found);
 		if (slot != NULL && !found)
@@ -195,21 +231,6 @@ sw_stamps_install(Oid relid, int64 last_ts)
 	}
 	LWLockRelease(shared->lock);
 	return slot != NULL;
-}
-
-/*
- * A backend has at most one batch committing per source, so a slot's list
- * never fills up; should a batch have been left in it (its backend gone
- * without saying it finished), drop those whose transaction has ended.
- */
-static void
-forget_finished(SwStampSlot *slot)
-{
-	for (int j = slot->ncommitting - 1; j >= 0; j--)
-		if (!TransactionIdIsInProgress(XidFromFullTransactionId(slot->committing[j].xid)))
-			slot->committing[j] = slot->committing[--slot->ncommitting];
-	if (slot->ncommitting >= MaxBackends)
-		elog(ERROR, "source_writes: more batches committing than backends");
 }
 
 /*
@@ -235,24 +256,82 @@ sw_stamps_pin(SwStamping *sources, int n)
 	LWLockRelease(shared->lock);
 }
 
+/* does a committing transaction's entry count for a source? */
+static bool
+names_source(const SwStamper *stamper, Oid relid)
+{
+	if (stamper->dboid != MyDatabaseId)
+		return false;
+	if (stamper->nsources > SW_STAMPER_SOURCES)
+		return true;
+	for (int i = 0; i < stamper->nsources; i++)
+		if (stamper->sources[i] == relid)
+			return true;
+	return false;
+}
+
+/* take an entry off the list of those committing */
+static void
+unlist(SwStamper *stamper)
+{
+	int			last = shared->committing[--shared->ncommitting];
+
+	shared->committing[stamper->listed] = last;
+	shared->stampers[last].listed = stamper->listed;
+	stamper->listed = -1;
+}
+
 /*
  * Stamp the sources of the committing transaction that have a slot
  * (in_memory): *ts, which the caller set to at least now and one past the
  * newest timestamp of each source it stamps by the catalog, becomes one
- * past the newest of every source too; each of them gets our batch in its
- * list of committing batches, and the list as it was in its state.
- * Returns false, having changed nothing but pinned the slots it found, if
- * a source has no slot: the caller installs one (or stamps it by the
- * catalog) and tries again.
+ * past the newest of every source too; our transaction joins the list of
+ * those committing, for each of them, and their state gets the batches of
+ * theirs still committing.  Returns false, having changed nothing but
+ * pinned the slots it found, if a source has no slot: the caller installs
+ * one (or stamps it by the catalog) and tries again.
  */
 bool
 sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 {
-	SwStampSlot **found = palloc(sizeof(SwStampSlot *) * n);
 	FullTransactionId xid = GetTopFullTransactionId();
+	SwStampSlot **found;
+	SwStamper  *me;
 	bool		all = true;
+	int			nmine = 0;
 
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	Assert(!stamped);
+	if (MyProc == NULL || MyProc->pgprocno >= MaxBackends)
+		elog(ERROR, "a process without a backend's entry cannot stamp batches in shared memory");
+	me = &shared->stampers[MyProc->pgprocno];
+	found = palloc(sizeof(SwStampSlot *) * n);
+	for (;;)
+	{
+		int			room = INT_MAX;
+
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < n; i++)
+			if (sources[i].in_memory)
+				room = Min(room, sources[i].state.maxpending);
+		if (room >= shared->ncommitting)
+			break;
+
+		/* room in the states for every batch committing, then again */
+		room = shared->ncommitting * 2;
+		LWLockRelease(shared->lock);
+		for (int i = 0; i < n; i++)
+		{
+			SwStampState *state = &sources[i].state;
+
+			if (!sources[i].in_memory || state->maxpending >= room)
+				continue;
+			state->pending = state->pending ?
+				repalloc(state->pending, sizeof(SwPending) * room) :
+				palloc(sizeof(SwPending) * room);
+			state->maxpending = room;
+		}
+	}
+
 	for (int i = 0; i < n; i++)
 	{
 		found[i] = NULL;
@@ -275,13 +354,13 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 	}
 
 	for (int i = 0; i < n; i++)
-	{
-		if (found[i] == NULL)
-			continue;
-		*ts = Max(*ts, found[i]->last_ts + 1);
-		if (found[i]->ncommitting >= MaxBackends)
-			forget_finished(found[i]);
-	}
+		if (found[i] != NULL)
+			*ts = Max(*ts, found[i]->last_ts + 1);
+
+	/* an entry that a transaction of ours left (none should) */
+	if (me->listed >= 0)
+		unlist(me);
+
 	for (int i = 0; i < n; i++)
 	{
 		SwStampSlot *slot = found[i];
@@ -289,49 +368,66 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 
 		if (slot == NULL)
 			continue;
-		if (state->maxpending < slot->ncommitting)
-			elog(ERROR, "source_writes: no room for %d committing batches",
-				 slot->ncommitting);
-		memcpy(state->pending, slot->committing, sizeof(SwPending) * slot->ncommitting);
-		state->npending = slot->ncommitting;
+		state->npending = 0;
+		for (int k = 0; k < shared->ncommitting; k++)
+		{
+			SwStamper  *other = &shared->stampers[shared->committing[k]];
+
+			if (names_source(other, sources[i].relid))
+			{
+				state->pending[state->npending].ts = other->ts;
+				state->pending[state->npending].xid = other->xid;
+				state->npending++;
+			}
+		}
 		state->top = slot->last_ts;
 		slot->last_ts = *ts;
-		slot->committing[slot->ncommitting].ts = *ts;
-		slot->committing[slot->ncommitting].xid = xid;
 		slot->ncommitting++;
 		slot->pins--;
 		slot->used = ++shared->clock;
 		sources[i].pinned = false;
+		if (nmine < SW_STAMPER_SOURCES)
+			me->sources[nmine] = sources[i].relid;
+		nmine++;
+	}
+
+	/* our transaction is committing batches of those sources */
+	if (nmine > 0)
+	{
+		me->xid = xid;
+		me->ts = *ts;
+		me->dboid = MyDatabaseId;
+		me->nsources = nmine;
+		me->listed = shared->ncommitting;
+		shared->committing[shared->ncommitting++] = MyProc->pgprocno;
+		stamped = true;
 	}
 	LWLockRelease(shared->lock);
-	stamped_xid = xid;
 	pfree(found);
 	return true;
 }
 
 /*
  * The batches that sw_stamps_take() stamped for the current transaction
- * have committed or aborted: they leave their slots' lists.  Called after
+ * have committed or aborted: they are no longer committing.  Called after
  * commit and abort; it cannot fail.
  */
 void
 sw_stamps_done(const SwStamping *sources, int n)
 {
-	if (shared == NULL || n == 0)
+	if (shared == NULL || !stamped)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
 	{
 		SwStampSlot *slot = sources[i].in_memory ? find_slot(sources[i].relid) : NULL;
 
-		for (int j = 0; slot && j < slot->ncommitting; j++)
-			if (FullTransactionIdEquals(slot->committing[j].xid, stamped_xid))
-			{
-				slot->committing[j] = slot->committing[--slot->ncommitting];
-				break;
-			}
+		if (slot != NULL && slot->ncommitting > 0)
+			slot->ncommitting--;
 	}
+	unlist(&shared->stampers[MyProc->pgprocno]);
 	LWLockRelease(shared->lock);
+	stamped = false;
 }
 
 /*

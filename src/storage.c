@@ -517,6 +517,63 @@ sw_storage_depend(Oid relid, Oid hiddenid)
 }
 
 /*
+ * Record the internal dependencies of the hidden relations of the sources
+ * of the database where they are missing: pg_upgrade does not carry them.
+ * (pg_dump --binary-upgrade dumps no pg_depend rows, and the upgrade brings
+ * the extension's catalog back as files, not as rows that the restore
+ * trigger of restore.c would see.)  A source that somebody holds locked is
+ * left for the next call: returns false if any was.  The caller is in a
+ * transaction, with an active snapshot.
+ */
+bool
+sw_storage_restore_dependencies(void)
+{
+	List	   *sources = sw_catalog_sources(InvalidOid);
+	ListCell   *lc;
+	bool		complete = true;
+	int			recorded = 0;
+
+	foreach(lc, sources)
+	{
+		SwSource   *source = lfirst(lc);
+		Oid			hidden[2] = {source->current_rel, source->history_rel};
+
+		if (has_dependency(source->relid, hidden[0]) &&
+			has_dependency(source->relid, hidden[1]))
+			continue;
+
+		/* the table and its storage, that nobody drops them meanwhile */
+		if (!ConditionalLockRelationOid(source->relid, AccessShareLock))
+		{
+			complete = false;
+			continue;
+		}
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source->relid)))
+			continue;
+		for (int i = 0; i < 2; i++)
+		{
+			if (!ConditionalLockRelationOid(hidden[i], AccessShareLock))
+			{
+				complete = false;
+				continue;
+			}
+			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(hidden[i])) ||
+				has_dependency(source->relid, hidden[i]))
+				continue;
+			sw_storage_depend(source->relid, hidden[i]);
+			recorded++;
+		}
+	}
+	if (recorded > 0)
+		ereport(LOG,
+				(errmsg_plural("recorded the dependency of %d hidden relation on its source table",
+							   "recorded the dependencies of %d hidden relations on their source tables",
+							   recorded, recorded),
+				 errdetail("pg_upgrade does not carry them.")));
+	return complete;
+}
+
+/*
  * Begin a scan of a hidden heap's rows as they are now, as DDL that checks
  * or changes them needs them: under the latest snapshot, so that rows
  * committed since the command's snapshot count too (the table is locked

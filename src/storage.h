@@ -81,6 +81,7 @@ extern void sw_storage_hidden_names(Relation ftrel, const SwSource *source,
 extern void sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names);
 extern void sw_storage_rethrow(const SwHiddenNames *names,
 							   MemoryContext cxt) pg_attribute_noreturn();
+extern bool sw_storage_restore_dependencies(void);
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
 extern void sw_to_hidden(const SwLayout *layout, int natts,
 						 const Datum *values, const bool *isnull,

@@ -2463,11 +2463,12 @@ answer_checks(void)
 	return true;
 }
 
+#ifdef SW_BENCHMARK
 /*
- * source_writes.webhook_bench_discard, for benchmarks only: answer each
- * request of a list 200 at once, writing nothing and starting no
- * transaction, so that a benchmark measures what the HTTP side alone can
- * do.
+ * source_writes.webhook_bench_discard, in benchmarks' own builds only:
+ * answer each request of a list 200 at once, writing nothing and starting
+ * no transaction, so that a benchmark measures what the HTTP side alone
+ * can do.
  */
 static void
 discard_requests(SwRequest *r)
@@ -2480,6 +2481,7 @@ discard_requests(SwRequest *r)
 		r = next;
 	}
 }
+#endif
 
 /* what the main thread waits for: its latch, the postmaster, requests */
 static WaitEventSet *
@@ -2566,11 +2568,13 @@ source_writes_webhook_main(Datum main_arg)
 	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, limits_invalidated, (Datum) 0);
 	start_configured_server();
 	refresh_limits(true);
+#ifdef SW_BENCHMARK
 	if (sw_webhook_bench_discard)
 		ereport(WARNING,
 				(errmsg("source_writes webhook server discards every request"),
 				 errdetail("source_writes.webhook_bench_discard is on: requests are answered 200 and nothing is written."),
 				 errhint("It is for benchmarks only: turn it off and restart the server.")));
+#endif
 
 	events = make_events();
 	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
@@ -2644,12 +2648,14 @@ source_writes_webhook_main(Datum main_arg)
 			}
 			continue;
 		}
+#ifdef SW_BENCHMARK
 		if (sw_webhook_bench_discard)
 		{
 			discard_requests(in_hand);
 			in_hand = NULL;
 			continue;
 		}
+#endif
 
 		/*
 		 * Write a group of them.  Those left (more than a group, or come

@@ -37,23 +37,23 @@ extern void sw_workers_supervise(void);
 extern void sw_workers_stop_all(void);
 
 /* a worker, about its own slot */
-extern Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid,
-							 int *member, int *members);
-extern bool sw_worker_still_assigned(void);
-extern void sw_worker_report_state(const char *state, const char *error);
-extern void sw_worker_report_halted(bool halted);
-extern void sw_worker_report_partitions(int n, const SwPartitionReport *parts);
-extern uint64 sw_worker_wait_requested(void);
-extern void sw_worker_wait_served(uint64 request);
-extern void sw_worker_restart_soon(void);
-extern void sw_report_stats(void);
-extern void sw_worker_override_settings(void);
+extern PGDLLEXPORT Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid,
+										 int *member, int *members);
+extern PGDLLEXPORT bool sw_worker_still_assigned(void);
+extern PGDLLEXPORT void sw_worker_report_state(const char *state, const char *error);
+extern PGDLLEXPORT void sw_worker_report_halted(bool halted);
+extern PGDLLEXPORT void sw_worker_report_partitions(int n, const SwPartitionReport *parts);
+extern PGDLLEXPORT uint64 sw_worker_wait_requested(void);
+extern PGDLLEXPORT void sw_worker_wait_served(uint64 request);
+extern PGDLLEXPORT void sw_worker_restart_soon(void);
+extern PGDLLEXPORT void sw_report_stats(void);
+extern PGDLLEXPORT void sw_worker_override_settings(void);
 
 /* the webhook server's worker */
-extern bool sw_webhook_worker_attach(void);
-extern void sw_webhook_worker_report_error(const char *error);
-extern void sw_webhook_worker_track(const Oid *relids, int n);
-extern void sw_webhook_worker_count(Oid relid, int status, const char *text);
+extern PGDLLEXPORT bool sw_webhook_worker_attach(void);
+extern PGDLLEXPORT void sw_webhook_worker_report_error(const char *error);
+extern PGDLLEXPORT void sw_webhook_worker_track(const Oid *relids, int n);
+extern PGDLLEXPORT void sw_webhook_worker_count(Oid relid, int status, const char *text);
 extern void sw_webhook_forget_counts(Oid relid);
 
 #endif							/* SW_WORKERS_H */

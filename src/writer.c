@@ -67,9 +67,7 @@
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
-#include "replication/syncrep.h"
-#include "replication/walsender.h"
-#include "replication/walsender_private.h"
+#include "storage/pmsignal.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
@@ -85,13 +83,6 @@
 #include "controller.h"
 #include "storage.h"
 #include "writer.h"
-
-/* what the commit after sw_writer_commit_durably() waits for */
-static int	durable_wait_mode = SYNC_REP_NO_WAIT;
-
-/* the flags of WalSndCtl's sync_standbys_status, from PostgreSQL 15.13 */
-#define SW_SYNC_STANDBY_INIT		(1 << 0)
-#define SW_SYNC_STANDBY_DEFINED		(1 << 1)
 
 /* rows and bytes of appended rows collected before they are written */
 #define SW_APPEND_BUFFER_ROWS	1000
@@ -228,6 +219,38 @@ sw_writer_forget_session_state(void)
 }
 
 /*
+ * The WARNINGs with which SyncRepWaitForLSN() ends a commit's wait for
+ * synchronous standbys before they confirmed it, on a cancel and on a
+ * shutdown, as their untranslated messages.
+ */
+static const char *const sync_rep_cut_short[] = {
+	"canceling wait for synchronous replication due to user request",
+	"canceling the wait for synchronous replication and terminating connection due to administrator command"
+};
+
+/* from sw_writer_commit_durably() to sw_writer_commit_replicated() */
+static bool watching_commit = false;
+static bool commit_wait_cut_short = false;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * emit_log_hook: note that the wait of the commit we watch for synchronous
+ * standbys was cut short.
+ */
+static void
+watch_commit_wait(ErrorData *edata)
+{
+	if (watching_commit && edata->elevel == WARNING && edata->message_id != NULL)
+	{
+		for (int i = 0; i < lengthof(sync_rep_cut_short); i++)
+			if (strcmp(edata->message_id, sync_rep_cut_short[i]) == 0)
+				commit_wait_cut_short = true;
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
  * In a worker, before it commits a transaction that wrote batches: the
  * commit waits for its WAL flush, and for synchronous standbys as
  * synchronous_commit's default does, whatever the database or its owner
@@ -235,82 +258,54 @@ sw_writer_forget_session_state(void)
  * would be visible before they are durable, and a crash or a failover
  * could take back what readers saw, or a webhook request answered 200.
  * Only for this transaction.
+ *
+ * The commit is watched, for sw_writer_commit_replicated(): PostgreSQL
+ * tells that a commit's wait for the standbys was cut short only by a
+ * WARNING, which reaches the emit_log_hook only if the server log takes
+ * warnings, as it then does for this transaction (log_min_messages = log
+ * or above error would keep them out).
  */
 void
 sw_writer_commit_durably(void)
 {
+	static bool hooked = false;
+
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		(void) set_config_option("synchronous_commit", "on",
 								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
 								 true, 0, false);
-
-	/*
-	 * The mode SyncRepWaitForLSN will use, as synchronous_commit's assign
-	 * hook sets it; as RecordTransactionCommit, no wait without an XID or
-	 * without WAL written.  (The commit's own work before its record,
-	 * stamping the batches, adds WAL only to a transaction that wrote rows,
-	 * and so WAL, already.)
-	 */
-	if (!SyncRepRequested() || !TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
-		XactLastRecEnd == InvalidXLogRecPtr)
-		durable_wait_mode = SYNC_REP_NO_WAIT;
-	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE)
-		durable_wait_mode = SYNC_REP_WAIT_WRITE;
-	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY)
-		durable_wait_mode = SYNC_REP_WAIT_APPLY;
-	else
-		durable_wait_mode = SYNC_REP_WAIT_FLUSH;
-}
-
-/*
- * Whether synchronous standbys are asked for, as a commit's wait for them
- * tells it (the caller holds SyncRepLock).  The checkpointer publishes what
- * synchronous_standby_names says in a byte of WalSndCtl whose meaning
- * changed in PostgreSQL 15.13: a bool before, flags since, with the setting
- * to go by until the checkpointer first published it.  The server that
- * runs may be of another minor release than the one built against, so the
- * byte is read as its own release means it.
- */
-static bool
-standbys_asked_for(void)
-{
-	static int	server_version = 0;
-	uint8		published;
-
-#ifdef SYNC_STANDBY_DEFINED
-	published = WalSndCtl->sync_standbys_status;
-#else
-	published = WalSndCtl->sync_standbys_defined;
-#endif
-	if (server_version == 0)
-		server_version = atoi(GetConfigOption("server_version_num", false, false));
-	if (server_version < 150013)
-		return published != 0;
-	if (published & SW_SYNC_STANDBY_INIT)
-		return (published & SW_SYNC_STANDBY_DEFINED) != 0;
-	return SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
+	if (log_min_messages > WARNING || log_min_messages == LOG)
+		(void) set_config_option("log_min_messages", "warning",
+								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+								 true, 0, false);
+	if (!hooked)
+	{
+		prev_emit_log_hook = emit_log_hook;
+		emit_log_hook = watch_commit_wait;
+		hooked = true;
+	}
+	commit_wait_cut_short = false;
+	watching_commit = true;
 }
 
 /*
  * After the commit that followed sw_writer_commit_durably(): whether it
  * reached the synchronous standbys it waited for.  It did not if its wait
  * was cut short, by a cancel or a shutdown (PostgreSQL then warns that the
- * transaction is committed locally and might not be replicated).  A commit
- * that waited for no standby, or that was released because none is asked
- * for any more, did.
+ * transaction is committed locally and might not be replicated), or by the
+ * death of the postmaster (without a warning: the backend is to exit).  A
+ * commit that waited for no standby, or that was released because none is
+ * asked for any more, did.
  */
 bool
 sw_writer_commit_replicated(void)
 {
-	bool		replicated;
+	bool		cut_short = commit_wait_cut_short ||
+		(ProcDiePending && !PostmasterIsAlive());
 
-	if (durable_wait_mode == SYNC_REP_NO_WAIT)
-		return true;
-	LWLockAcquire(SyncRepLock, LW_SHARED);
-	replicated = WalSndCtl->lsn[durable_wait_mode] >= XactLastCommitEnd ||
-		!standbys_asked_for();
-	LWLockRelease(SyncRepLock);
-	return replicated;
+	watching_commit = false;
+	commit_wait_cut_short = false;
+	return !cut_short;
 }
 
 /*

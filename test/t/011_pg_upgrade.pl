@@ -1,7 +1,10 @@
 # pg_upgrade of a cluster that preloads the library: the workers stay out of
 # its way, and the sources come through whole: contents, log, frontiers,
-# the key of an upsert source.  Edits go on after it, later in time, and
-# dropping a source afterwards leaves nothing of it behind.
+# the key of an upsert source, and the internal dependencies of their hidden
+# relations, which pg_upgrade does not carry (the upgraded cluster records
+# them again), so that dropping a hidden relation is refused as before.
+# Edits go on after it, later in time, and dropping a source afterwards
+# leaves nothing of it behind.
 use strict;
 use warnings;
 
@@ -66,6 +69,21 @@ is($old->safe_psql('postgres',
 	'4', 'the log of t has several batches');
 like($before{log}{t}, qr/\|alice\|/, 'some by another role');
 
+# the internal dependencies of the hidden relations on their tables
+my $depends_query = q{
+	SELECT count(*) FROM pg_depend d JOIN source_writes.source_tables s
+	  ON d.objid IN (s.current_rel, s.history_rel)
+	WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+	  AND d.refobjid = s.relid AND d.deptype = 'i'};
+is($old->safe_psql('postgres', $depends_query), '4',
+	'before the upgrade, each hidden relation depends on its table');
+my $current_t_query = q{SELECT current_rel FROM source_writes.source_tables WHERE relid = 't'::regclass};
+my ($ret, $stdout, $stderr);
+my $current_t = $old->safe_psql('postgres', $current_t_query);
+($ret, $stdout, $stderr) = $old->psql('postgres', "DROP TABLE $current_t");
+like($stderr, qr/cannot drop table \Q$current_t\E because foreign table t requires it/,
+	'and DROP TABLE of one is refused');
+
 # the relations of the internal schema, as one line
 my $internal_query = q{
 	SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
@@ -121,6 +139,28 @@ ok($new->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
 	'the launcher runs in the upgraded cluster');
 
+ok($new->poll_query_until('postgres', "SELECT ($depends_query) = 4"),
+	'the upgraded cluster has the internal dependencies again');
+$current_t = $new->safe_psql('postgres', $current_t_query);
+($ret, $stdout, $stderr) = $new->psql('postgres', "DROP TABLE $current_t");
+like($stderr, qr/cannot drop table \Q$current_t\E because foreign table t requires it/,
+	'DROP TABLE of a hidden relation is refused');
+($ret, $stdout, $stderr) = $new->psql('postgres',
+	"DROP TABLE source_writes_internal.$_") for split /,/, $new->safe_psql('postgres', $internal_query);
+is($new->safe_psql('postgres', $internal_query), $internal, 'of every one');
+
+# without its dependency, as pg_upgrade leaves a hidden relation until the
+# cluster records them again, DROP TABLE of it is refused all the same
+$new->safe_psql('postgres', qq{SET allow_system_table_mods = on;
+	DELETE FROM pg_depend WHERE classid = 'pg_class'::regclass AND objid = '$current_t'::regclass});
+is($new->safe_psql('postgres', $depends_query), '3', 'a dependency gone');
+($ret, $stdout, $stderr) = $new->psql('postgres', "DROP TABLE $current_t");
+like($stderr, qr/cannot drop table \Q$current_t\E because foreign table t requires it/,
+	'DROP TABLE of its hidden relation is refused');
+$new->restart;
+ok($new->poll_query_until('postgres', "SELECT ($depends_query) = 4"),
+	'the cluster records it again when it starts');
+
 for my $what (qw(contents log frontiers batches))
 {
 	for my $source (qw(t u))
@@ -160,7 +200,7 @@ for my $source (qw(t u))
 }
 is($new->safe_psql('postgres', 'SELECT k, v FROM u WHERE k IN (1, 20) ORDER BY k'),
 	"1|changed\n20|after", 'u: the edits are there');
-my ($ret, $stdout, $stderr) = $new->psql('postgres', q{INSERT INTO u VALUES (2, 'again')});
+($ret, $stdout, $stderr) = $new->psql('postgres', q{INSERT INTO u VALUES (2, 'again')});
 like($stderr, qr/duplicate key value violates the key of upsert source "u"/,
 	'u: its key still holds');
 

@@ -4,6 +4,12 @@
 # launcher has it mapped.  (Of what librdkafka pulls in, libssl, libsasl2,
 # libzstd and liblz4 are linked by postgres itself, so librdkafka is the
 # library to look for.)
+#
+# The libraries are built as PostgreSQL 16 builds modules, with hidden
+# symbols: source_writes.so exports what the server calls and exactly the
+# functions and settings that its other libraries (the Kafka and webhook
+# workers', the tests' module) call, and they load.  It has neither the
+# tests' doors nor the benchmarks' switch.
 use strict;
 use warnings;
 
@@ -69,5 +75,61 @@ ok($node->poll_query_until('postgres',
 	'the launcher runs');
 check_maps('the launcher', $node->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}));
+
+# 4. what the libraries export and import
+my $libdir = $node->config_data('--pkglibdir');
+my %lib = (
+	main => "$libdir/source_writes.so",
+	kafka => "$libdir/source_writes_kafka.so",
+	webhook => "$libdir/source_writes_webhook.so",
+	test => "$libdir/source_writes_test.so");
+
+# the symbols that nm lists with OPTIONS for FILE
+sub symbols
+{
+	my ($options, $file) = @_;
+	my @lines = `nm $options '$file'`;
+	die "nm $options $file failed" if $?;
+	return sort map { (split ' ')[-1] } @lines;
+}
+
+my @exported = symbols('-D --defined-only', $lib{main});
+my @unexpected = grep { !/^(Pg_magic_func|_PG_init|pg_finfo_source_writes_\w+|source_writes_\w+|sw_\w+)$/ }
+  @exported;
+is("@unexpected", '', 'source_writes.so exports what the server calls, and sw_ symbols');
+my %imported;
+for my $client (qw(kafka webhook test))
+{
+	$imported{$_} = 1 for grep { /^sw_/ } symbols('-D --undefined-only', $lib{$client});
+	my @own = grep { !/^(Pg_magic_func|pg_finfo_source_writes_\w+|source_writes_\w+)$/ }
+	  symbols('-D --defined-only', $lib{$client});
+	is("@own", '', "the $client library exports only what the server calls");
+}
+my %api = map { $_ => 1 } grep { /^sw_/ } @exported;
+is(join(' ', grep { !$api{$_} } sort keys %imported), '',
+	'every sw_ symbol that the other libraries call is exported (PGDLLEXPORT)');
+is(join(' ', grep { !$imported{$_} } sort keys %api), '',
+	'and no other: the rest of source_writes.so is hidden');
+cmp_ok(scalar(keys %api), '>', 20, 'the libraries call into source_writes.so');
+
+# each library loads, its calls into source_writes.so resolved
+for my $client (qw(kafka webhook test))
+{
+	my $name = $lib{$client} =~ s{.*/(.*)\.so$}{$1}r;
+	my ($rc, $out, $err) = $node->psql('postgres', "LOAD '$name'");
+	is($rc, 0, "LOAD '$name' succeeds") or diag($err);
+}
+
+# no door of the tests, nor the benchmarks' switch, in a release library
+ok(!(grep { /source_writes_test_/ } @exported), 'source_writes.so has no test door');
+my ($rc, $out, $err) = $node->psql('postgres', q{
+	CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray)
+	RETURNS bigint AS 'source_writes', 'source_writes_test_write' LANGUAGE C});
+like($err, qr/could not find function "source_writes_test_write" in file/,
+	'a superuser cannot make a function of one');
+for my $file ($lib{main}, $lib{webhook})
+{
+	ok(index(slurp_file($file), 'bench_discard') < 0, "$file has no benchmark switch");
+}
 
 done_testing();

@@ -270,6 +270,21 @@ is(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'orders'::r
 is(sql(q{SELECT count(*) FROM orders WHERE id = 'cancelled'}), '1', 'the row is committed here');
 is(worker_pid(), $pid, 'the worker goes on');
 
+# The worker learns that the wait was cut short from PostgreSQL's warning,
+# whatever the server would log (log_min_messages = log keeps warnings out)
+sql(q{ALTER DATABASE postgres SET log_min_messages = log});
+restart_worker();
+$pid = worker_pid();
+$out = '';
+$h = post_waiting('unlogged', \$out);
+sql("SELECT pg_cancel_backend($pid)");
+$h->finish;
+is($out, ' 000', 'with log_min_messages = log too, no answer');
+is(sql(q{SELECT count(*) FROM orders WHERE id = 'unlogged'}), '1', 'and the row is committed here');
+sql(q{ALTER DATABASE postgres RESET log_min_messages});
+restart_worker();
+$pid = worker_pid();
+
 $log = -s $node->logfile;
 $out = '';
 $h = post_waiting('terminated', \$out);

@@ -6,13 +6,14 @@
  * The workers write sources through a writer (writer.c) with an origin of
  * their own, as the table's owner.  source_writes_test_write() lets a test
  * do the same from SQL, so that the writer can be tested before, and apart
- * from, the workers that use it.  It is not part of the extension's SQL
- * API: a test creates it, which takes a superuser, and only superusers
+ * from, the workers that use it.  It is not part of the extension: the
+ * tests' own module has it, which test/run builds and installs and `make
+ * install` leaves out, and a test creates it, which takes a superuser, and only superusers
  * may call it, whoever it is granted to:
  *
  *		CREATE FUNCTION test_write(source regclass, origin text, op text,
  *								   rows anyarray) RETURNS bigint
- *		AS 'source_writes', 'source_writes_test_write' LANGUAGE C;
+ *		AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
  *
  * op is 'insert' (one row at a time), 'append' (buffered), 'upsert' or
  * 'tombstone'; rows are rows of the table's type.  It returns how many rows
@@ -24,7 +25,7 @@
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/test_write.c
+ *		  test/modules/source_writes_test/test_write.c
  *
  *-------------------------------------------------------------------------
  */

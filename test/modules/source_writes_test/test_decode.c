@@ -5,8 +5,9 @@
  *
  * source_writes_test_decode() decodes one message into a row of a source
  * table through decode.c, so that the decoder can be tested before, and
- * apart from, the workers that use it.  It is not part of the extension's
- * SQL API: a test creates it, which takes a superuser, and only superusers
+ * apart from, the workers that use it.  It is not part of the extension:
+ * the tests' own module has it, which test/run builds and installs and
+ * `make install` leaves out, and a test creates it, which takes a superuser, and only superusers
  * may call it, whoever it is granted to:
  *
  *		CREATE FUNCTION test_decode(src anyelement, value bytea,
@@ -17,7 +18,7 @@
  *									headers bytea[] DEFAULT NULL,
  *									tombstone boolean DEFAULT false)
  *		RETURNS anyelement
- *		AS 'source_writes', 'source_writes_test_decode' LANGUAGE C;
+ *		AS 'source_writes_test', 'source_writes_test_decode' LANGUAGE C;
  *
  * src is NULL::the_source_table; value and key are the message's (NULL for
  * none), headers its headers as name, value pairs (a NULL value is a null
@@ -32,7 +33,7 @@
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/test_decode.c
+ *		  test/modules/source_writes_test/test_decode.c
  *
  *-------------------------------------------------------------------------
  */
