@@ -14,7 +14,7 @@
 --
 CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray,
                            part int DEFAULT NULL, first_offset bigint DEFAULT NULL)
-RETURNS bigint AS 'source_writes', 'source_writes_test_write' LANGUAGE C;
+RETURNS bigint AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
 CREATE SERVER ing_kafka FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'localhost:9092');
 CREATE ROLE ing_owner;
