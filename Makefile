@@ -11,6 +11,7 @@ OBJS = \
 	src/compaction.o \
 	src/constraints.o \
 	src/controller.o \
+	src/databases.o \
 	src/ddl.o \
 	src/decode.o \
 	src/deliveries.o \
@@ -27,6 +28,7 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
+	src/supervisor.o \
 	src/test_decode.o \
 	src/test_write.o \
 	src/workers.o \

@@ -5,8 +5,9 @@
  *		  source tables, and answers them after the commit
  *
  * This is the library source_writes_webhook, the only one linked with
- * libmicrohttpd.  The launcher starts one such worker for the database
- * that source_writes.database names; it serves source_writes.webhook_listen
+ * libmicrohttpd.  The launcher starts one such worker in the database
+ * that source_writes.database names, while that database is served and
+ * has webhook sources; it serves source_writes.webhook_listen
  * (webhook_server.c, whose threads never call PostgreSQL).
  *
  * The worker's main thread waits on its latch and on the server's pipe.
@@ -136,6 +137,7 @@
 #include "utils/timeout.h"
 
 #include "catalog.h"
+#include "databases.h"
 #include "deliveries.h"
 #include "fdw_options.h"
 #include "ingest.h"
@@ -2341,7 +2343,9 @@ source_writes_webhook_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(sw_database, NULL, 0);
+	if (!sw_database_enter(DatumGetObjectId(main_arg)))
+		proc_exit(0);			/* DROP DATABASE...: the launcher comes back */
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
 	pgstat_report_appname("source_writes webhook server");
 	override_settings();
 
@@ -2397,8 +2401,6 @@ source_writes_webhook_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			override_settings();
-			if (strcmp(sw_database, database_name) != 0)
-				proc_exit(0);	/* the launcher serves another database now */
 			if (reconfigure_server())
 			{
 				/* the server has a new pipe */
