@@ -51,7 +51,8 @@ PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
 	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o \
-	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o
+	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o \
+	src/webhook_relay.o
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
@@ -76,7 +77,7 @@ all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
 $(KAFKA_SHLIB): src/kafka_worker.o
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
 
-$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o
+$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o src/webhook_relay.o
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -pthread
 
 install: install-kafka install-webhook

@@ -99,17 +99,23 @@ typedef struct SwConnected
 	Oid			dboid;
 } SwConnected;
 
-/* a database a command wants to itself, until its transaction ends */
+/*
+ * A database a command wants to itself, until its transaction ends; or,
+ * after DROP DATABASE committed, until the launcher has forgotten it.
+ */
 typedef struct SwWanted
 {
 	pid_t		pid;			/* the backend; 0: free */
 	Oid			dboid;
+	bool		dropping;		/* the command is DROP DATABASE */
+	bool		dropped;		/* ... and it committed */
 } SwWanted;
 
 typedef struct SwDatabasesShared
 {
 	LWLock	   *lock;			/* protects all of it */
 	Latch	   *launcher_latch; /* NULL while no launcher runs */
+	bool		looked_at_all;	/* the launcher looked at every database once */
 	SwWanted	wanted[SW_MAX_WANTED];
 	int			nhints;
 	bool		hints_lost;		/* more than SW_MAX_HINTS came */
@@ -209,6 +215,8 @@ wanted_locked(Oid dboid)
 	{
 		SwWanted   *w = &shared->wanted[i];
 
+		if (w->dropped && w->dboid == dboid)
+			wanted = true;
 		if (w->pid == 0 || w->dboid != dboid)
 			continue;
 		if (kill(w->pid, 0) != 0 && errno == ESRCH)
@@ -307,8 +315,15 @@ databases_xact_callback(XactEvent event, void *arg)
 	if (wanting)
 	{
 		for (int i = 0; i < SW_MAX_WANTED; i++)
-			if (shared->wanted[i].pid == MyProcPid)
-				shared->wanted[i].pid = 0;
+		{
+			SwWanted   *w = &shared->wanted[i];
+
+			if (w->pid != MyProcPid)
+				continue;
+			/* a database dropped stays wanted until the launcher forgets it */
+			w->dropped = w->dropping && event == XACT_EVENT_COMMIT;
+			w->pid = 0;
+		}
 		wake = true;
 	}
 	if (extension_created &&
@@ -358,7 +373,7 @@ sw_database_extension_created(void)
  * the command).  PostgreSQL then counts the sessions left, as always.
  */
 static void
-want_database(Oid dboid, const char *name)
+want_database(Oid dboid, const char *name, bool dropping)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz signalled = 0;
@@ -373,10 +388,11 @@ want_database(Oid dboid, const char *name)
 
 		if (w->pid != 0 && kill(w->pid, 0) != 0 && errno == ESRCH)
 			w->pid = 0;
-		if (w->pid == 0)
+		if (w->pid == 0 && !w->dropped)
 		{
 			w->pid = MyProcPid;
 			w->dboid = dboid;
+			w->dropping = dropping;
 			marked = true;
 		}
 	}
@@ -521,15 +537,19 @@ databases_process_utility(PlannedStmt *pstmt, const char *queryString,
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:
-		case T_RenameStmt:
 		case T_AlterDatabaseStmt:
 		case T_CreatedbStmt:
+			/* PostgreSQL refuses them in a transaction block */
+			if (context != PROCESS_UTILITY_TOPLEVEL || IsTransactionBlock())
+				break;
+			/* FALLTHROUGH */
+		case T_RenameStmt:
 			{
 				const char *name;
 				Oid			dboid = database_wanted(parsetree, &name);
 
 				if (OidIsValid(dboid))
-					want_database(dboid, name);
+					want_database(dboid, name, IsA(parsetree, DropdbStmt));
 				break;
 			}
 		default:
@@ -657,7 +677,7 @@ sw_database_result(Oid dboid)
 
 /*
  * The launcher no longer serves a database (it is gone, or has no
- * extension): its entry is freed.
+ * extension): its entry is freed, and a DROP DATABASE of it is over.
  */
 void
 sw_database_forget(Oid dboid)
@@ -668,7 +688,46 @@ sw_database_forget(Oid dboid)
 	e = find_entry(dboid);
 	if (e)
 		e->dboid = InvalidOid;
+	for (int i = 0; i < SW_MAX_WANTED; i++)
+		if (shared->wanted[i].dboid == dboid)
+			shared->wanted[i].dropped = false;
 	LWLockRelease(shared->lock);
+}
+
+/* the launcher has looked at every database it found at its start */
+void
+sw_databases_looked_at_all(void)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->looked_at_all = true;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * May the database of this name (not NUL-terminated) still turn out to be
+ * served: the launcher has not looked at every database yet, or its
+ * supervisor is looking, or a command wants it?  Then a request to it is
+ * told to come again, not that it has no such table.
+ */
+bool
+sw_databases_unsettled(const char *name, size_t len)
+{
+	bool		unsettled;
+
+	if (shared == NULL)
+		return false;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	unsettled = !shared->looked_at_all;
+	for (int i = 0; i < shared->nentries && !unsettled; i++)
+	{
+		SwDatabaseEntry *e = &entries()[i];
+
+		if (OidIsValid(e->dboid) && strlen(NameStr(e->name)) == len &&
+			memcmp(NameStr(e->name), name, len) == 0)
+			unsettled = e->result == SW_DATABASE_UNKNOWN || wanted_locked(e->dboid);
+	}
+	LWLockRelease(shared->lock);
+	return unsettled;
 }
 
 /* is the entry's database served, with webhook sources, and not wanted? */

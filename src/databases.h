@@ -52,6 +52,7 @@ extern int	sw_databases_take_hints(Oid *dboids, int max, bool *all);
 extern bool sw_database_prepare(Oid dboid, const char *name);
 extern SwDatabaseResult sw_database_result(Oid dboid);
 extern void sw_database_forget(Oid dboid);
+extern void sw_databases_looked_at_all(void);
 extern bool sw_databases_any_webhooks(void);
 extern bool sw_database_has_webhooks(Oid dboid);
 extern pid_t sw_database_supervisor_pid(Oid dboid);
@@ -63,6 +64,7 @@ extern Latch *sw_database_supervisor_latch(Oid dboid);
 
 /* the webhook server and the workers that write a database's requests */
 extern int	sw_databases_with_webhooks(SwWebhookDatabase *dbs, int max);
+extern bool sw_databases_unsettled(const char *name, size_t len);
 extern void sw_database_set_webhook_writer(Oid dboid, pid_t pid, const char *state,
 										   const char *error);
 extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char *error);

@@ -74,6 +74,9 @@
 /* a supervisor that ran this long before it stopped starts again at once */
 #define SW_HEALTHY_MS			60000
 
+/* how long after its start the launcher may take to look at every database */
+#define SW_LOOK_AT_ALL_MS		10000
+
 /* the hints of CREATE EXTENSION taken at once */
 #define SW_HINTS_TAKEN			64
 
@@ -252,12 +255,14 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 	bool		wanted = sw_database_paused(db->dboid);
 	pid_t		pid;
 
-	if (db->handle &&
-		GetBackgroundWorkerPid(db->handle, &pid) != BGWH_STOPPED)
+	if ((db->handle &&
+		 GetBackgroundWorkerPid(db->handle, &pid) != BGWH_STOPPED) ||
+		(db->handle == NULL && sw_database_supervisor_pid(db->dboid) != 0))
 	{
+		/* running or starting (maybe started by an earlier launcher) */
 		if (sw_database_result(db->dboid) == SW_DATABASE_SERVED)
 			db->state = SW_LAUNCHER_SERVED;
-		return true;			/* running, or starting */
+		return true;
 	}
 	if (db->handle)
 	{
@@ -309,9 +314,6 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 		*more_to_look = true;
 		return true;
 	}
-	/* a supervisor an earlier launcher started is still at work */
-	if (sw_database_supervisor_pid(db->dboid) != 0)
-		return true;
 
 	if (!start_supervisor(db, now))
 	{
@@ -353,9 +355,7 @@ webhook_database(bool *known)
 		return InvalidOid;
 	if (named->state == SW_LAUNCHER_NEW)
 		*known = false;
-	if (named->state != SW_LAUNCHER_SERVED || named->handle == NULL)
-		return InvalidOid;
-	return named->dboid;
+	return named->state == SW_LAUNCHER_SERVED ? named->dboid : InvalidOid;
 }
 
 void
@@ -363,6 +363,8 @@ source_writes_launcher_main(Datum main_arg)
 {
 	HASHCTL		ctl;
 	MemoryContext loop_cxt;
+	bool		looked_at_all = false;
+	TimestampTz started = GetCurrentTimestamp();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -420,13 +422,27 @@ source_writes_launcher_main(Datum main_arg)
 				(void) hash_search(databases, &db->dboid, HASH_REMOVE, NULL);
 		if (more_to_look)
 			timeout = Min(timeout, 100);	/* the next ones soon */
+		else if (!looked_at_all)
+		{
+			/*
+			 * Every database found at the start has been looked at?  (After
+			 * a while, those that could not be are given up.)
+			 */
+			looked_at_all = true;
+			hash_seq_init(&seq, databases);
+			while ((db = hash_seq_search(&seq)) != NULL)
+				if (db->state == SW_LAUNCHER_NEW && db->connectable)
+					looked_at_all = false;
+			if (TimestampDifferenceExceeds(started, now, SW_LOOK_AT_ALL_MS))
+				looked_at_all = true;
+			if (looked_at_all)
+				sw_databases_looked_at_all();
+		}
 
-		/* the webhook server, while its database has webhook sources */
+		/* the webhook server, while any database has webhook sources */
 		webhook_dboid = webhook_database(&known);
 		if (known)
-			sw_webhook_server_supervise(OidIsValid(webhook_dboid) &&
-										sw_database_has_webhooks(webhook_dboid),
-										webhook_dboid, now);
+			sw_webhook_server_supervise(sw_databases_any_webhooks(), webhook_dboid, now);
 
 		sw_report_stats();
 		MemoryContextSwitchTo(TopMemoryContext);

@@ -353,11 +353,12 @@ static int	webhook_failures = 0;
 
 /*
  * Keep the webhook server's worker running while it is wanted, connected
- * to database dboid (InvalidOid: none), and none while it is not; one that
- * stops is started again after a backoff that doubles, up to a minute (at
- * once after a minute of good health).  One connected to another database
- * than dboid is stopped, to be started again in dboid.  Run by the
- * launcher.
+ * to database dboid (InvalidOid: none); one that stops is started again
+ * after a backoff that doubles, up to a minute (at once after a minute of
+ * good health).  One connected to another database than dboid is stopped,
+ * to be started again in dboid.  When it is no longer wanted, it leaves
+ * by itself once no database has had webhook sources for a while (a
+ * source dropped and made again does not stop it).  Run by the launcher.
  */
 void
 sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
@@ -386,14 +387,15 @@ sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 	running = shared->webhook_pid;
 	running_dboid = shared->webhook_dboid;
 	LWLockRelease(shared->lock);
-	if (!wanted || (running != 0 && running_dboid != dboid))
+	if (!wanted)
+		return;					/* it leaves once it has been idle a while */
+	if (running != 0 && running_dboid != dboid)
 	{
 		if (webhook_handle)
 			TerminateBackgroundWorker(webhook_handle);
-		else if (running != 0)
+		else
 			(void) kill(running, SIGTERM);	/* an earlier launcher started it */
-		if (wanted)
-			webhook_start_after = 0;	/* in its new database at once */
+		webhook_start_after = 0;	/* in its new database at once */
 		return;
 	}
 	if (webhook_handle == NULL && now >= webhook_start_after && running == 0)
@@ -478,6 +480,13 @@ sw_webhook_worker_report_error(const char *error)
 void
 sw_webhook_worker_count(Oid relid, int status, const char *text)
 {
+	sw_webhook_worker_count_in(MyDatabaseId, relid, status, text);
+}
+
+/* the same, for a source of database dboid */
+void
+sw_webhook_worker_count_in(Oid dboid, Oid relid, int status, const char *text)
+{
 	SwWebhookCounts *counts = NULL;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -485,7 +494,7 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 	{
 		SwWebhookCounts *c = &shared->webhook_counts[i];
 
-		if (c->relid == relid && c->dboid == MyDatabaseId)
+		if (c->relid == relid && c->dboid == dboid)
 		{
 			counts = c;
 			break;
@@ -497,7 +506,7 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 	{
 		memset(counts, 0, sizeof(SwWebhookCounts));
 		counts->relid = relid;
-		counts->dboid = MyDatabaseId;
+		counts->dboid = dboid;
 	}
 	if (counts && status == 200)
 		counts->accepted++;
@@ -1051,28 +1060,50 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 
 /*
  * A row of worker_status() for each webhook source of the current database
- * that the current user may read: the webhook server's state ("listening",
- * "cannot start" with the reason as last error, or "not running") and the
- * requests it answered for the source.
+ * that the current user may read: the state of what serves it ("listening"
+ * when the webhook server runs and the process that writes this
+ * database's requests, the server or a relay of the database, runs;
+ * "starting" or "waiting for a background worker" while that one does
+ * not; "cannot start" with the server's reason as last error, or "not
+ * running"), and the requests answered for the source.
  */
 static void
 webhook_reports(Tuplestorestate *result, TupleDesc desc)
 {
 	SwWebhookCounts *counts = palloc(sizeof(SwWebhookCounts) * SW_WEBHOOK_COUNTED);
 	char		error[SW_ERROR_LEN];
+	char		writer_state[SW_WEBHOOK_STATE_LEN];
+	char		writer_error[SW_WEBHOOK_ERROR_LEN];
+	const char *state;
+	const char *state_error = NULL;
+	pid_t		server;
 	pid_t		pid;
 	int			n = 0;
 	ListCell   *lc;
 
 	LWLockAcquire(shared->lock, LW_SHARED);
-	pid = shared->webhook_dboid == MyDatabaseId ? shared->webhook_pid : 0;
-	strlcpy(error, shared->webhook_dboid == MyDatabaseId ? shared->webhook_error : "",
-			SW_ERROR_LEN);
+	server = shared->webhook_pid;
+	strlcpy(error, shared->webhook_error, SW_ERROR_LEN);
 	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
 		if (OidIsValid(shared->webhook_counts[i].relid) &&
 			shared->webhook_counts[i].dboid == MyDatabaseId)
 			counts[n++] = shared->webhook_counts[i];
 	LWLockRelease(shared->lock);
+	(void) sw_database_webhook_writer(MyDatabaseId, &pid, writer_state, writer_error);
+
+	if (server == 0)
+	{
+		pid = 0;
+		state = error[0] ? "cannot start" : "not running";
+		state_error = error[0] ? error : NULL;
+	}
+	else if (pid != 0)
+		state = "listening";
+	else
+	{
+		state = writer_state[0] ? writer_state : "starting";
+		state_error = writer_error[0] ? writer_error : NULL;
+	}
 
 	foreach(lc, sw_catalog_sources(InvalidOid))
 	{
@@ -1087,12 +1118,9 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 			if (counts[i].relid == source->relid)
 				c = &counts[i];
 		values[0] = ObjectIdGetDatum(source->relid);
-		if (pid != 0)
-			values[1] = CStringGetTextDatum("listening");
-		else
-			values[1] = CStringGetTextDatum(error[0] ? "cannot start" : "not running");
-		if (pid == 0 && error[0])
-			values[2] = CStringGetTextDatum(error);
+		values[1] = CStringGetTextDatum(state);
+		if (state_error)
+			values[2] = CStringGetTextDatum(state_error);
 		else if (c && c->last_error[0])
 			values[2] = CStringGetTextDatum(c->last_error);
 		else

@@ -56,6 +56,8 @@ extern bool sw_webhook_worker_attach(void);
 extern void sw_webhook_worker_report_error(const char *error);
 extern void sw_webhook_worker_track(const Oid *relids, int n);
 extern void sw_webhook_worker_count(Oid relid, int status, const char *text);
+extern void sw_webhook_worker_count_in(Oid dboid, Oid relid, int status,
+									   const char *text);
 extern void sw_webhook_forget_counts(Oid relid);
 
 #endif							/* SW_WORKERS_H */
