@@ -4,8 +4,9 @@
 # database while the server runs gets its sources ingested within
 # seconds; DROP DATABASE of a served database works without FORCE (the
 # workers leave it) and the launcher stays healthy, and a DROP DATABASE
-# that fails gives the database its workers back; ALTER DATABASE RENAME
-# works too; a Kafka worker killed with -9 mid-stream loses and duplicates
+# that fails gives the database its workers back; ALTER DATABASE RENAME,
+# CREATE DATABASE from a served template and DROP DATABASE ... FORCE work
+# too; a Kafka worker killed with -9 mid-stream loses and duplicates
 # nothing.
 use strict;
 use warnings;
@@ -147,6 +148,19 @@ is($ret, 0, 'ALTER DATABASE ... RENAME of a served database works');
 produce('c', 61, 70);
 is(sql('app4', q{SELECT source_writes.wait_for('tc', '30 s')}), '', 'and it is served again');
 is(sql('app4', 'SELECT count(*), count(DISTINCT id) FROM tc'), '70|70', 'every message once');
+
+# CREATE DATABASE copying a served database, and DROP DATABASE ... FORCE
+($ret, $out, $err) = $node->psql('postgres', 'CREATE DATABASE copy1 TEMPLATE app1');
+is($ret . $err, '0', 'CREATE DATABASE with a served database as its template works');
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE datname = 'copy1' AND backend_type = 'source_writes supervisor'}),
+	'the copy, which has the extension, is served');
+$log_from = -s $node->logfile;
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE copy1 WITH (FORCE)');
+is($ret . $err, '0', 'DROP DATABASE ... WITH (FORCE) of a served database works');
+sleep(2);
+unlike(substr(slurp_file($node->logfile), $log_from), qr/FATAL:  database .*does not exist/,
+	'and nothing tries to connect to it afterwards');
 
 # DROP EXTENSION: its supervisor and workers leave
 sql('app4', 'DROP EXTENSION source_writes CASCADE');
