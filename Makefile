@@ -11,6 +11,7 @@ OBJS = \
 	src/compaction.o \
 	src/constraints.o \
 	src/controller.o \
+	src/databases.o \
 	src/ddl.o \
 	src/decode.o \
 	src/deliveries.o \
@@ -28,6 +29,7 @@ OBJS = \
 	src/source_writes.o \
 	src/stamps.o \
 	src/storage.o \
+	src/supervisor.o \
 	src/workers.o \
 	src/writer.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql
@@ -50,7 +52,8 @@ PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
 	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o \
-	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o
+	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o \
+	src/webhook_relay.o
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
@@ -91,7 +94,7 @@ all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
 $(KAFKA_SHLIB): src/kafka_worker.o
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
 
-$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o
+$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o src/webhook_relay.o
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -pthread
 
 install: install-kafka install-webhook

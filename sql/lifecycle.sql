@@ -122,6 +122,13 @@ SELECT count(*) FROM storage;
 ROLLBACK;
 SELECT * FROM storage;
 
+-- source tables cannot be temporary (a session's end would leave their
+-- log behind, and the workers cannot see them): refused, leaving nothing
+CREATE FOREIGN TABLE pg_temp.scratch (id int) SERVER kafka OPTIONS (topic 'scratch');
+CREATE FOREIGN TABLE pg_temp.scratch_hook (body text OPTIONS (source 'body')) SERVER hooks;
+SELECT * FROM storage;
+SELECT count(*) FROM pg_class WHERE relname LIKE 'scratch%';
+
 -- foreign tables of other wrappers are none of our business
 CREATE FOREIGN DATA WRAPPER other_fdw;
 CREATE SERVER other FOREIGN DATA WRAPPER other_fdw;

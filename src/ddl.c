@@ -3,11 +3,12 @@
  * ddl.c
  *		  Event triggers that keep source tables' storage in step with DDL
  *
- * The extension installs two event triggers.  At ddl_command_end, every
- * source table a command created or altered is synced with its hidden
- * relations (storage.c), and its current rows get the values of the
- * columns added to it, as a plain table's rows would (a batch of origin
- * 'system'), servers and user mappings are checked against
+ * The extension installs two event triggers.  At ddl_command_end, a
+ * source table in a temporary schema is refused, every source table a
+ * command created or altered is synced with its hidden relations
+ * (storage.c), and its current rows get the values of the columns added
+ * to it, as a plain table's rows would (a batch of origin 'system'),
+ * servers and user mappings are checked against
  * their kind, ALTER TABLE that adds or validates a constraint checks the
  * current rows, as does ALTER DOMAIN for source tables whose columns have
  * the domain, and creating a server or a source table reminds
@@ -185,6 +186,24 @@ domain_checks_rows(CollectedCommand *command)
 }
 
 /*
+ * Source tables cannot be temporary: their log, progress and hidden heaps
+ * are the extension's catalog rows and permanent relations, which a
+ * session's end would not take with it (it fires no event trigger), and
+ * the workers cannot see a session's temporary tables.
+ */
+static void
+check_not_temporary(Oid relid)
+{
+	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("source tables cannot be temporary"),
+				 errdetail("Table \"%s\" is in a temporary schema: its log would outlive the session, and the background workers could not ingest it.",
+						   get_rel_name(relid)),
+				 errhint("Create it in a permanent schema.")));
+}
+
+/*
  * A server's type cannot change under its source tables.
  */
 static void
@@ -263,6 +282,7 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 					{
 						if (!sw_is_source_table(lfirst_oid(rc)))
 							continue;
+						check_not_temporary(lfirst_oid(rc));
 						sw_storage_fill_added(lfirst_oid(rc),
 											  sw_storage_sync(lfirst_oid(rc), retyped));
 						if (check)

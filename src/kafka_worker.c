@@ -104,6 +104,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "databases.h"
 #include "fdw_options.h"
 #include "ingest.h"
 #include "source_writes.h"
@@ -165,7 +166,6 @@ typedef struct KafkaPartition
 static Oid	source_relid = InvalidOid;
 static char *source_name;
 static Oid	server_oid;
-static char *database;
 static char *topic;
 static SwIngest *ingest;			/* in ingest_cxt */
 static MemoryContext ingest_cxt;
@@ -520,7 +520,6 @@ set_up(void)
 	}
 	old = MemoryContextSwitchTo(worker_cxt);
 	source_name = pstrdup(RelationGetRelationName(ftrel));
-	database = get_database_name(MyDatabaseId);
 	server_oid = GetForeignServerIdByRelId(source_relid);
 	ingest_cxt = AllocSetContextCreate(worker_cxt, "source_writes kafka ingestion",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -1734,6 +1733,8 @@ source_writes_kafka_main(Datum main_arg)
 	source_relid = sw_worker_attach(index, generation, &dboid, &member, &members);
 	if (!OidIsValid(source_relid))
 		proc_exit(0);			/* the slot went to another source */
+	if (!sw_database_enter(dboid))
+		proc_exit(0);			/* DROP DATABASE...: its supervisor comes back */
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes kafka worker");
 	sw_worker_override_settings();
@@ -1783,8 +1784,6 @@ source_writes_kafka_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			sw_worker_override_settings();
-			if (strcmp(database, sw_database) != 0)
-				proc_exit(0);	/* the launcher serves another database now */
 		}
 		sw_report_stats();
 		AcceptInvalidationMessages();

@@ -1,21 +1,32 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *		  The source_writes background worker of a database
+ *		  The source_writes launcher: the databases the workers serve
  *
  * Registered when the library is in shared_preload_libraries, the launcher
- * connects to source_writes.database and runs a latch loop: every
- * source_writes.compaction_interval it compacts the sources that have a
- * retain_history.  Each source is compacted a range of blocks per
- * transaction, so that no transaction of ours runs long, and a source that
- * somebody keeps locked (or keeps compacting) is skipped until the next
- * pass rather than waited for; an error is logged and the pass goes on
- * with the next source.  The launcher reloads its settings on SIGHUP (a
- * new database means a restart there), stops on SIGTERM and when the
- * postmaster dies.  It also starts the notifier of any database whose
- * commits need one (notifier.c), and keeps an ingestion worker running for
- * each Kafka source of its database (workers.c), checking on them about
- * once a second and whenever one starts or stops.
+ * connects to no database (like PostgreSQL's logical replication
+ * launcher): it reads pg_database about once a second, and starts a
+ * supervisor (supervisor.c) in each database that can be connected to.
+ * A supervisor that finds the extension stays and serves its database; one
+ * that does not leaves at once, and that database is looked at again only
+ * when CREATE EXTENSION commits there (databases.c tells the launcher), or
+ * when it is made again.  So a database without the extension costs one
+ * short-lived process when it is first seen, and nothing after.  At most
+ * SW_MAX_LOOKS supervisors look at new databases at once, so that a
+ * cluster of many databases does not take every worker process at start.
+ *
+ * A supervisor that stops is started again, at once if it ran for a
+ * minute, else after a backoff that doubles, up to a minute; none starts
+ * in a database that a command wants to itself (DROP DATABASE...), and
+ * when the command is over, a database that is gone is forgotten: its
+ * Kafka workers' slots and its notifications with it.
+ *
+ * The launcher also starts the notifier of any database whose commits
+ * need one (notifier.c), and keeps the webhook server running while any
+ * database served has webhook sources (workers.c): connected to the
+ * database source_writes.database names when that one is served, else to
+ * none.  It reloads its settings on SIGHUP, stops on SIGTERM and when the
+ * postmaster dies, and is started again by the postmaster.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -26,7 +37,12 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -35,28 +51,60 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "compaction.h"
-#include "fdw_options.h"
+#include "databases.h"
 #include "launcher.h"
 #include "notifier.h"
-#include "storage.h"
+#include "source_writes.h"
 #include "workers.h"
 
-/* blocks of a history heap compacted per transaction */
-#define SW_COMPACTION_CHUNK		1024
+/* how often the launcher reads pg_database */
+#define SW_LAUNCHER_MS			1000
 
-/* how often the launcher checks on the ingestion workers */
-#define SW_SUPERVISE_MS			1000
+/* supervisors that look at a database not known to be served, at once */
+#define SW_MAX_LOOKS			4
+
+/* the longest wait before a failed supervisor is started again */
+#define SW_MAX_BACKOFF_MS		60000
+
+/* a supervisor that ran this long before it stopped starts again at once */
+#define SW_HEALTHY_MS			60000
+
+/* how long after its start the launcher may take to look at every database */
+#define SW_LOOK_AT_ALL_MS		10000
+
+/* the hints of CREATE EXTENSION taken at once */
+#define SW_HINTS_TAKEN			64
 
 PGDLLEXPORT void source_writes_launcher_main(Datum main_arg);
+
+/* what the launcher knows of a database */
+typedef enum LauncherState
+{
+	SW_LAUNCHER_NEW,			/* to be looked at */
+	SW_LAUNCHER_SERVED,			/* it has the extension */
+	SW_LAUNCHER_NO_EXTENSION	/* it has not: looked at again when told */
+} LauncherState;
+
+typedef struct LauncherDatabase
+{
+	Oid			dboid;			/* the hash key */
+	NameData	name;
+	bool		seen;			/* in the last read of pg_database */
+	bool		connectable;
+	LauncherState state;
+	BackgroundWorkerHandle *handle; /* its supervisor; NULL: none started */
+	TimestampTz started_at;
+	TimestampTz start_after;	/* backoff */
+	int			failures;
+	bool		warned;			/* that no worker process was free for it */
+} LauncherDatabase;
+
+static HTAB *databases = NULL;
 
 /*
  * Register the launcher; called from _PG_init in the postmaster.
@@ -76,255 +124,331 @@ sw_launcher_register(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/* error context while a source is compacted */
-static void
-compaction_error_callback(void *arg)
-{
-	errcontext("compacting source table with OID %u", *(Oid *) arg);
-}
-
 /*
- * Keep an ingestion worker running for each Kafka source, if it is time to
- * check on them (or always, with force): between compaction chunks too,
- * so that a long pass holds no source up.
+ * Read pg_database: every database is in the hash, new ones to be looked
+ * at; those gone are marked unseen.
  */
 static void
-supervise_workers(bool force)
+read_databases(void)
 {
-	static TimestampTz last = 0;
-	TimestampTz now = GetCurrentTimestamp();
-	MemoryContext cxt = CurrentMemoryContext;
-	MemoryContext tmp;
+	HASH_SEQ_STATUS seq;
+	LauncherDatabase *db;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
 
-	if (!force && !TimestampDifferenceExceeds(last, now, SW_SUPERVISE_MS))
-		return;
-	last = now;
-	tmp = AllocSetContextCreate(CurrentMemoryContext, "source_writes supervision",
-								ALLOCSET_SMALL_SIZES);
-	MemoryContextSwitchTo(tmp);
-	AcceptInvalidationMessages();
-	sw_workers_supervise();
-	MemoryContextSwitchTo(cxt);
-	MemoryContextDelete(tmp);
-}
-
-/*
- * Compact one range of a source's history in its own transaction.  Returns
- * the block to go on from, or InvalidBlockNumber when the source is done,
- * was skipped, or failed (the error is logged).
- */
-static BlockNumber
-compact_chunk(Oid relid, BlockNumber start)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ErrorContextCallback errcallback;
-	BlockNumber next = InvalidBlockNumber;
-
-	errcallback.callback = compaction_error_callback;
-	errcallback.arg = &relid;
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
+	hash_seq_init(&seq, databases);
+	while ((db = hash_seq_search(&seq)) != NULL)
+		db->seen = false;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	PG_TRY();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tuple = heap_getnext(scan, ForwardScanDirection)))
 	{
-		int64		removed = 0;
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
+		bool		found;
 
-		PushActiveSnapshot(GetTransactionSnapshot());
-
-		/* the table may have been dropped since the list was made */
-		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-			sw_retention_ms(relid) >= 0)
+		db = hash_search(databases, &form->oid, HASH_ENTER, &found);
+		if (!found)
 		{
-			pgstat_report_activity(STATE_RUNNING, "compacting a source table");
-			if (!sw_compact(relid, false, start, SW_COMPACTION_CHUNK, &removed, &next))
-				ereport(DEBUG1,
-						(errmsg("skipped compacting \"%s\": it is locked",
-								get_rel_name(relid))));
-			else if (removed > 0)
-				ereport(DEBUG1,
-						(errmsg("compacted \"%s\": " INT64_FORMAT " history rows removed",
-								get_rel_name(relid), removed)));
+			memset((char *) db + sizeof(Oid), 0, sizeof(LauncherDatabase) - sizeof(Oid));
+			db->state = SW_LAUNCHER_NEW;
 		}
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		db->seen = true;
+		db->name = form->datname;
+		/* one that could not be connected to is looked at when it can */
+		if (!db->connectable && db->state == SW_LAUNCHER_NO_EXTENSION)
+			db->state = SW_LAUNCHER_NEW;
+		db->connectable = form->datallowconn && !database_is_invalid_form(form);
 	}
-	PG_CATCH();
-	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortOutOfAnyTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
-		next = InvalidBlockNumber;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	error_context_stack = errcallback.previous;
-	pgstat_report_activity(STATE_IDLE, NULL);
-	return next;
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
 }
 
 /*
- * One compaction pass over the sources of the database.
+ * Look again at the databases where CREATE EXTENSION committed (or at
+ * every database without the extension, if too many came at once).
  */
 static void
-compaction_pass(void)
+take_hints(void)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List	   *sources = NIL;
-	ListCell   *lc;
+	Oid			hints[SW_HINTS_TAKEN];
+	bool		all;
+	int			n = sw_databases_take_hints(hints, SW_HINTS_TAKEN, &all);
+	HASH_SEQ_STATUS seq;
+	LauncherDatabase *db;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (sw_catalog_exists())
+	for (int i = 0; i < n; i++)
 	{
-		List	   *entries = sw_catalog_sources(InvalidOid);
-		MemoryContext old = MemoryContextSwitchTo(pass_cxt);
-
-		foreach(lc, entries)
-			sources = lappend_oid(sources, ((SwSource *) lfirst(lc))->relid);
-		MemoryContextSwitchTo(old);
-	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(pass_cxt);
-
-	foreach(lc, sources)
-	{
-		BlockNumber next = 0;
-
-		do
+		db = hash_search(databases, &hints[i], HASH_FIND, NULL);
+		if (db && db->state == SW_LAUNCHER_NO_EXTENSION)
 		{
-			CHECK_FOR_INTERRUPTS();
-			/* commits that wait for a notifier do not wait for the pass */
-			(void) sw_notifier_start_requested();
-			supervise_workers(false);
-			next = compact_chunk(lfirst_oid(lc), next);
-			sw_report_stats();	/* autovacuum sees the deletes as they go */
-		} while (next != InvalidBlockNumber);
+			db->state = SW_LAUNCHER_NEW;
+			db->start_after = 0;
+		}
 	}
+	if (!all)
+		return;
+	hash_seq_init(&seq, databases);
+	while ((db = hash_seq_search(&seq)) != NULL)
+		if (db->state == SW_LAUNCHER_NO_EXTENSION)
+			db->state = SW_LAUNCHER_NEW;
+}
+
+/* start the supervisor of a database; false if no worker process is free */
+static bool
+start_supervisor(LauncherDatabase *db, TimestampTz now)
+{
+	BackgroundWorker worker = {0};
+	MemoryContext old;
+	bool		started;
+
+	if (!sw_database_prepare(db->dboid, NameStr(db->name)))
+		return false;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_supervisor_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes supervisor for database %u", db->dboid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes supervisor");
+	worker.bgw_main_arg = ObjectIdGetDatum(db->dboid);
+	worker.bgw_notify_pid = MyProcPid;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	started = RegisterDynamicBackgroundWorker(&worker, &db->handle);
+	MemoryContextSwitchTo(old);
+	if (!started)
+	{
+		db->handle = NULL;
+		return false;
+	}
+	db->started_at = now;
+	return true;
 }
 
 /*
- * Record the internal dependencies of the database's hidden relations that
- * pg_upgrade did not carry (storage.c); false if some source was locked.
- * An error is logged, and not tried again.
+ * A database that is gone, or no longer has the extension: what was kept
+ * for it goes.
+ */
+static void
+forget_database(Oid dboid)
+{
+	sw_database_forget(dboid);
+	sw_workers_forget_database(dboid);
+	sw_notifier_forget_database(dboid);
+}
+
+/*
+ * Keep the supervisor of a database running while it may have the
+ * extension.  Supervisors that look at a new database are counted in
+ * *looking; *more_to_look is set when a database waits for one.  Returns
+ * false once the database is gone (the caller removes it from the hash).
  */
 static bool
-restore_dependencies(void)
+supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
+				   bool *more_to_look)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		complete = true;
+	bool		wanted = sw_database_paused(db->dboid);
+	pid_t		pid;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
+	if ((db->handle &&
+		 GetBackgroundWorkerPid(db->handle, &pid) != BGWH_STOPPED) ||
+		(db->handle == NULL && sw_database_supervisor_pid(db->dboid) != 0))
 	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (sw_catalog_exists())
-			complete = sw_storage_restore_dependencies();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		/* running or starting (maybe started by an earlier launcher) */
+		if (sw_database_result(db->dboid) == SW_DATABASE_SERVED)
+			db->state = SW_LAUNCHER_SERVED;
+		return true;
 	}
-	PG_CATCH();
+	if (db->handle)
 	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortOutOfAnyTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		SwDatabaseResult result = sw_database_result(db->dboid);
+
+		pfree(db->handle);
+		db->handle = NULL;
+		if (result == SW_DATABASE_NO_EXTENSION)
+		{
+			if (db->state == SW_LAUNCHER_SERVED)
+				ereport(LOG,
+						(errmsg("source_writes no longer serves database \"%s\": the extension is gone",
+								NameStr(db->name))));
+			db->state = SW_LAUNCHER_NO_EXTENSION;
+			db->failures = 0;
+			forget_database(db->dboid);
+		}
+		else if (wanted ||
+				 TimestampDifferenceExceeds(db->started_at, now, SW_HEALTHY_MS))
+		{
+			/* made to leave, or healthy for long: at once, when it may */
+			db->failures = 0;
+			db->start_after = 0;
+		}
+		else
+		{
+			db->failures++;
+			db->start_after =
+				TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
+													 1000L << Min(db->failures - 1, 6)));
+		}
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	return complete;
+
+	if (!db->seen)
+	{
+		/* dropped: the command that dropped it made its workers leave */
+		if (db->state == SW_LAUNCHER_SERVED)
+			ereport(LOG,
+					(errmsg("source_writes no longer serves database \"%s\": it was dropped",
+							NameStr(db->name))));
+		forget_database(db->dboid);
+		return false;
+	}
+	if (db->state == SW_LAUNCHER_NO_EXTENSION || !db->connectable || wanted ||
+		now < db->start_after)
+		return true;
+	if (db->state == SW_LAUNCHER_NEW && *looking >= SW_MAX_LOOKS)
+	{
+		*more_to_look = true;
+		return true;
+	}
+
+	if (!start_supervisor(db, now))
+	{
+		if (!db->warned)
+			ereport(WARNING,
+					(errmsg("source_writes could not start a supervisor for database \"%s\"",
+							NameStr(db->name)),
+					 errdetail("No background worker slot is free."),
+					 errhint("Raise max_worker_processes.")));
+		db->warned = true;
+		db->start_after = TimestampTzPlusMilliseconds(now, 1000);
+		return true;
+	}
+	db->warned = false;
+	if (db->state == SW_LAUNCHER_NEW)
+		(*looking)++;
+	return true;
+}
+
+/*
+ * The database the webhook server connects to: the one that
+ * source_writes.database names, when it is served, else none
+ * (InvalidOid).  *known is false while that database is still being looked
+ * at: the server waits for it.
+ */
+static Oid
+webhook_database(bool *known)
+{
+	HASH_SEQ_STATUS seq;
+	LauncherDatabase *db;
+	LauncherDatabase *named = NULL;
+
+	*known = true;
+	hash_seq_init(&seq, databases);
+	while ((db = hash_seq_search(&seq)) != NULL)
+		if (strcmp(NameStr(db->name), sw_database) == 0)
+			named = db;
+	if (named == NULL || !named->connectable || sw_database_paused(named->dboid))
+		return InvalidOid;
+	if (named->state == SW_LAUNCHER_NEW)
+		*known = false;
+	return named->state == SW_LAUNCHER_SERVED ? named->dboid : InvalidOid;
 }
 
 void
 source_writes_launcher_main(Datum main_arg)
 {
-	char	   *database;
-	MemoryContext pass_cxt;
-	TimestampTz last_pass = 0;
-	bool		dependencies_restored = false;
+	HASHCTL		ctl;
+	MemoryContext loop_cxt;
+	bool		looked_at_all = false;
+	TimestampTz started = GetCurrentTimestamp();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	database = MemoryContextStrdup(TopMemoryContext, sw_database);
-	BackgroundWorkerInitializeConnection(database, NULL, 0);
+	/* no database: it reads pg_database, a shared catalog */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("source_writes launcher");
 	sw_worker_override_settings();
-	ereport(LOG,
-			(errmsg("source_writes launcher started for database \"%s\"", database)));
+	ereport(LOG, (errmsg("source_writes launcher started")));
 
-	pass_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes launcher",
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LauncherDatabase);
+	databases = hash_create("source_writes databases", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes launcher",
 									 ALLOCSET_DEFAULT_SIZES);
+	sw_databases_attach_launcher();
 	sw_notifier_attach_launcher();
 
 	for (;;)
 	{
-		long		timeout = -1;
-		bool		notifiers_started;
+		long		timeout = SW_LAUNCHER_MS;
+		TimestampTz now;
+		HASH_SEQ_STATUS seq;
+		LauncherDatabase *db;
+		int			looking = 0;
+		bool		more_to_look = false;
+		bool		known;
+		Oid			webhook_dboid;
 
 		CHECK_FOR_INTERRUPTS();
-
-		/* after pg_upgrade, what it did not carry (again, if it was locked) */
-		if (!dependencies_restored)
-			dependencies_restored = restore_dependencies();
-
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (strcmp(database, sw_database) != 0)
-			{
-				ereport(LOG,
-						(errmsg("source_writes launcher restarting to serve database \"%s\"",
-								sw_database)));
-				sw_workers_stop_all();
-				proc_exit(1);	/* the postmaster starts us again */
-			}
 		}
-
-		sw_report_stats();
+		MemoryContextSwitchTo(loop_cxt);
 
 		/* databases whose commits wait for a notifier (again soon if none could start) */
-		notifiers_started = sw_notifier_start_requested();
+		if (!sw_notifier_start_requested())
+			timeout = Min(timeout, 1000);
 
-		/* a worker for each Kafka source, none for those that are gone */
-		supervise_workers(true);
+		take_hints();
+		read_databases();
+		MemoryContextSwitchTo(loop_cxt);
 
-		if (sw_compaction_interval > 0)
+		/* the supervisors: those that look at a new database first counted */
+		now = GetCurrentTimestamp();
+		hash_seq_init(&seq, databases);
+		while ((db = hash_seq_search(&seq)) != NULL)
+			if (db->handle && db->state == SW_LAUNCHER_NEW)
+				looking++;
+		hash_seq_init(&seq, databases);
+		while ((db = hash_seq_search(&seq)) != NULL)
+			if (!supervise_database(db, now, &looking, &more_to_look))
+				(void) hash_search(databases, &db->dboid, HASH_REMOVE, NULL);
+		if (more_to_look)
+			timeout = Min(timeout, 100);	/* the next ones soon */
+		else if (!looked_at_all)
 		{
-			TimestampTz now = GetCurrentTimestamp();
-			long		interval_ms = sw_compaction_interval * 1000L;
-
-			if (TimestampDifferenceExceeds(last_pass, now, interval_ms))
-			{
-				MemoryContext old = MemoryContextSwitchTo(pass_cxt);
-
-				AcceptInvalidationMessages();
-				compaction_pass();
-				MemoryContextSwitchTo(old);
-				MemoryContextReset(pass_cxt);
-				last_pass = now;
-			}
-			timeout = interval_ms -
-				TimestampDifferenceMilliseconds(last_pass, GetCurrentTimestamp());
-			timeout = Max(timeout, 1);
+			/*
+			 * Every database found at the start has been looked at?  (After
+			 * a while, those that could not be are given up.)
+			 */
+			looked_at_all = true;
+			hash_seq_init(&seq, databases);
+			while ((db = hash_seq_search(&seq)) != NULL)
+				if (db->state == SW_LAUNCHER_NEW && db->connectable)
+					looked_at_all = false;
+			if (TimestampDifferenceExceeds(started, now, SW_LOOK_AT_ALL_MS))
+				looked_at_all = true;
+			if (looked_at_all)
+				sw_databases_looked_at_all();
 		}
 
-		/* supervise the workers about once a second */
-		timeout = timeout < 0 ? SW_SUPERVISE_MS : Min(timeout, SW_SUPERVISE_MS);
-		if (!notifiers_started)
-			timeout = Min(timeout, 1000);
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-						 (timeout >= 0 ? WL_TIMEOUT : 0),
+		/* the webhook server, while any database has webhook sources */
+		webhook_dboid = webhook_database(&known);
+		if (known)
+			sw_webhook_server_supervise(sw_databases_any_webhooks(), webhook_dboid, now);
+
+		sw_report_stats();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loop_cxt);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}

@@ -20,8 +20,8 @@
  * that lost a notification ended the listener's session too.
  *
  * The launcher starts the notifier of a database when a commit there
- * needs one; a notifier that has had nothing to do for a second exits, so
- * that it does not keep DROP DATABASE waiting.  Without
+ * needs one (not while a command wants the database to itself: DROP
+ * DATABASE...); a notifier that has had nothing to do for a second exits.  Without
  * shared_preload_libraries there is no shared memory and no notifier: the
  * log can still be read, but nobody is told when it grows.
  *
@@ -53,6 +53,7 @@
 
 #include "catalog.h"
 #include "controller.h"
+#include "databases.h"
 #include "notifier.h"
 #include "workers.h"
 
@@ -228,7 +229,7 @@ sw_notifier_start_requested(void)
 		SwNotifyDb *db = &shared->dbs[i];
 
 		if (db->dboid != InvalidOid && db->pid == 0 && !db->requested &&
-			(db->nsources > 0 || db->all))
+			(db->nsources > 0 || db->all) && !sw_database_paused(db->dboid))
 		{
 			db->requested = true;
 			dbs[n++] = db->dboid;
@@ -271,6 +272,23 @@ sw_notifier_start_requested(void)
 		started = false;
 	}
 	return started;
+}
+
+/*
+ * A database the launcher no longer serves (it was dropped): its work is
+ * dropped, and no notifier is started for it.
+ */
+void
+sw_notifier_forget_database(Oid dboid)
+{
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_NOTIFY_DATABASES; i++)
+		if (shared->dbs[i].dboid == dboid && shared->dbs[i].pid == 0 &&
+			!shared->dbs[i].requested)
+			shared->dbs[i].dboid = InvalidOid;
+	LWLockRelease(shared->lock);
 }
 
 /* the slot of the notifier's database */
@@ -420,6 +438,16 @@ source_writes_notifier_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	if (!sw_database_enter(dboid))
+	{
+		/* wanted by a command: its work waits for the next notifier */
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		db = my_slot(dboid);
+		if (db != NULL)
+			db->requested = false;
+		LWLockRelease(shared->lock);
+		proc_exit(0);
+	}
 	before_shmem_exit(notifier_detach, main_arg);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes notifier");

@@ -18,5 +18,6 @@ extern void sw_notifier_shmem_startup(void);
 extern void sw_notifier_wake(Oid dboid, Oid relid);
 extern void sw_notifier_attach_launcher(void);
 extern bool sw_notifier_start_requested(void);
+extern void sw_notifier_forget_database(Oid dboid);
 
 #endif							/* SW_NOTIFIER_H */

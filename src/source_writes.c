@@ -26,6 +26,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "databases.h"
 #include "launcher.h"
 #include "notifier.h"
 #include "stamps.h"
@@ -138,6 +139,7 @@ sw_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
+	sw_databases_shmem_request();
 	sw_notifier_shmem_request();
 	sw_stamps_shmem_request();
 	sw_workers_shmem_request();
@@ -148,6 +150,7 @@ sw_shmem_startup(void)
 {
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
+	sw_databases_shmem_startup();
 	sw_notifier_shmem_startup();
 	sw_stamps_shmem_startup();
 	sw_workers_shmem_startup();
@@ -157,12 +160,14 @@ PG_FUNCTION_INFO_V1(source_writes_warn_unless_preloaded);
 
 /*
  * Called by the extension script: CREATE EXTENSION warns at once when the
- * workers cannot run.
+ * workers cannot run; when they can, the launcher is told at commit that
+ * the database has the extension, and serves it.
  */
 Datum
 source_writes_warn_unless_preloaded(PG_FUNCTION_ARGS)
 {
 	sw_warn_if_not_preloaded();
+	sw_database_extension_created();
 	PG_RETURN_VOID();
 }
 
@@ -172,8 +177,8 @@ _PG_init(void)
 	sw_preloaded = process_shared_preload_libraries_in_progress;
 
 	DefineCustomStringVariable("source_writes.database",
-							   "Database whose source tables the workers serve.",
-							   NULL,
+							   "Database the webhook server connects to.",
+							   "The workers serve every database that has the extension.  The webhook server writes the requests to this database's webhook sources itself, and hands those to other databases to a worker of theirs.",
 							   &sw_database,
 							   "postgres",
 							   PGC_SIGHUP,
@@ -290,7 +295,7 @@ _PG_init(void)
 	if (!sw_preloaded)
 		return;
 
-	/* the shared memory of the notifier, of timestamps and of the workers */
+	/* the shared memory of the databases, notifier, timestamps and workers */
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sw_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -303,5 +308,7 @@ _PG_init(void)
 	if (IsBinaryUpgrade)
 		return;
 
+	/* our workers leave a database that DROP DATABASE... needs */
+	sw_databases_install_hooks();
 	sw_launcher_register();
 }

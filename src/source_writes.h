@@ -75,7 +75,7 @@ extern int	sw_stamp_slots;
 #ifdef SW_BENCHMARK
 extern PGDLLEXPORT bool sw_webhook_bench_discard;
 #endif
-extern PGDLLEXPORT char *sw_database;
+extern char *sw_database;
 extern PGDLLEXPORT char *sw_webhook_listen;
 extern PGDLLEXPORT char *sw_webhook_ssl_cert_file;
 extern PGDLLEXPORT char *sw_webhook_ssl_key_file;

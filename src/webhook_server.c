@@ -143,6 +143,8 @@ static SwRequest *check_tail = NULL;
 /* one webhook source in the published map: its names, decoded, and limit */
 typedef struct BodyLimit
 {
+	const char *database;
+	size_t		database_len;
 	const char *schema;
 	size_t		schema_len;
 	const char *table;
@@ -152,11 +154,12 @@ typedef struct BodyLimit
 	unsigned int table_id;
 } BodyLimit;
 
-/* the map, sorted by schema and table, malloc'd in one piece */
+/*
+ * The map, of the webhook sources of every database served, sorted by
+ * database, schema and table, malloc'd in one piece
+ */
 typedef struct BodyLimits
 {
-	const char *database;
-	size_t		database_len;
 	int			n;
 	BodyLimit	limits[];
 } BodyLimits;
@@ -695,14 +698,17 @@ compare_names(const char *a, size_t alen, const char *b, size_t blen)
 	return (alen > blen) - (alen < blen);
 }
 
-/* order of the map: by schema, then table */
+/* order of the map: by database, schema, then table */
 static int
 compare_limits(const void *a, const void *b)
 {
 	const BodyLimit *la = a;
 	const BodyLimit *lb = b;
-	int			c = compare_names(la->schema, la->schema_len, lb->schema, lb->schema_len);
+	int			c = compare_names(la->database, la->database_len,
+								  lb->database, lb->database_len);
 
+	if (c == 0)
+		c = compare_names(la->schema, la->schema_len, lb->schema, lb->schema_len);
 	return c != 0 ? c : compare_names(la->table, la->table_len, lb->table, lb->table_len);
 }
 
@@ -736,12 +742,11 @@ find_limit(const char *path, const SwRequest *r, size_t *limit, unsigned int *ta
 	pthread_mutex_lock(&queue_lock);
 	if (body_limits == NULL || buf == NULL)
 		found = SW_WEBHOOK_NO_MAP;
-	else if (!valid || compare_names(names[0], lens[0], body_limits->database,
-									 body_limits->database_len) != 0)
+	else if (!valid)
 		found = SW_WEBHOOK_UNKNOWN;
 	else
 	{
-		BodyLimit	key = {names[1], lens[1], names[2], lens[2], 0, NULL, 0};
+		BodyLimit	key = {names[0], lens[0], names[1], lens[1], names[2], lens[2], 0, NULL, 0};
 		BodyLimit  *entry = bsearch(&key, body_limits->limits, body_limits->n,
 									sizeof(BodyLimit), compare_limits);
 
@@ -1377,38 +1382,39 @@ sw_webhook_server_checked(SwRequest *request, int status)
 }
 
 /*
- * Publish the webhook sources of a database with their limits and
- * signature headers, for the server's threads to look up; database NULL
- * publishes none.  False if
- * there was no memory for it: then there is no map, and bodies are read
- * up to SW_WEBHOOK_MAX_BODY before the main thread checks them.
+ * Publish the webhook sources of the databases served with their limits
+ * and signature headers, for the server's threads to look up; limits NULL
+ * publishes none.  False if there was no memory for it: then there is no
+ * map, and bodies are read up to SW_WEBHOOK_MAX_BODY before the main
+ * thread checks them.
  */
 bool
-sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits, int n)
+sw_webhook_server_publish_limits(const SwBodyLimit *limits, int n)
 {
 	BodyLimits *map = NULL;
 	BodyLimits *old;
 
-	if (database)
+	if (limits)
 	{
-		size_t		size = sizeof(BodyLimits) + sizeof(BodyLimit) * n + strlen(database) + 1;
+		size_t		size = sizeof(BodyLimits) + sizeof(BodyLimit) * n;
 		char	   *s;
 
 		for (int i = 0; i < n; i++)
-			size += strlen(limits[i].schema) + strlen(limits[i].table) + 2 +
+			size += strlen(limits[i].database) + strlen(limits[i].schema) +
+				strlen(limits[i].table) + 3 +
 				(limits[i].signature_header ? strlen(limits[i].signature_header) + 1 : 0);
 		map = malloc(size);
 		if (map)
 		{
 			s = (char *) &map->limits[n];
 			map->n = n;
-			map->database = s;
-			map->database_len = strlen(database);
-			s = stpcpy(s, database) + 1;
 			for (int i = 0; i < n; i++)
 			{
 				BodyLimit  *l = &map->limits[i];
 
+				l->database = s;
+				l->database_len = strlen(limits[i].database);
+				s = stpcpy(s, limits[i].database) + 1;
 				l->schema = s;
 				l->schema_len = strlen(limits[i].schema);
 				s = stpcpy(s, limits[i].schema) + 1;
@@ -1432,7 +1438,7 @@ sw_webhook_server_publish_limits(const char *database, const SwBodyLimit *limits
 	body_limits = map;
 	pthread_mutex_unlock(&queue_lock);
 	free(old);
-	return map != NULL || database == NULL;
+	return map != NULL || limits == NULL;
 }
 
 /* resume a request the main thread answered (status 0: close unanswered) */

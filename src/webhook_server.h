@@ -122,6 +122,7 @@ extern void sw_webhook_server_hang_up(SwRequest *request);
  */
 typedef struct SwBodyLimit
 {
+	const char *database;
 	const char *schema;
 	const char *table;
 	size_t		limit;
@@ -129,8 +130,7 @@ typedef struct SwBodyLimit
 	unsigned int table_id;		/* the main thread's, for its verdicts */
 } SwBodyLimit;
 
-extern bool sw_webhook_server_publish_limits(const char *database,
-											 const SwBodyLimit *limits, int n);
+extern bool sw_webhook_server_publish_limits(const SwBodyLimit *limits, int n);
 extern SwRequest *sw_webhook_server_take_checks(void);
 extern int	sw_webhook_server_verdict(SwRequest *request, unsigned int *table_id);
 extern int	sw_webhook_server_knows(const char *path);

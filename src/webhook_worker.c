@@ -5,9 +5,14 @@
  *		  source tables, and answers them after the commit
  *
  * This is the library source_writes_webhook, the only one linked with
- * libmicrohttpd.  The launcher starts one such worker for the database
- * that source_writes.database names; it serves source_writes.webhook_listen
- * (webhook_server.c, whose threads never call PostgreSQL).
+ * libmicrohttpd.  The launcher starts one such worker, the webhook server,
+ * while any database served has webhook sources: connected to the
+ * database that source_writes.database names when that one is served,
+ * else to none.  It serves source_writes.webhook_listen (webhook_server.c,
+ * whose threads never call PostgreSQL), writes the requests to its own
+ * database's webhook sources itself, and hands those to other databases
+ * to a relay, a worker of theirs that runs this file's code without an
+ * HTTP server (webhook_relay.c).
  *
  * The worker's main thread waits on its latch and on the server's pipe.
  * It takes the requests that came meanwhile and writes them in one
@@ -143,10 +148,12 @@
 #include "utils/timeout.h"
 
 #include "catalog.h"
+#include "databases.h"
 #include "deliveries.h"
 #include "fdw_options.h"
 #include "ingest.h"
 #include "source_writes.h"
+#include "webhook_relay.h"
 #include "webhook_server.h"
 #include "workers.h"
 #include "writer.h"
@@ -154,6 +161,7 @@
 PG_MODULE_MAGIC;
 
 PGDLLEXPORT void source_writes_webhook_main(Datum main_arg);
+PGDLLEXPORT void source_writes_webhook_relay_main(Datum main_arg);
 
 /* how long the worker waits between looks at its latch and the server */
 #define SW_WEBHOOK_WAIT_MS		1000
@@ -233,7 +241,9 @@ static HTAB *refusals_logged = NULL;
 static char *listening = NULL;	/* the webhook_listen the server serves */
 static char *serving_cert = NULL;	/* the PEM text it serves with, or NULL */
 static char *serving_key = NULL;
-static char *database_name = NULL;	/* ours */
+static char *database_name = NULL;	/* ours; NULL: none */
+static bool relay_mode = false; /* a relay: requests come from the server */
+static bool server_gone = false;	/* (a relay) the server left */
 static SwRequest *in_hand = NULL;	/* taken, not written yet */
 static SwRequest *writing = NULL;	/* being written, not answered yet */
 static MemoryContext request_cxt = NULL;	/* what writing a request takes */
@@ -678,6 +688,46 @@ reconfigure_server(void)
 	return true;
 }
 
+/*
+ * The requests that came (a list, through next; NULL if none): from the
+ * server's threads, those to its own database (the others go to their
+ * relays, webhook_relay.c); in a relay, from the server.
+ */
+static SwRequest *
+take_requests(void)
+{
+	SwRequest  *requests;
+
+	if (relay_mode)
+		return sw_relay_take(&server_gone);
+	requests = sw_webhook_server_take();
+#ifdef SW_BENCHMARK
+	if (sw_webhook_bench_discard)
+		return requests;		/* all of them discarded */
+#endif
+	return sw_relay_route(requests);
+}
+
+/* answer a request taken; it is not ours any more */
+static void
+answer_request(SwRequest *r, int status, const char *text)
+{
+	if (relay_mode)
+		sw_relay_answer(r, status, text);
+	else
+		sw_webhook_server_answer(r, status, text);
+}
+
+/* close a taken request's connection without an answer */
+static void
+hang_up_request(SwRequest *r)
+{
+	if (relay_mode)
+		sw_relay_answer(r, 0, NULL);
+	else
+		sw_webhook_server_hang_up(r);
+}
+
 /* answer each request of a list 503 */
 static void
 answer_unavailable(SwRequest *r)
@@ -686,7 +736,7 @@ answer_unavailable(SwRequest *r)
 	{
 		SwRequest  *next = r->next;
 
-		sw_webhook_server_answer(r, 503, SW_WEBHOOK_SHUTTING_DOWN_TEXT);
+		answer_request(r, 503, SW_WEBHOOK_SHUTTING_DOWN_TEXT);
 		r = next;
 	}
 }
@@ -721,7 +771,26 @@ stop_server(int code, Datum arg)
 	writing = NULL;
 	answer_unavailable(in_hand);
 	in_hand = NULL;
+	sw_relay_stop_all();
 	sw_webhook_server_stop();
+	if (OidIsValid(MyDatabaseId))
+		sw_database_set_webhook_writer(MyDatabaseId, 0, "", NULL);
+}
+
+/*
+ * When a relay leaves: as the server, it answers what it holds, after its
+ * group is rolled back; the server learns it left from its queues.
+ */
+static void
+stop_relay(int code, Datum arg)
+{
+	AbortOutOfAnyTransaction();
+	sw_writer_forget_session_state();
+	answer_unavailable(writing);
+	writing = NULL;
+	answer_unavailable(in_hand);
+	in_hand = NULL;
+	sw_relay_leave();
 }
 
 /*
@@ -2130,7 +2199,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 				TimestampDifferenceExceeds(began, GetCurrentTimestamp(),
 										   sw_webhook_join_time))
 				break;
-			more = sw_webhook_server_take();
+			more = take_requests();
 			if (more == NULL)
 				break;
 
@@ -2234,9 +2303,9 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			sw_webhook_worker_count(group[i].relid, group[i].status,
 									group[i].note ? group[i].note : group[i].text);
 		if (group[i].status == 0)
-			sw_webhook_server_hang_up(group[i].request);
+			hang_up_request(group[i].request);
 		else
-			sw_webhook_server_answer(group[i].request, group[i].status, group[i].text);
+			answer_request(group[i].request, group[i].status, group[i].text);
 	}
 	if (unconfirmed > 0)
 		ereport(WARNING,
@@ -2331,6 +2400,7 @@ publish_limits(void)
 		bytes = sw_source_max_body_bytes(source->relid);
 		if (table == NULL || schema == NULL || bytes <= 0)
 			continue;			/* dropped meanwhile */
+		limits[n].database = database_name;
 		limits[n].schema = schema;
 		limits[n].table = table;
 		limits[n].limit = (size_t) bytes;
@@ -2377,7 +2447,14 @@ publish_limits(void)
 		tracked_schema_hashes = new_schemas;
 	if (old_schemas)
 		pfree(old_schemas);
-	if (!sw_webhook_server_publish_limits(database_name, limits, n))
+	if (relay_mode)
+	{
+		/* the server's map, and the relay's own for path_source() */
+		sw_relay_send_limits(limits, n);
+		if (!sw_webhook_server_publish_limits(limits, n))
+			limits_stale = true;
+	}
+	else if (!sw_relay_set_own_limits(limits, n))
 	{
 		limits_stale = true;
 		ereport(LOG,
@@ -2398,6 +2475,8 @@ refresh_limits(bool always)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 
+	if (!OidIsValid(MyDatabaseId))
+		return;					/* a server of no database: the relays' maps */
 	if (!always && !limits_stale)
 		return;
 	PG_TRY();
@@ -2418,7 +2497,7 @@ refresh_limits(bool always)
 	{
 		publishing = false;
 		report_and_abort(cxt);
-		(void) sw_webhook_server_publish_limits(NULL, NULL, 0);
+		(void) sw_webhook_server_publish_limits(NULL, 0);
 		limits_stale = true;
 	}
 	PG_END_TRY();
@@ -2426,10 +2505,39 @@ refresh_limits(bool always)
 }
 
 /*
+ * Answer a request that waited for a look at its table's limit, from the
+ * map as it is now: 404 or 413 at once, or read on.  Its table, if any, is
+ * of database dboid.  The request is not ours any more.
+ */
+void
+sw_webhook_judge_check(SwRequest *r, Oid dboid)
+{
+	unsigned int relid;
+	int			status = sw_webhook_server_verdict(r, &relid);
+
+	if (status == 413 && relid != InvalidOid)
+		sw_webhook_worker_count_in(dboid, relid, status, SW_WEBHOOK_TOO_LARGE_TEXT);
+	if (status == 413)
+		log_refusal(relid, r->path, status, NULL, r->sized ?
+					_("The body announced is over the table's max_body_bytes; it was not read.") :
+					_("The body, of unknown length, grew over the table's max_body_bytes; its connection was closed."));
+
+	/* a request without its table's signature header, as to no table */
+	if (status == 404 && relid != InvalidOid)
+	{
+		sw_webhook_worker_count_in(dboid, relid, status, SW_UNSIGNED_NOTE);
+		log_refusal(relid, r->path, status, NULL, _(SW_UNSIGNED_DETAIL));
+	}
+	sw_webhook_server_checked(r, status);
+}
+
+/*
  * The requests the server's threads hand over before they read (more of)
  * their bodies: over the limit their map gives, or to an address it does
- * not know.  Once the map is fresh, each is answered 404 or 413 at once,
- * or resumes to be read on.  False if there were none.
+ * not know.  Those to another database with a relay wait for its fresh
+ * map (webhook_relay.c); once the map of the server's own database is
+ * fresh, each of the others is answered 404 or 413 at once, or resumes to
+ * be read on.  False if there were none.
  */
 static bool
 answer_checks(void)
@@ -2437,28 +2545,16 @@ answer_checks(void)
 	checking = sw_webhook_server_take_checks();
 	if (checking == NULL)
 		return false;
+	checking = sw_relay_route_checks(checking);
+	if (checking == NULL)
+		return true;
 	refresh_limits(true);
 	while (checking)
 	{
 		SwRequest  *r = checking;
-		unsigned int relid;
-		int			status = sw_webhook_server_verdict(r, &relid);
 
-		if (status == 413 && relid != InvalidOid)
-			sw_webhook_worker_count(relid, status, SW_WEBHOOK_TOO_LARGE_TEXT);
-		if (status == 413)
-			log_refusal(relid, r->path, status, NULL, r->sized ?
-						_("The body announced is over the table's max_body_bytes; it was not read.") :
-						_("The body, of unknown length, grew over the table's max_body_bytes; its connection was closed."));
-
-		/* a request without its table's signature header, as to no table */
-		if (status == 404 && relid != InvalidOid)
-		{
-			sw_webhook_worker_count(relid, status, SW_UNSIGNED_NOTE);
-			log_refusal(relid, r->path, status, NULL, _(SW_UNSIGNED_DETAIL));
-		}
 		checking = r->next;
-		sw_webhook_server_checked(r, status);	/* not ours any more */
+		sw_webhook_judge_check(r, MyDatabaseId);	/* not ours any more */
 	}
 	return true;
 }
@@ -2495,37 +2591,6 @@ make_events(void)
 	return events;
 }
 
-/* does the database still have webhook sources?  (yes, if it cannot tell now) */
-static bool
-have_webhook_sources(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool found = false;
-
-	PG_TRY();
-	{
-		ListCell   *lc;
-
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (sw_catalog_exists())
-			foreach(lc, sw_catalog_sources(InvalidOid))
-				found |= ((SwSource *) lfirst(lc))->kind == SW_KIND_WEBHOOK;
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		/* a lock held long, say: stay, and look again later */
-		report_and_abort(cxt);
-		found = true;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(TopMemoryContext);
-	return found;
-}
-
 /*
  * Settings of the database or its owner that would change what the worker
  * does (ALTER DATABASE ... SET): overridden, those of every worker of ours
@@ -2540,33 +2605,101 @@ override_settings(void)
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+/*
+ * What writing requests takes, in a server and in a relay: the caches'
+ * callbacks, the memory, the request clock.  Returns the groups' memory.
+ */
+static MemoryContext
+prepare_writing(void)
+{
+	MemoryContext group_cxt;
+
+	CacheRegisterSyscacheCallback(RELOID, limits_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, limits_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, limits_invalidated, (Datum) 0);
+	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
+									  ALLOCSET_DEFAULT_SIZES);
+	request_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook request",
+										ALLOCSET_DEFAULT_SIZES);
+	make_tables();
+	request_timeout = RegisterTimeout(USER_TIMEOUT, request_timeout_handler);
+	return group_cxt;
+}
+
+/* append what came to the requests in hand */
+static void
+take_more(void)
+{
+	SwRequest  *tail;
+
+	if (in_hand == NULL)
+		in_hand = take_requests();
+	else
+	{
+		for (tail = in_hand; tail->next; tail = tail->next)
+			;
+		tail->next = take_requests();
+	}
+}
+
+/*
+ * Write a group of the requests in hand.  Those left (more than a group,
+ * or come after a catalog change) are written in the next turn of the
+ * loop, after a look at signals.
+ */
+static void
+write_next_group(MemoryContext group_cxt)
+{
+	SwRequest  *group = in_hand;
+	SwRequest  *last = group;
+
+	for (int i = 1; i < SW_WEBHOOK_GROUP && last->next; i++)
+		last = last->next;
+	in_hand = last->next;
+	last->next = NULL;
+	writing = group;
+	write_group(group, group_cxt);
+	MemoryContextReset(group_cxt);
+}
+
+/*
+ * The webhook server: main_arg is the database it connects to, or
+ * InvalidOid for none (then every request goes to a relay).
+ */
 void
 source_writes_webhook_main(Datum main_arg)
 {
+	Oid			dboid = DatumGetObjectId(main_arg);
 	WaitEventSet *events;
 	MemoryContext group_cxt;
-	TimestampTz last_look = GetCurrentTimestamp();
+	TimestampTz last_wanted = GetCurrentTimestamp();
 	bool		looked;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(sw_database, NULL, 0);
+	if (!sw_database_enter(dboid))
+		proc_exit(0);			/* DROP DATABASE...: the launcher comes back */
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("source_writes webhook server");
 	override_settings();
 
-	StartTransactionCommand();
-	database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(TopMemoryContext);
+	if (OidIsValid(dboid))
+	{
+		StartTransactionCommand();
+		database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(TopMemoryContext);
+	}
 	if (!sw_webhook_worker_attach())
 		proc_exit(0);			/* another one serves */
 
 	before_shmem_exit(stop_server, (Datum) 0);
-	CacheRegisterSyscacheCallback(RELOID, limits_invalidated, (Datum) 0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, limits_invalidated, (Datum) 0);
-	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, limits_invalidated, (Datum) 0);
+	sw_relay_server_start(dboid, database_name);
+	group_cxt = prepare_writing();
 	start_configured_server();
+	if (OidIsValid(dboid))
+		sw_database_set_webhook_writer(dboid, MyProcPid, "listening", "");
 	refresh_limits(true);
 #ifdef SW_BENCHMARK
 	if (sw_webhook_bench_discard)
@@ -2577,19 +2710,10 @@ source_writes_webhook_main(Datum main_arg)
 #endif
 
 	events = make_events();
-	group_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook group",
-									  ALLOCSET_DEFAULT_SIZES);
-	request_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook request",
-										ALLOCSET_DEFAULT_SIZES);
-	make_tables();
-	request_timeout = RegisterTimeout(USER_TIMEOUT, request_timeout_handler);
 
 	for (;;)
 	{
 		WaitEvent	event;
-		SwRequest  *group;
-		SwRequest  *last;
-		SwRequest  *tail;
 
 		sw_report_stats();
 		/* with requests left from the last group, only a look */
@@ -2609,8 +2733,6 @@ source_writes_webhook_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			override_settings();
-			if (strcmp(sw_database, database_name) != 0)
-				proc_exit(0);	/* the launcher serves another database now */
 			if (reconfigure_server())
 			{
 				/* the server has a new pipe */
@@ -2621,31 +2743,28 @@ source_writes_webhook_main(Datum main_arg)
 
 		/*
 		 * What came, after those left in hand (the server's pipe wakes the
-		 * next wait for more)
+		 * next wait for more); those to other databases go to their relays,
+		 * whose answers come back (their queues set our latch)
 		 */
-		if (in_hand == NULL)
-			in_hand = sw_webhook_server_take();
-		else
-		{
-			for (tail = in_hand; tail->next; tail = tail->next)
-				;
-			tail->next = sw_webhook_server_take();
-		}
+		take_more();
+		sw_relay_pump();
 		looked = answer_checks();
+		sw_relay_flush();		/* the asks for maps the checks made */
 		if (in_hand == NULL)
 		{
-			/* idle: leave once the last webhook source is gone */
+			/*
+			 * Idle: leave once no database has had webhook sources for a
+			 * while (the supervisors tell, about once a second)
+			 */
 			TimestampTz now = GetCurrentTimestamp();
 
 			if (!looked)
 				refresh_limits(true);	/* take in catalog changes */
 
-			if (TimestampDifferenceExceeds(last_look, now, 5 * SW_WEBHOOK_WAIT_MS))
-			{
-				last_look = now;
-				if (!have_webhook_sources())
-					proc_exit(0);
-			}
+			if (sw_databases_any_webhooks())
+				last_wanted = now;
+			else if (TimestampDifferenceExceeds(last_wanted, now, 5 * SW_WEBHOOK_WAIT_MS))
+				proc_exit(0);
 			continue;
 		}
 #ifdef SW_BENCHMARK
@@ -2657,21 +2776,78 @@ source_writes_webhook_main(Datum main_arg)
 		}
 #endif
 
-		/*
-		 * Write a group of them.  Those left (more than a group, or come
-		 * after a catalog change) are written in the next turn of the loop,
-		 * after a look at signals.
-		 */
-		group = in_hand;
-		last = group;
-		for (int i = 1; i < SW_WEBHOOK_GROUP && last->next; i++)
-			last = last->next;
-		in_hand = last->next;
-		last->next = NULL;
-		writing = group;
-		write_group(group, group_cxt);
-		MemoryContextReset(group_cxt);
+		write_next_group(group_cxt);
+		sw_relay_pump();
 		(void) answer_checks();
+		sw_relay_flush();
+		refresh_limits(false);
+	}
+}
+
+/*
+ * A relay: the webhook worker of a database other than the server's,
+ * which writes the requests the server hands it (main_arg: the segment of
+ * its queues, webhook_relay.c).  It leaves when the server does.
+ */
+void
+source_writes_webhook_relay_main(Datum main_arg)
+{
+	Oid			dboid;
+	MemoryContext group_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	relay_mode = true;
+	dboid = sw_relay_attach(DatumGetUInt32(main_arg));
+	if (!sw_database_enter(dboid))
+		proc_exit(0);			/* DROP DATABASE...: the server comes back */
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("source_writes webhook worker");
+	override_settings();
+
+	StartTransactionCommand();
+	database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(TopMemoryContext);
+
+	sw_relay_connect();
+	before_shmem_exit(stop_relay, (Datum) 0);
+	group_cxt = prepare_writing();
+	refresh_limits(true);
+
+	for (;;)
+	{
+		sw_report_stats();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 in_hand ? 0 : SW_WEBHOOK_WAIT_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		/* a cancel cancels the request being written; between them, nothing */
+		QueryCancelPending = false;
+		CHECK_FOR_INTERRUPTS();
+
+		if (ConfigReloadPending && in_hand == NULL)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			override_settings();
+		}
+
+		take_more();
+		if (sw_relay_refresh_wanted())
+		{
+			/* the server waits for a fresh map */
+			refresh_limits(true);
+			sw_relay_refresh_answered();
+		}
+		if (in_hand == NULL)
+		{
+			if (server_gone)
+				proc_exit(0);
+			refresh_limits(true);	/* take in catalog changes */
+			continue;
+		}
+		write_next_group(group_cxt);
 		refresh_limits(false);
 	}
 }

@@ -2,10 +2,10 @@
  *
  * workers.c
  *		  The ingestion workers of Kafka sources: their shared state, how
- *		  the launcher keeps them running, and what they report
+ *		  their supervisors keep them running, and what they report
  *
- * Each Kafka source table of the database that source_writes.database
- * names is ingested by background workers of its own (kafka_worker.c, in
+ * Each Kafka source table of every database served is ingested by
+ * background workers of its own (kafka_worker.c, in
  * the library source_writes_kafka, the only one linked with librdkafka):
  * one, or as many as its option workers says, which share its partitions
  * out (worker m of n takes the partitions p with p % n = m).  Shared memory
@@ -15,14 +15,16 @@
  * doing, its last error, each partition's next offset and high watermark)
  * and wait_for()'s requests for fresh watermarks.
  *
- * The launcher supervises them about once a second and whenever a worker
- * starts or stops (sw_workers_supervise()): it gives slots to each new
- * Kafka source and frees the slots of sources that are gone or now want
- * another number of workers, starts a worker for each slot that has none,
- * and starts a worker that stopped again, at once if it left to take new
- * options and otherwise after a backoff that doubles with each failure, up
- * to a minute.  A worker that finds its slot given to another source (a
- * new generation) leaves.
+ * The supervisor of each database (supervisor.c) supervises its
+ * database's workers about once a second and whenever a worker starts or
+ * stops (sw_workers_supervise()): it gives slots to each new Kafka source
+ * and frees the slots of sources that are gone or now want another number
+ * of workers, starts a worker for each slot that has none, and starts a
+ * worker that stopped again, at once if it left to take new options and
+ * otherwise after a backoff that doubles with each failure, up to a
+ * minute.  It touches only its own database's slots; the launcher frees
+ * those of a database no longer served.  A worker that finds its slot
+ * given to another source (a new generation) leaves.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -56,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "databases.h"
 #include "fdw_options.h"
 #include "workers.h"
 
@@ -110,7 +113,6 @@ typedef struct SwWebhookCounts
 typedef struct SwWorkersShared
 {
 	LWLock	   *lock;			/* protects all of it */
-	Latch	   *launcher_latch; /* to ask the launcher to supervise now */
 	ConditionVariable reported; /* broadcast when a worker reports */
 	pid_t		webhook_pid;	/* the webhook server's worker, 0 if none */
 	Oid			webhook_dboid;	/* its database */
@@ -122,7 +124,7 @@ typedef struct SwWorkersShared
 
 static SwWorkersShared *shared = NULL;
 
-/* the launcher's own view of each slot's worker */
+/* the supervisor's own view of each slot's worker */
 typedef struct SwSupervised
 {
 	BackgroundWorkerHandle *handle; /* NULL: none started */
@@ -142,7 +144,7 @@ typedef struct SwWanted
 	bool		short_of_slots; /* some of its workers got no slot */
 } SwWanted;
 
-/* the launcher: the sources it warned about having no slot, until they get one */
+/* the supervisor: the sources it warned about having no slot, until they get one */
 static List *warned_no_slot = NIL;
 
 /* a worker's own slot */
@@ -233,11 +235,13 @@ report(int index, uint32 generation, const char *state, const char *error)
 }
 
 /*
- * The Kafka sources of the launcher's database, and how many workers each
- * wants, as a list of SwWanted in the caller's memory context.
+ * The Kafka sources of the supervisor's database, and how many workers
+ * each wants, as a list of SwWanted in the caller's memory context;
+ * *extension says whether the extension is there, *webhooks whether the
+ * database has webhook sources.
  */
 static List *
-kafka_sources(bool *webhooks)
+kafka_sources(bool *extension, bool *webhooks)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
@@ -246,7 +250,8 @@ kafka_sources(bool *webhooks)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (sw_catalog_exists())
+	*extension = sw_catalog_exists();
+	if (*extension)
 	{
 		List	   *sources = sw_catalog_sources(InvalidOid);
 
@@ -343,16 +348,6 @@ assign_slot(Oid relid, int member, int members)
 	return false;
 }
 
-/* the launcher leaves */
-static void
-forget_launcher(int code, Datum arg)
-{
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shared->launcher_latch == MyLatch)
-		shared->launcher_latch = NULL;
-	LWLockRelease(shared->lock);
-}
-
 /* the launcher's webhook server worker */
 static BackgroundWorkerHandle *webhook_handle = NULL;
 static TimestampTz webhook_started_at = 0;
@@ -360,15 +355,23 @@ static TimestampTz webhook_start_after = 0;
 static int	webhook_failures = 0;
 
 /*
- * Keep the webhook server's worker running while the database has webhook
- * sources, and none while it has none; one that stops is started again
+ * Keep the webhook server's worker running while it is wanted, connected
+ * to database dboid (InvalidOid: none); one that stops is started again
  * after a backoff that doubles, up to a minute (at once after a minute of
- * good health).
+ * good health).  One connected to another database than dboid is stopped,
+ * to be started again in dboid.  When it is no longer wanted, it leaves
+ * by itself once no database has had webhook sources for a while (a
+ * source dropped and made again does not stop it).  Run by the launcher.
  */
-static void
-supervise_webhook_server(bool wanted, TimestampTz now)
+void
+sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 {
 	pid_t		pid;
+	pid_t		running;
+	Oid			running_dboid;
+
+	if (shared == NULL)
+		return;
 
 	if (webhook_handle &&
 		GetBackgroundWorkerPid(webhook_handle, &pid) == BGWH_STOPPED)
@@ -383,13 +386,22 @@ supervise_webhook_server(bool wanted, TimestampTz now)
 			TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
 												 1000L << Min(webhook_failures - 1, 6)));
 	}
+	LWLockAcquire(shared->lock, LW_SHARED);
+	running = shared->webhook_pid;
+	running_dboid = shared->webhook_dboid;
+	LWLockRelease(shared->lock);
 	if (!wanted)
+		return;					/* it leaves once it has been idle a while */
+	if (running != 0 && running_dboid != dboid)
 	{
 		if (webhook_handle)
 			TerminateBackgroundWorker(webhook_handle);
+		else
+			(void) kill(running, SIGTERM);	/* an earlier launcher started it */
+		webhook_start_after = 0;	/* in its new database at once */
 		return;
 	}
-	if (webhook_handle == NULL && now >= webhook_start_after && shared->webhook_pid == 0)
+	if (webhook_handle == NULL && now >= webhook_start_after && running == 0)
 	{
 		BackgroundWorker worker = {0};
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -401,6 +413,7 @@ supervise_webhook_server(bool wanted, TimestampTz now)
 		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_webhook_main");
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes webhook server");
 		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes webhook server");
+		worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 		worker.bgw_notify_pid = MyProcPid;
 		if (RegisterDynamicBackgroundWorker(&worker, &webhook_handle))
 			webhook_started_at = now;
@@ -470,6 +483,13 @@ sw_webhook_worker_report_error(const char *error)
 void
 sw_webhook_worker_count(Oid relid, int status, const char *text)
 {
+	sw_webhook_worker_count_in(MyDatabaseId, relid, status, text);
+}
+
+/* the same, for a source of database dboid */
+void
+sw_webhook_worker_count_in(Oid dboid, Oid relid, int status, const char *text)
+{
 	SwWebhookCounts *counts = NULL;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -477,7 +497,7 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 	{
 		SwWebhookCounts *c = &shared->webhook_counts[i];
 
-		if (c->relid == relid && c->dboid == MyDatabaseId)
+		if (c->relid == relid && c->dboid == dboid)
 		{
 			counts = c;
 			break;
@@ -489,7 +509,7 @@ sw_webhook_worker_count(Oid relid, int status, const char *text)
 	{
 		memset(counts, 0, sizeof(SwWebhookCounts));
 		counts->relid = relid;
-		counts->dboid = MyDatabaseId;
+		counts->dboid = dboid;
 	}
 	if (counts && status == 200)
 		counts->accepted++;
@@ -580,30 +600,27 @@ wanted_workers(List *sources, Oid relid)
 
 /*
  * Keep the workers of each Kafka source of the database running, and none
- * for sources that are gone.  Run by the launcher, outside a transaction.
+ * for sources that are gone (all of them once the extension is gone).
+ * *extension says whether the extension is there, *webhooks whether the
+ * database has webhook sources.  Run by the database's supervisor,
+ * outside a transaction.
  */
 void
-sw_workers_supervise(void)
+sw_workers_supervise(bool *extension, bool *webhooks)
 {
 	List	   *sources;
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
 	bool	   *to_stop;
-	bool		webhooks = false;
 
+	*extension = true;
+	*webhooks = false;
 	if (shared == NULL)
 		return;
 	if (supervised == NULL)
-	{
 		supervised = MemoryContextAllocZero(TopMemoryContext,
 											sizeof(SwSupervised) * shared->nslots);
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		shared->launcher_latch = MyLatch;
-		LWLockRelease(shared->lock);
-		on_shmem_exit(forget_launcher, (Datum) 0);
-	}
-	sources = kafka_sources(&webhooks);
-	supervise_webhook_server(webhooks, now);
+	sources = kafka_sources(extension, webhooks);
 	to_stop = palloc0(sizeof(bool) * shared->nslots);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -611,16 +628,13 @@ sw_workers_supervise(void)
 	{
 		SwWorkerSlot *slot = &shared->slots[i];
 
-		if (!OidIsValid(slot->relid))
+		if (!OidIsValid(slot->relid) || slot->dboid != MyDatabaseId)
 			continue;
 		/*
 		 * A source that is gone or wants another number of workers (its
-		 * partitions are shared out anew), or a slot of another database
-		 * left behind
+		 * partitions are shared out anew)
 		 */
-		if ((slot->dboid == MyDatabaseId &&
-			 wanted_workers(sources, slot->relid) != slot->members) ||
-			(slot->dboid != MyDatabaseId && slot->pid == 0))
+		if (wanted_workers(sources, slot->relid) != slot->members)
 		{
 			slot->relid = InvalidOid;
 			slot->generation++;
@@ -688,7 +702,7 @@ sw_workers_supervise(void)
 		member = slot->member;
 		LWLockRelease(shared->lock);
 
-		/* a worker that an earlier launcher started is still at work */
+		/* a worker that an earlier supervisor started is still at work */
 		if (sup->handle == NULL && pid != 0)
 			continue;
 		if (sup->handle &&
@@ -731,18 +745,44 @@ sw_workers_supervise(void)
 }
 
 /*
- * Stop the workers the launcher started; when it leaves.
+ * Stop the workers the supervisor started; when it leaves after DROP
+ * EXTENSION.
  */
 void
 sw_workers_stop_all(void)
 {
-	if (webhook_handle)
-		TerminateBackgroundWorker(webhook_handle);
 	if (supervised == NULL)
 		return;
 	for (int i = 0; i < shared->nslots; i++)
 		if (supervised[i].handle)
 			TerminateBackgroundWorker(supervised[i].handle);
+}
+
+/*
+ * The launcher no longer serves a database (it was dropped, or lost the
+ * extension): the slots of its workers that are gone are freed (a worker
+ * still running finds its slot gone, and leaves).
+ */
+void
+sw_workers_forget_database(Oid dboid)
+{
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwWorkerSlot *slot = &shared->slots[i];
+
+		if (OidIsValid(slot->relid) && slot->dboid == dboid)
+		{
+			slot->relid = InvalidOid;
+			slot->generation++;
+		}
+	}
+	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
+		if (shared->webhook_counts[i].dboid == dboid)
+			shared->webhook_counts[i].relid = InvalidOid;
+	LWLockRelease(shared->lock);
 }
 
 /* a worker leaves its slot */
@@ -802,7 +842,7 @@ sw_worker_attach(int index, uint32 generation, Oid *dboid, int *member, int *mem
 }
 
 /*
- * Is the worker's slot still its own?  When the launcher gives it to
+ * Is the worker's slot still its own?  When its supervisor gives it to
  * another source, or frees it, the worker leaves.
  */
 bool
@@ -893,7 +933,7 @@ sw_worker_wait_served(uint64 request)
 }
 
 /*
- * The worker leaves to take new options: the launcher starts it again at
+ * The worker leaves to take new options: the supervisor starts it again at
  * once, without a backoff.
  */
 void
@@ -1076,28 +1116,50 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 
 /*
  * A row of worker_status() for each webhook source of the current database
- * that the current user may read: the webhook server's state ("listening",
- * "cannot start" with the reason as last error, or "not running") and the
- * requests it answered for the source.
+ * that the current user may read: the state of what serves it ("listening"
+ * when the webhook server runs and the process that writes this
+ * database's requests, the server or a relay of the database, runs;
+ * "starting" or "waiting for a background worker" while that one does
+ * not; "cannot start" with the server's reason as last error, or "not
+ * running"), and the requests answered for the source.
  */
 static void
 webhook_reports(Tuplestorestate *result, TupleDesc desc)
 {
 	SwWebhookCounts *counts = palloc(sizeof(SwWebhookCounts) * SW_WEBHOOK_COUNTED);
 	char		error[SW_ERROR_LEN];
+	char		writer_state[SW_WEBHOOK_STATE_LEN];
+	char		writer_error[SW_WEBHOOK_ERROR_LEN];
+	const char *state;
+	const char *state_error = NULL;
+	pid_t		server;
 	pid_t		pid;
 	int			n = 0;
 	ListCell   *lc;
 
 	LWLockAcquire(shared->lock, LW_SHARED);
-	pid = shared->webhook_dboid == MyDatabaseId ? shared->webhook_pid : 0;
-	strlcpy(error, shared->webhook_dboid == MyDatabaseId ? shared->webhook_error : "",
-			SW_ERROR_LEN);
+	server = shared->webhook_pid;
+	strlcpy(error, shared->webhook_error, SW_ERROR_LEN);
 	for (int i = 0; i < SW_WEBHOOK_COUNTED; i++)
 		if (OidIsValid(shared->webhook_counts[i].relid) &&
 			shared->webhook_counts[i].dboid == MyDatabaseId)
 			counts[n++] = shared->webhook_counts[i];
 	LWLockRelease(shared->lock);
+	(void) sw_database_webhook_writer(MyDatabaseId, &pid, writer_state, writer_error);
+
+	if (server == 0)
+	{
+		pid = 0;
+		state = error[0] ? "cannot start" : "not running";
+		state_error = error[0] ? error : NULL;
+	}
+	else if (pid != 0)
+		state = "listening";
+	else
+	{
+		state = writer_state[0] ? writer_state : "starting";
+		state_error = writer_error[0] ? writer_error : NULL;
+	}
 
 	foreach(lc, sw_catalog_sources(InvalidOid))
 	{
@@ -1112,12 +1174,9 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 			if (counts[i].relid == source->relid)
 				c = &counts[i];
 		values[0] = ObjectIdGetDatum(source->relid);
-		if (pid != 0)
-			values[1] = CStringGetTextDatum("listening");
-		else
-			values[1] = CStringGetTextDatum(error[0] ? "cannot start" : "not running");
-		if (pid == 0 && error[0])
-			values[2] = CStringGetTextDatum(error);
+		values[1] = CStringGetTextDatum(state);
+		if (state_error)
+			values[2] = CStringGetTextDatum(state_error);
 		else if (c && c->last_error[0])
 			values[2] = CStringGetTextDatum(c->last_error);
 		else
@@ -1251,7 +1310,7 @@ typedef struct SwWaitedWorker
  * have committed every message its topic held when we asked.  We ask each
  * worker for fresh high watermarks, take those it reports after answering
  * as targets, and wait until each partition's next offset reaches its
- * target.  While a worker does not run (the launcher has not started it
+ * target.  While a worker does not run (the supervisor has not started it
  * yet, or starts it again), we wait for it.
  */
 Datum
@@ -1262,7 +1321,7 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	int64		timeout_us;
 	TimestampTz deadline;
 	SwSource	source;
-	bool		launcher_woken = false;
+	bool		supervisor_woken = false;
 	SwWaitedWorker *waited = palloc0(sizeof(SwWaitedWorker) * SW_MAX_SOURCE_WORKERS);
 	char		state[SW_STATE_LEN] = "no worker";
 	char		last_error[SW_ERROR_LEN] = "";
@@ -1382,12 +1441,14 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 				strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
 			}
 		}
-		if (nslots == 0 && !launcher_woken)
+		if (nslots == 0 && !supervisor_woken)
 		{
-			/* a new source: the launcher gives it workers now, not in a second */
-			if (shared->launcher_latch)
-				wake[nwake++] = shared->launcher_latch;
-			launcher_woken = true;
+			/* a new source: the supervisor gives it workers now, not in a second */
+			Latch	   *supervisor = sw_database_supervisor_latch(MyDatabaseId);
+
+			if (supervisor)
+				wake[nwake++] = supervisor;
+			supervisor_woken = true;
 		}
 		if (nslots == 0 || nslots < members)
 			done = false;		/* some worker has no slot yet */

@@ -2,7 +2,7 @@
  *
  * workers.h
  *		  The ingestion workers of Kafka sources: their shared state, how
- *		  the launcher keeps them running, and what they report
+ *		  their supervisors keep them running, and what they report
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -14,6 +14,7 @@
 #ifndef SW_WORKERS_H
 #define SW_WORKERS_H
 
+#include "datatype/timestamp.h"
 #include "storage/latch.h"
 
 /* partitions a worker reports (it ingests any number) */
@@ -32,9 +33,11 @@ extern Size sw_workers_shmem_size(void);
 extern void sw_workers_shmem_request(void);
 extern void sw_workers_shmem_startup(void);
 
-/* the launcher */
-extern void sw_workers_supervise(void);
+/* the supervisor of a database, and the launcher */
+extern void sw_workers_supervise(bool *extension, bool *webhooks);
 extern void sw_workers_stop_all(void);
+extern void sw_workers_forget_database(Oid dboid);
+extern void sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now);
 
 /* a worker, about its own slot */
 extern PGDLLEXPORT Oid	sw_worker_attach(int index, uint32 generation, Oid *dboid,
@@ -54,6 +57,8 @@ extern PGDLLEXPORT bool sw_webhook_worker_attach(void);
 extern PGDLLEXPORT void sw_webhook_worker_report_error(const char *error);
 extern PGDLLEXPORT void sw_webhook_worker_track(const Oid *relids, int n);
 extern PGDLLEXPORT void sw_webhook_worker_count(Oid relid, int status, const char *text);
+extern PGDLLEXPORT void sw_webhook_worker_count_in(Oid dboid, Oid relid, int status,
+												   const char *text);
 extern void sw_webhook_forget_counts(Oid relid);
 
 #endif							/* SW_WORKERS_H */

@@ -1,6 +1,7 @@
-# The background worker: it compacts sources with a retain_history
-# periodically once a reload turns the pass on, moves to another database
-# when told to, and comes back after being killed or terminated.
+# The background workers: the launcher, connected to no database, starts a
+# supervisor in each database with the extension, which compacts sources
+# with a retain_history periodically once a reload turns the pass on;
+# both come back after being killed or terminated.
 use strict;
 use warnings;
 
@@ -15,12 +16,21 @@ my $launcher_pid = sub {
 	$node->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'});
 };
+my $supervisor_pid = sub {
+	$node->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity
+		  WHERE backend_type = 'source_writes supervisor' AND datname = 'postgres'});
+};
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
 	'the launcher runs');
 is($node->safe_psql('postgres',
-		q{SELECT datname FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
-	'postgres', 'in source_writes.database');
+		q{SELECT datname IS NULL FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
+	't', 'connected to no database');
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 AND bool_and(datname = 'postgres') FROM pg_stat_activity
+		  WHERE backend_type = 'source_writes supervisor'}),
+	'a supervisor serves the database with the extension, and no other');
 
 $node->safe_psql('postgres', q{
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
@@ -54,16 +64,25 @@ is($history->('forever'), '900', 'and keeps the history of a source without reta
 is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM short'), '100|5050',
 	'the current rows stay');
 
-# another database: the launcher restarts there
+# source_writes.database no longer moves anything: the supervisor stays
 $node->safe_psql('postgres', 'CREATE DATABASE elsewhere');
-my $old_pid = $launcher_pid->();
+my $old_supervisor = $supervisor_pid->();
 $node->append_conf('postgresql.conf', "source_writes.database = 'elsewhere'\n");
 $node->reload;
+$node->safe_psql('postgres', "INSERT INTO short SELECT generate_series(1, 10); DELETE FROM short WHERE id <= 10");
+ok($node->poll_query_until('postgres', sprintf(q{SELECT count(*) = 0 FROM %s},
+			$node->safe_psql('postgres',
+				q{SELECT history_rel FROM source_writes.source_tables WHERE relid = 'short'::regclass}))),
+	'after source_writes.database changed, the database is still compacted');
+is($supervisor_pid->(), $old_supervisor, 'by the same supervisor');
+
+# a killed supervisor is started again (after the crash of the server)
+kill 'KILL', $old_supervisor;
 ok($node->poll_query_until('postgres',
-		q{SELECT datname = 'elsewhere' FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
-	'after a reload the launcher serves the new database');
-ok($node->log_contains('source_writes launcher restarting to serve database "elsewhere"'),
-	'and says so in the log');
+		qq{SELECT count(*) = 1 FROM pg_stat_activity
+		   WHERE backend_type = 'source_writes supervisor' AND datname = 'postgres'
+		     AND pid <> $old_supervisor}),
+	'a killed supervisor is started again');
 
 # killed with -9, it takes the server through crash recovery and comes back
 my $pid = $launcher_pid->();
@@ -81,7 +100,16 @@ ok($node->poll_query_until('postgres',
 		   WHERE backend_type = 'source_writes launcher' AND pid <> $pid}),
 	'a terminated launcher is started again');
 
+# SIGTERM stops a supervisor cleanly; the launcher starts it again
+$pid = $supervisor_pid->();
+kill 'TERM', $pid;
+ok($node->poll_query_until('postgres',
+		qq{SELECT count(*) = 1 FROM pg_stat_activity
+		   WHERE backend_type = 'source_writes supervisor' AND datname = 'postgres'
+		     AND pid <> $pid}),
+	'a terminated supervisor is started again');
+
 $node->stop;
-ok($node->log_contains('source_writes launcher started for database "elsewhere"'),
-	'the log names the database it serves');
+ok($node->log_contains('source_writes supervisor started for database "postgres"'),
+	'the log names the database a supervisor serves');
 done_testing();
