@@ -950,6 +950,12 @@ sw_relay_pump(void)
 		{
 			if (!relay->wanted || relay->paused || now < relay->start_after)
 				continue;
+
+			/*
+			 * Said before it starts: once started, the relay says it
+			 * listens, and that must not be overwritten.
+			 */
+			sw_database_set_webhook_writer(relay->dboid, 0, "starting", "");
 			if (!start_relay(relay))
 			{
 				if (!relay->short_of_workers)
@@ -968,7 +974,6 @@ sw_relay_pump(void)
 				continue;
 			}
 			relay->short_of_workers = false;
-			sw_database_set_webhook_writer(relay->dboid, 0, "starting", "");
 		}
 		/* what it sent before it stopped is taken first */
 		stopped = GetBackgroundWorkerPid(relay->handle, &pid) == BGWH_STOPPED;

@@ -15,7 +15,7 @@ use SwTest;
 my $broker = SwTest::broker(topics => [ 'keyed:2', 'shared:8', 'big:1', 'bad:1', 'gone:1', 'mk:1', 'rt:1', 'dl:2', 'wide:4', 'late:1', 'px:1', 'ax:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('batches',
-	conf => "restart_after_crash = on\nmax_worker_processes = 16\n");
+	conf => "restart_after_crash = on\nmax_worker_processes = 18\n");
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
 # produce lines "key<TAB>value" to a topic; an empty key or value is none
