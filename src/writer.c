@@ -1573,16 +1573,27 @@ sw_writer_key_overwritten(SwWriter *w, TupleTableSlot *old, TransactionId xmax)
 /*
  * Delete the current row of a key that lock_key() locked, and retract it
  * (with a command id of its own, so that a row this writer wrote for the
- * same key just before is seen).
+ * same key just before is seen).  If a BEFORE row trigger of the overwrite
+ * (update) or the tombstone changed or deleted that row meanwhile, the
+ * error is PostgreSQL's, as ExecUpdate() and ExecDelete() raise it.
  */
 static void
-delete_locked(SwWriter *w, ItemPointer tid)
+delete_locked(SwWriter *w, ItemPointer tid, bool update)
 {
 	TM_FailureData tmfd;
+	TM_Result	result;
 
-	if (table_tuple_delete(w->current, tid, w->estate->es_output_cid,
-						   InvalidSnapshot, InvalidSnapshot, true, &tmfd,
-						   false) != TM_Ok)
+	result = table_tuple_delete(w->current, tid, w->estate->es_output_cid,
+								InvalidSnapshot, InvalidSnapshot, true, &tmfd,
+								false);
+	if (result == TM_SelfModified)
+		ereport(ERROR,
+				(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+				 update
+				 ? errmsg("tuple to be updated was already modified by an operation triggered by the current command")
+				 : errmsg("tuple to be deleted was already modified by an operation triggered by the current command"),
+				 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
+	if (result != TM_Ok)
 		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
 			 RelationGetRelationName(w->ftrel));
 	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
@@ -1717,7 +1728,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		if (td)
 			form_current_row(w, row, w->new_slot);	/* as the triggers left it */
 		if (found)
-			delete_locked(w, &tid);
+			delete_locked(w, &tid, true);
 
 		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
 		table_tuple_insert_speculative(w->current, w->new_slot,
@@ -1759,7 +1770,7 @@ sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 			!before_row(w, CMD_DELETE, old, NULL))
 			return false;
 	}
-	delete_locked(w, &tid);
+	delete_locked(w, &tid, false);
 	if (w->trig_rri)
 		after_row(w, CMD_DELETE, old, NULL);
 	return true;
