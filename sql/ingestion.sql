@@ -206,6 +206,48 @@ ORDER BY ts, diff DESC, (data).k;
 TRUNCATE fired;
 
 --
+-- A BEFORE row trigger that changes or deletes the key's current row itself
+-- (a statement of its own on the table): the overwrite or the tombstone
+-- fails with PostgreSQL's error (27000), as INSERT ... ON CONFLICT DO UPDATE
+-- and DELETE do on the plain table beside it, and writes nothing
+--
+SET ROLE ing_owner;
+CREATE FOREIGN TABLE ing.touched (k int, v text) SERVER ing_kafka
+  OPTIONS (topic 'touched', envelope 'upsert', key 'k');
+CREATE TABLE ing.touched_plain (k int PRIMARY KEY, v text);
+CREATE FUNCTION ing.touch_own_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_trigger_depth() > 1 THEN
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  END IF;
+  IF TG_OP = 'DELETE' THEN
+    EXECUTE format('DELETE FROM %s WHERE k = $1', TG_RELID::regclass) USING OLD.k;
+    RETURN OLD;
+  END IF;
+  EXECUTE format('UPDATE %s SET v = ''touched'' WHERE k = $1', TG_RELID::regclass) USING NEW.k;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER touch BEFORE UPDATE OR DELETE ON ing.touched
+  FOR EACH ROW EXECUTE FUNCTION ing.touch_own_row();
+ALTER FOREIGN TABLE ing.touched ENABLE ALWAYS TRIGGER touch;
+CREATE TRIGGER touch BEFORE UPDATE OR DELETE ON ing.touched_plain
+  FOR EACH ROW EXECUTE FUNCTION ing.touch_own_row();
+RESET ROLE;
+SELECT test_write('touched', 'kafka', 'upsert', ARRAY[ROW(1, 'first')]::touched[]);
+INSERT INTO touched_plain VALUES (1, 'first');
+SELECT test_write('touched', 'kafka', 'upsert', ARRAY[ROW(1, 'second')]::touched[]);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO touched_plain VALUES (1, 'second') ON CONFLICT (k) DO UPDATE SET v = excluded.v;
+\echo :LAST_ERROR_SQLSTATE
+SELECT test_write('touched', 'kafka', 'tombstone', ARRAY[ROW(1, NULL)]::touched[]);
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM touched_plain WHERE k = 1;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM touched;
+SELECT * FROM touched_plain;
+SELECT diff, origin, (data).k, (data).v FROM source_writes.updates(NULL::touched);
+
+--
 -- A source that is a partition: ingested rows keep to its bounds, with
 -- PostgreSQL's error, as a person's INSERT does
 --

@@ -1544,6 +1544,22 @@ lock_key(SwWriter *w, TupleTableSlot *row, ItemPointer tid, LockTupleMode mode)
 }
 
 /*
+ * A BEFORE row trigger of an upsert's overwrite (update) or a tombstone
+ * changed or deleted the key's row it locked: PostgreSQL's error, as
+ * ExecUpdate() and ExecDelete() raise it.
+ */
+static void
+report_self_modified(bool update)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+			 update
+			 ? errmsg("tuple to be updated was already modified by an operation triggered by the current command")
+			 : errmsg("tuple to be deleted was already modified by an operation triggered by the current command"),
+			 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
+}
+
+/*
  * Delete the current row of a key that lock_key() locked, and retract it
  * (with a command id of its own, so that a row this writer wrote for the
  * same key just before is seen).
@@ -1552,10 +1568,14 @@ static void
 delete_locked(SwWriter *w, ItemPointer tid)
 {
 	TM_FailureData tmfd;
+	TM_Result	result;
 
-	if (table_tuple_delete(w->current, tid, w->estate->es_output_cid,
-						   InvalidSnapshot, InvalidSnapshot, true, &tmfd,
-						   false) != TM_Ok)
+	result = table_tuple_delete(w->current, tid, w->estate->es_output_cid,
+								InvalidSnapshot, InvalidSnapshot, true, &tmfd,
+								false);
+	if (result == TM_SelfModified)
+		report_self_modified(false);
+	if (result != TM_Ok)
 		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
 			 RelationGetRelationName(w->ftrel));
 	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
@@ -1574,10 +1594,14 @@ update_locked(SwWriter *w, ItemPointer tid)
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	bool		update_indexes;
+	TM_Result	result;
 
-	if (table_tuple_update(w->current, tid, w->new_slot, w->estate->es_output_cid,
-						   w->estate->es_snapshot, InvalidSnapshot, true,
-						   &tmfd, &lockmode, &update_indexes) != TM_Ok)
+	result = table_tuple_update(w->current, tid, w->new_slot, w->estate->es_output_cid,
+								w->estate->es_snapshot, InvalidSnapshot, true,
+								&tmfd, &lockmode, &update_indexes);
+	if (result == TM_SelfModified)
+		report_self_modified(true);
+	if (result != TM_Ok)
 		elog(ERROR, "could not update the locked row of a key of source table \"%s\"",
 			 RelationGetRelationName(w->ftrel));
 	note_block(w, w->new_slot);
