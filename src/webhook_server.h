@@ -43,8 +43,8 @@
 
 /*
  * Connections kept at once, in all and from one address (for IPv6, one
- * /64); past either, the one that has waited longest for its request, or
- * whose body has come for longest, is closed (webhook_server.c).  While
+ * /64); past either, an old one is closed, of the address that has the
+ * most (webhook_server.c).  While
  * they close, libmicrohttpd may hold SW_WEBHOOK_CLOSING_CONNECTIONS more.
  */
 #define SW_WEBHOOK_MAX_CONNECTIONS	512
