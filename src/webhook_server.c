@@ -20,7 +20,9 @@
  * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
  * Content-Length says so; a body of unknown length that grows over it has
  * its connection closed), bodies that would take the buffered bytes of all
- * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
+ * connections over SW_WEBHOOK_MAX_BUFFERED (503; the first
+ * SW_WEBHOOK_BODY_ROOM bytes of each body are not counted, so that large
+ * bodies sent slowly still leave room for small ones), requests beyond
  * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written, or beyond
  * SW_WEBHOOK_MAX_CHECKING waiting for the main thread's look at their
  * limit (429), and everything while the server shuts down (503).
@@ -130,7 +132,7 @@ static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static SwRequest *queue_head = NULL;
 static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
-static size_t buffered = 0;		/* body bytes held, under queue_lock */
+static size_t buffered = 0;		/* body bytes held (counted), under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
 static int	answering = 0;		/* answered by the main thread, not sent yet */
 static pthread_cond_t answer_gone = PTHREAD_COND_INITIALIZER;	/* answering went down */
@@ -255,11 +257,22 @@ copy_string(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/*
+ * Of a body's buffer of cap bytes, those counted against
+ * SW_WEBHOOK_MAX_BUFFERED: all but the first SW_WEBHOOK_BODY_ROOM, which
+ * each connection has
+ */
+static size_t
+counted_bytes(size_t cap)
+{
+	return cap > SW_WEBHOOK_BODY_ROOM ? cap - SW_WEBHOOK_BODY_ROOM : 0;
+}
+
 static void
 free_request(SwRequest *r)
 {
 	pthread_mutex_lock(&queue_lock);
-	buffered -= r->body_cap;
+	buffered -= counted_bytes(r->body_cap);
 	if (r->answered || r->check_status)
 	{
 		answering--;			/* its answer went, or its connection */
@@ -1088,15 +1101,17 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		if (r->body_len + n + 1 > r->body_cap)
 		{
 			size_t		cap = r->body_cap ? r->body_cap : 4096;
+			size_t		growth;
 			char	   *body;
 			bool		over;
 
 			while (cap < r->body_len + n + 1)
 				cap *= 2;
+			growth = counted_bytes(cap) - counted_bytes(r->body_cap);
 			pthread_mutex_lock(&queue_lock);
-			over = buffered - r->body_cap + cap > SW_WEBHOOK_MAX_BUFFERED;
+			over = buffered + growth > SW_WEBHOOK_MAX_BUFFERED;
 			if (!over)
-				buffered += cap - r->body_cap;
+				buffered += growth;
 			pthread_mutex_unlock(&queue_lock);
 			body = over ? NULL : realloc(r->body, cap);
 			if (body == NULL)
@@ -1105,7 +1120,7 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 				if (!over)
 				{
 					pthread_mutex_lock(&queue_lock);
-					buffered -= cap - r->body_cap;
+					buffered -= growth;
 					pthread_mutex_unlock(&queue_lock);
 				}
 				r->refusal = MHD_HTTP_SERVICE_UNAVAILABLE;

@@ -38,8 +38,14 @@
  */
 #define SW_WEBHOOK_MAX_IN_FLIGHT	64
 
-/* the most body bytes all connections together may hold */
+/*
+ * The most body bytes all connections together may hold, past the first
+ * SW_WEBHOOK_BODY_ROOM of each body, which every connection has (so that
+ * the server holds at most SW_WEBHOOK_MAX_BUFFERED and that much for each
+ * connection)
+ */
 #define SW_WEBHOOK_MAX_BUFFERED	(256 * 1024 * 1024)
+#define SW_WEBHOOK_BODY_ROOM	(64 * 1024)
 
 /*
  * Connections kept at once, in all and from one address (for IPv6, one

@@ -11,7 +11,8 @@
 # hundred, and from the sender's own address, a signed post is answered
 # within a second (also when the idle connections each had a request
 # answered first, also when they are opened without end and the post
-# comes slowly, also under connections that never read their answers).
+# comes slowly, also under connections that never read their answers,
+# and under connections that hold all the memory for bodies).
 use strict;
 use warnings;
 
@@ -444,6 +445,32 @@ cmp_ok($all, '<=', 512, 'of them the server keeps 512 at most');
 	push @posts, [ signed_post('legit') ] for 1 .. 5;
 	check_posts('512 connections from 4 addresses whose answers do not go');
 	close $_ for @stuck;
+}
+
+# Connections from two addresses that each send 4 MB of a 5 MB body (to a
+# table without a signature, as to a signed one with anything in its
+# signature header) and then a byte now and then: 256 MB of bodies, as
+# much as the server holds, but a small body still has room
+{
+	sql(q{CREATE FOREIGN TABLE big (id text) SERVER hooks OPTIONS (format 'json', max_body_bytes '8MB')});
+	my $part = ' ' x 4_000_000;
+	my @holding;
+	for my $i (0 .. 69)
+	{
+		my $s = connect_from('127.0.5.' . (1 + $i % 2)) or die "cannot connect: $!";
+		syswrite($s, "POST /postgres/public/big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+			  . "Content-Length: 5000000\r\n\r\n[$part");
+		push @holding, $s;
+	}
+	my $until = time + 3;
+	while (time < $until)
+	{
+		push @posts, [ signed_post('legit') ];
+		syswrite($_, ' ') for @holding;
+		usleep(300_000);
+	}
+	check_posts('70 connections that hold 4 MB of body each');
+	close $_ for @holding;
 }
 
 # after all that: the same worker serves, and wrote only the signed rows
