@@ -20,7 +20,9 @@
  * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
  * Content-Length says so; a body of unknown length that grows over it has
  * its connection closed), bodies that would take the buffered bytes of all
- * connections over SW_WEBHOOK_MAX_BUFFERED (503), requests beyond
+ * connections over SW_WEBHOOK_MAX_BUFFERED (503; the first
+ * SW_WEBHOOK_BODY_ROOM bytes of each body are not counted, so that large
+ * bodies sent slowly still leave room for small ones), requests beyond
  * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written, or beyond
  * SW_WEBHOOK_MAX_CHECKING waiting for the main thread's look at their
  * limit (429), and everything while the server shuts down (503).
@@ -33,12 +35,17 @@
  * closes a connection idle that long, too, but not one that sends a byte
  * now and then): a thread of ours, the reaper, closes those that do not.
  * Past SW_WEBHOOK_MAX_PER_ADDRESS connections from one address, or
- * SW_WEBHOOK_MAX_CONNECTIONS in all, a new connection makes room: the one
- * of its address (then of any) that has waited longest for a request, or
- * received its body for longest, is closed, so that a sender is never
- * locked out by connections that only wait, and one address (a reverse
- * proxy) may have as many as it uses.  The connections the main thread
- * holds, and those whose answers go, are never closed: they are at most
+ * SW_WEBHOOK_MAX_CONNECTIONS in all, a new connection makes room: one of
+ * its address is closed, or past the total one of the address that has
+ * the most connections, so that whoever opens many closes his own.  Of
+ * the address's connections, the one that has waited longest for its
+ * first request, or received its body for longest, is closed; if there is
+ * none, the one idle longest between requests (a client's pool of
+ * connections, which a reverse proxy keeps), or sending an answer that
+ * its client does not read.  So a sender is never locked out by
+ * connections that only wait, and one address (a reverse proxy) may have
+ * as many as it uses.  The connections the main thread holds are never
+ * closed: they are at most
  * SW_WEBHOOK_MAX_IN_FLIGHT + SW_WEBHOOK_MAX_CHECKING.  We close a
  * connection by shutting its socket down: libmicrohttpd then reads its
  * end and closes it in its thread, which tells us (before it closes the
@@ -125,7 +132,7 @@ static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static SwRequest *queue_head = NULL;
 static SwRequest *queue_tail = NULL;
 static bool shutting_down = false;
-static size_t buffered = 0;		/* body bytes held, under queue_lock */
+static size_t buffered = 0;		/* body bytes held (counted), under queue_lock */
 static int	in_flight = 0;		/* requests queued or being written, too */
 static int	answering = 0;		/* answered by the main thread, not sent yet */
 static pthread_cond_t answer_gone = PTHREAD_COND_INITIALIZER;	/* answering went down */
@@ -171,22 +178,41 @@ static BodyLimits *body_limits = NULL;
 static int	checks_waiting = 0;
 
 /*
+ * A client's address, as the limits count connections: an IPv4 address,
+ * or an IPv6 one's /64.  Each is kept while it has connections, in a
+ * table of SW_ADDRESS_BUCKETS lists, under conn_lock.
+ */
+#define SW_ADDRESS_BUCKETS	1024
+
+typedef struct SwAddress
+{
+	struct SwAddress *next;		/* in its bucket's list */
+	unsigned int bucket;		/* its list's, in addresses[] */
+	unsigned char bytes[8];
+	int			len;
+	int			live;			/* its connections that are not closing */
+	int			refs;			/* its connections, closing or not */
+} SwAddress;
+
+static SwAddress *addresses[SW_ADDRESS_BUCKETS];
+
+/*
  * The connections libmicrohttpd has, as we keep track of them (its
  * connection notifications), to close those that wait too long for a
- * request and, past the limits, those that waited longest.  A connection
- * is in one of three states:
+ * request and, past the limits, others.  A connection is in one of four
+ * states:
  */
 #define SW_CONN_WAITING		0	/* for a request's line and headers */
 #define SW_CONN_RECEIVING	1	/* its body, in libmicrohttpd's thread */
-#define SW_CONN_HELD		2	/* the main thread has it, or its answer goes */
+#define SW_CONN_HELD		2	/* the main thread has it */
+#define SW_CONN_SENDING		3	/* its answer goes */
 
 typedef struct SwConnection
 {
 	struct SwConnection *prev;	/* in the list, oldest state first */
 	struct SwConnection *next;
 	int			fd;				/* libmicrohttpd's socket */
-	unsigned char address[16];	/* the client's (an IPv6 one's /64) */
-	int			address_len;
+	SwAddress  *address;		/* the client's */
 	int			state;
 	int64_t		since;			/* when the state began, monotonic ms */
 	int64_t		deadline;		/* waiting: when it is closed, monotonic ms */
@@ -234,11 +260,22 @@ copy_string(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/*
+ * Of a body's buffer of cap bytes, those counted against
+ * SW_WEBHOOK_MAX_BUFFERED: all but the first SW_WEBHOOK_BODY_ROOM, which
+ * each connection has
+ */
+static size_t
+counted_bytes(size_t cap)
+{
+	return cap > SW_WEBHOOK_BODY_ROOM ? cap - SW_WEBHOOK_BODY_ROOM : 0;
+}
+
 static void
 free_request(SwRequest *r)
 {
 	pthread_mutex_lock(&queue_lock);
-	buffered -= r->body_cap;
+	buffered -= counted_bytes(r->body_cap);
 	if (r->answered || r->check_status)
 	{
 		answering--;			/* its answer went, or its connection */
@@ -336,16 +373,17 @@ unlink_connection(SwConnection *c)
 }
 
 /*
- * Close a connection that waits, or receives its body, too long or past
- * the limits: shut its socket down, so that libmicrohttpd, which reads its
- * end at once, closes it (in its thread; we hold conn_lock, so it has not
- * closed the socket yet).  A request it may have begun is never taken.
+ * Close a connection that waits too long, or one past the limits: shut
+ * its socket down, so that libmicrohttpd, which reads its end at once,
+ * closes it (in its thread; we hold conn_lock, so it has not closed the
+ * socket yet).  A request it may have begun is never taken.
  */
 static void
 cut_connection(SwConnection *c)
 {
 	c->closing = true;
 	conn_live--;
+	c->address->live--;
 	(void) shutdown(c->fd, SHUT_RDWR);
 }
 
@@ -408,92 +446,156 @@ connection_state(struct MHD_Connection *connection, int state)
 }
 
 /*
- * The connection to cut to make room for connection c, of those of c's
- * address (of any if all): the one that has waited longest for its first
- * request, or received a body for longest; if there is none, the one idle
- * longest between requests (a client's pool of connections, which a
- * reverse proxy keeps); if there is none, c.  Those the main thread
- * holds, and those whose answers go, are never cut.  How many connections
- * there are (of c's address), c with them, in *count.  Under conn_lock.
+ * Of a connection that may be cut: whether it had a request, one that is
+ * idle between requests or sends an answer (an answer that does not go is
+ * one the client does not read), which are cut after those that wait for
+ * their first request or receive a body.  Under conn_lock.
+ */
+static bool
+had_request(SwConnection *x)
+{
+	return x->state == SW_CONN_SENDING || x->served;
+}
+
+/*
+ * The connection to cut to make room for connection c: of address a, or
+ * (if a is NULL) of the address that has the most connections, so that
+ * whoever opens many cuts his own (of those that have as many, the one
+ * whose connection's state began longest ago).  Of that address's
+ * connections, the one whose state began longest ago that waits for its
+ * first request or receives a body; if there is none, the one that has
+ * been idle between requests (a client's pool of connections, which a
+ * reverse proxy keeps) or sending its answer longest.  c itself, and those
+ * the main thread holds, are never cut.  NULL if there is none.  Under
+ * conn_lock.
  */
 static SwConnection *
-oldest_connection(SwConnection *c, bool all, int *count)
+connection_to_cut(SwConnection *c, SwAddress *a)
 {
-	SwConnection *oldest = NULL;
-	SwConnection *idle = NULL;
+	SwConnection *victim = NULL;
+	SwConnection *served = NULL;
 
-	*count = 0;
-	for (SwConnection *x = conn_head; x; x = x->next)
+	/* the list is in order: the first found of an address is its oldest */
+	if (a == NULL)
 	{
-		if (x->closing || (!all &&
-						   (x->address_len != c->address_len ||
-							memcmp(x->address, c->address, c->address_len) != 0)))
-			continue;
-		(*count)++;
-
-		/* the list is in order: the first found is the oldest */
-		if (x->state == SW_CONN_HELD || x == c)
-			continue;
-		if (x->state == SW_CONN_WAITING && x->served)
-			idle = idle ? idle : x;
-		else
-			oldest = oldest ? oldest : x;
+		for (SwConnection *x = conn_head; x; x = x->next)
+		{
+			if (x == c || x->closing || x->state == SW_CONN_HELD)
+				continue;
+			if (a == NULL || x->address->live > a->live)
+				a = x->address;
+		}
 	}
-	return oldest ? oldest : idle ? idle : c;
+	for (SwConnection *x = conn_head; x && victim == NULL; x = x->next)
+	{
+		if (x == c || x->closing || x->state == SW_CONN_HELD || x->address != a)
+			continue;
+		if (!had_request(x))
+			victim = x;
+		else if (served == NULL)
+			served = x;
+	}
+	return victim ? victim : served;
 }
 
 /*
  * Past the limits, with c just come: cut a connection of c's address, and
- * then, past the total, one of any address (oldest_connection).  c itself
- * is cut only if no other may be: a new connection is not cut for older
- * ones that wait (which an attacker could keep, each served once).  Under
- * conn_lock.
+ * then, past the total, one of the address that has the most
+ * (connection_to_cut); c itself only if no other may be, so that a new
+ * connection is not cut for older ones that wait (which an attacker could
+ * keep, each served once).  Under conn_lock.
  */
 static void
 make_room(SwConnection *c)
 {
-	int			count;
-	SwConnection *victim = oldest_connection(c, false, &count);
+	SwConnection *victim;
 
-	if (count > conn_per_address)
-		cut_connection(victim);
+	if (c->address->live > conn_per_address)
+	{
+		victim = connection_to_cut(c, c->address);
+		cut_connection(victim ? victim : c);
+	}
 	if (!c->closing && conn_live > conn_limit)
-		cut_connection(oldest_connection(c, true, &count));
+	{
+		victim = connection_to_cut(c, NULL);
+		cut_connection(victim ? victim : c);
+	}
 }
 
 /*
- * The client's address, as the limit per address counts it: an IPv4
+ * The address of a connection's client, as the limits count it: an IPv4
  * address (also one mapped into IPv6), or the /64 of an IPv6 one, the
- * least a site is given.
+ * least a site is given; taken from the table, or added to it.  NULL if
+ * there is no memory for it.  Under conn_lock.
  */
-static void
-client_address(struct MHD_Connection *connection, SwConnection *c)
+static SwAddress *
+client_address(struct MHD_Connection *connection)
 {
 	const union MHD_ConnectionInfo *info =
 		MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const struct sockaddr *sa = info ? info->client_addr : NULL;
+	unsigned char bytes[8];
+	int			len = 0;
+	uint32_t	hash = 2166136261u; /* FNV-1a */
+	unsigned int bucket;
+	SwAddress  *a;
 
-	c->address_len = 0;
 	if (sa && sa->sa_family == AF_INET)
 	{
-		memcpy(c->address, &((const struct sockaddr_in *) sa)->sin_addr, 4);
-		c->address_len = 4;
+		memcpy(bytes, &((const struct sockaddr_in *) sa)->sin_addr, 4);
+		len = 4;
 	}
 	else if (sa && sa->sa_family == AF_INET6)
 	{
-		const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+		const struct in6_addr *in6 = &((const struct sockaddr_in6 *) sa)->sin6_addr;
 
-		if (IN6_IS_ADDR_V4MAPPED(a))
+		if (IN6_IS_ADDR_V4MAPPED(in6))
 		{
-			memcpy(c->address, &a->s6_addr[12], 4);
-			c->address_len = 4;
+			memcpy(bytes, &in6->s6_addr[12], 4);
+			len = 4;
 		}
 		else
 		{
-			memcpy(c->address, a->s6_addr, 8);
-			c->address_len = 8;
+			memcpy(bytes, in6->s6_addr, 8);
+			len = 8;
 		}
 	}
+	for (int i = 0; i < len; i++)
+		hash = (hash ^ bytes[i]) * 16777619u;
+	bucket = (hash ^ (uint32_t) len) % SW_ADDRESS_BUCKETS;
+	for (a = addresses[bucket]; a; a = a->next)
+		if (a->len == len && memcmp(a->bytes, bytes, len) == 0)
+			break;
+	if (a == NULL)
+	{
+		a = calloc(1, sizeof(SwAddress));
+		if (a == NULL)
+			return NULL;
+		memcpy(a->bytes, bytes, len);
+		a->len = len;
+		a->bucket = bucket;
+		a->next = addresses[bucket];
+		addresses[bucket] = a;
+	}
+	a->refs++;
+	return a;
+}
+
+/* a connection is forgotten: forget its address too if it has no other */
+static void
+release_address(SwAddress *a)
+{
+	if (--a->refs > 0)
+		return;
+	for (SwAddress **p = &addresses[a->bucket]; *p; p = &(*p)->next)
+	{
+		if (*p == a)
+		{
+			*p = a->next;
+			break;
+		}
+	}
+	free(a);
 }
 
 /*
@@ -516,16 +618,20 @@ notify_connection(void *cls, struct MHD_Connection *connection, void **socket_co
 		if (fd == NULL)
 			return;
 		c = calloc(1, sizeof(SwConnection));
-		if (c == NULL)
+		pthread_mutex_lock(&conn_lock);
+		if (c)
+			c->address = client_address(connection);
+		if (c == NULL || c->address == NULL)
 		{
+			pthread_mutex_unlock(&conn_lock);
+			free(c);
 			(void) shutdown(fd->connect_fd, SHUT_RDWR);
 			return;
 		}
 		c->fd = fd->connect_fd;
-		client_address(connection, c);
 		*socket_context = c;
-		pthread_mutex_lock(&conn_lock);
 		conn_live++;
+		c->address->live++;
 		set_connection_state(c, SW_CONN_WAITING, SW_WEBHOOK_HEADER_TIMEOUT * 1000);
 		make_room(c);
 		pthread_mutex_unlock(&conn_lock);
@@ -535,7 +641,11 @@ notify_connection(void *cls, struct MHD_Connection *connection, void **socket_co
 		pthread_mutex_lock(&conn_lock);
 		unlink_connection(c);
 		if (!c->closing)
+		{
 			conn_live--;
+			c->address->live--;
+		}
+		release_address(c->address);
 		pthread_mutex_unlock(&conn_lock);
 		free(c);
 		*socket_context = NULL;
@@ -608,7 +718,7 @@ send_answer(struct MHD_Connection *connection, int status, const char *text)
 											   MHD_RESPMEM_MUST_COPY);
 	if (response == NULL)
 		return MHD_NO;
-	(void) connection_state(connection, SW_CONN_HELD);	/* its answer goes */
+	(void) connection_state(connection, SW_CONN_SENDING);
 	MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
 							"text/plain; charset=utf-8");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -996,15 +1106,17 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 		if (r->body_len + n + 1 > r->body_cap)
 		{
 			size_t		cap = r->body_cap ? r->body_cap : 4096;
+			size_t		growth;
 			char	   *body;
 			bool		over;
 
 			while (cap < r->body_len + n + 1)
 				cap *= 2;
+			growth = counted_bytes(cap) - counted_bytes(r->body_cap);
 			pthread_mutex_lock(&queue_lock);
-			over = buffered - r->body_cap + cap > SW_WEBHOOK_MAX_BUFFERED;
+			over = buffered + growth > SW_WEBHOOK_MAX_BUFFERED;
 			if (!over)
-				buffered += cap - r->body_cap;
+				buffered += growth;
 			pthread_mutex_unlock(&queue_lock);
 			body = over ? NULL : realloc(r->body, cap);
 			if (body == NULL)
@@ -1013,7 +1125,7 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 				if (!over)
 				{
 					pthread_mutex_lock(&queue_lock);
-					buffered -= cap - r->body_cap;
+					buffered -= growth;
 					pthread_mutex_unlock(&queue_lock);
 				}
 				r->refusal = MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -1217,7 +1329,7 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	 * (notify_connection): libmicrohttpd's refuse a new connection when
 	 * old ones only wait (so that 128 idle connections from one address
 	 * locked out every other client of that address, a reverse proxy),
-	 * where we close the one that waited longest.  Its limit only bounds
+	 * where we close an old one (make_room).  Its limit only bounds
 	 * the sockets, with those being closed.
 	 */
 	daemon_handle = NULL;
@@ -1541,6 +1653,7 @@ sw_webhook_server_stop(void)
 		SwConnection *c = conn_head;
 
 		unlink_connection(c);
+		release_address(c->address);
 		free(c);
 	}
 	conn_live = 0;

@@ -38,13 +38,19 @@
  */
 #define SW_WEBHOOK_MAX_IN_FLIGHT	64
 
-/* the most body bytes all connections together may hold */
+/*
+ * The most body bytes all connections together may hold, past the first
+ * SW_WEBHOOK_BODY_ROOM of each body, which every connection has (so that
+ * the server holds at most SW_WEBHOOK_MAX_BUFFERED and that much for each
+ * connection)
+ */
 #define SW_WEBHOOK_MAX_BUFFERED	(256 * 1024 * 1024)
+#define SW_WEBHOOK_BODY_ROOM	(64 * 1024)
 
 /*
  * Connections kept at once, in all and from one address (for IPv6, one
- * /64); past either, the one that has waited longest for its request, or
- * whose body has come for longest, is closed (webhook_server.c).  While
+ * /64); past either, an old one is closed, of the address that has the
+ * most (webhook_server.c).  While
  * they close, libmicrohttpd may hold SW_WEBHOOK_CLOSING_CONNECTIONS more.
  */
 #define SW_WEBHOOK_MAX_CONNECTIONS	512

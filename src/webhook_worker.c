@@ -299,6 +299,8 @@ typedef struct GroupPath
 	int			status;
 	char	   *text;
 	bool		look_again;		/* in a later round: none, or locked */
+	bool		signature_read; /* signature_header read (unopened table) */
+	char	   *signature_header;	/* the table's, or NULL */
 } GroupPath;
 
 /*
@@ -1805,6 +1807,24 @@ group_path(const char *path, List **paths)
 }
 
 /*
+ * Whether a request lacks the signature header of the table of path p,
+ * which could not be opened (DDL holds it, or an error): as when it opens
+ * (check_and_write), it is then answered as one to no table, so that who
+ * does not sign cannot tell a signed table that DDL holds from none.  The
+ * header is read from the table's catalog row, once for the group.
+ */
+static bool
+lacks_signature_header(GroupPath *p, SwRequest *r)
+{
+	if (!p->signature_read)
+	{
+		p->signature_header = sw_source_signature_header(p->relid);
+		p->signature_read = true;
+	}
+	return p->signature_header && request_header(r, p->signature_header) == NULL;
+}
+
+/*
  * Check one request of a group and write its body, in the current
  * subtransaction: its answer (given after the commit) in g, in memory
  * context cxt.  A refusal of the checks sets g->refused, to be logged once
@@ -2186,6 +2206,14 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 				group[i].table = p->table;
 				group[i].status = p->status;
 				group[i].text = p->text;
+				if (p->table == NULL && OidIsValid(p->relid) &&
+					lacks_signature_header(p, group[i].request))
+				{
+					group[i].status = 404;
+					group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
+					group[i].note = SW_UNSIGNED_NOTE;
+					log_refused(&group[i]);
+				}
 			}
 			for (TableEntry *e = open_tables; e; e = e->next_open)
 				write_table(e, group + first, n - first, group_cxt);

@@ -6,10 +6,13 @@
 # connections that have not sent a request's line and headers within 5 s
 # are closed (while a connection between requests may stay idle for 30 s),
 # and past 128 connections from one address or 512 in all, a new one
-# closes the one that waited longest; under slow (slowloris) and idle
-# connections from two addresses, from a hundred, and from the sender's
-# own address, a signed post is answered within a second (also when the
-# idle connections each had a request answered first).
+# closes an old one (of the address that has the most, past 512); under
+# slow (slowloris) and idle connections from two addresses, from a
+# hundred, and from the sender's own address, a signed post is answered
+# within a second (also when the idle connections each had a request
+# answered first, also when they are opened without end and the post
+# comes slowly, also under connections that never read their answers,
+# and under connections that hold all the memory for bodies).
 use strict;
 use warnings;
 
@@ -18,6 +21,8 @@ use Test::More;
 use Digest::SHA qw(hmac_sha256_hex);
 use IO::Poll qw(POLLIN);
 use IO::Socket::INET;
+use POSIX ();
+use Socket qw(IPPROTO_TCP SOL_SOCKET SO_RCVBUF TCP_MAXSEG inet_aton pack_sockaddr_in);
 use Time::HiRes qw(time usleep);
 use SwTest;
 
@@ -89,16 +94,18 @@ sub raw
 	return $answer;
 }
 
-# A signed post of a row, on a new connection (or on $sock, kept alive):
-# ("status body", seconds it took)
+# A signed post of a row, on a new connection (or on $sock, kept alive),
+# its request sent $delay seconds after the connection is made (if given:
+# a slow link, a TLS handshake): ("status body", seconds it took)
 sub signed_post
 {
-	my ($id, $sock) = @_;
+	my ($id, $sock, $delay) = @_;
 	my $body = qq({"id": "$id"});
 	my $t0 = time;
 	my $keep = defined $sock;
 	$sock //= connect_from();
 	return ("cannot connect: $!", time - $t0) unless $sock;
+	usleep($delay * 1_000_000) if $delay;
 	syswrite($sock, "POST /postgres/public/signed HTTP/1.1\r\nHost: x\r\n"
 		  . "Content-Type: application/json\r\nX-Signature: " . hmac_sha256_hex($body, $secret) . "\r\n"
 		  . ($keep ? '' : "Connection: close\r\n")
@@ -192,6 +199,24 @@ is(status_of(raw("POST /postgres/public/signed HTTP/1.1\r\nHost: x\r\nX-Signatur
 sql(q{ALTER FOREIGN TABLE signed OPTIONS (SET signature_header 'X-Signature')});
 is(status_of(raw("POST /postgres/public/signed HTTP/1.1\r\nHost: x\r\nX-Sig2: 00\r\nContent-Length: 0\r\n\r\n")),
 	'404 no webhook source table at this address', 'and back');
+
+# while DDL holds the signed table, just after a change of the catalog
+# (which the worker takes in with the post, the server's map stale): the
+# answer to no table too, not "the table is being altered"
+{
+	my $ddl = $node->background_psql('postgres');
+	$ddl->query_safe(q{BEGIN; ALTER FOREIGN TABLE signed OPTIONS (SET max_body_bytes '200')});
+	sql(q{CREATE FOREIGN TABLE catalog_changed (id text) SERVER hooks OPTIONS (format 'json')});
+	my %answer;
+	for my $table ('signed', 'nosuch')
+	{
+		$answer{$table} = raw("POST /postgres/public/$table HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 1);
+		$answer{$table} =~ s/^Date: [^\r]*\r$/Date: (a time)\r/mi;
+	}
+	is($answer{signed}, $answer{nosuch}, 'DDL holds the signed table: an unsigned post gets the same answer');
+	$ddl->query_safe('ROLLBACK');
+	$ddl->quit;
+}
 
 # ---------------------------------------------------------------------
 # 50 posts with a wrong signature to a table: each counted, the first
@@ -365,6 +390,105 @@ cmp_ok($all, '<=', 512, 'of them the server keeps 512 at most');
 	@posts = @on_proxy;
 	check_posts('on the connection the sender keeps alive');
 	close $proxy;
+}
+
+# Connections from six addresses, each idle after a request answered (a
+# 404, kept alive), opened without end by another process, so that each
+# new one is past the limit of all and closes another; meanwhile signed
+# posts whose request comes 0.2 s after their connection (a slow link, a
+# TLS handshake).  What is closed is of the addresses that have the most.
+{
+	pipe(my $ready_r, my $ready_w) or die "cannot make a pipe: $!";
+	my $end = time + 10;
+	my $pid = fork() // die "cannot fork: $!";
+	if ($pid == 0)
+	{
+		close $ready_r;
+		my ($told, @socks) = (0);
+		for (my $i = 0; time < $end; $i++)
+		{
+			my $s = connect_from('127.0.3.' . (1 + $i % 6)) or next;
+			syswrite($s, "POST /postgres/public/nosuch HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+			raw_answer($s, 5, 0);
+			push @socks, $s;
+			$told = syswrite($ready_w, "ready\n") if @socks >= 600 && !$told;
+			next if $i % 100 != 99;
+			my %closed = map { ($_ => 1) } closed_by_server(@socks);
+			close $_ for grep { $closed{$_} } @socks;
+			@socks = grep { !$closed{$_} } @socks;
+		}
+		POSIX::_exit(0);
+	}
+	close $ready_w;
+	my $ready = <$ready_r>;
+	ok(defined $ready, 'the connections idle after a request are opened');
+	my $until = time + 4;
+	while (time < $until)
+	{
+		push @posts, [ signed_post('legit', undef, 0.2) ];
+		usleep(300_000);
+	}
+	kill 'KILL', $pid;
+	waitpid($pid, 0);
+	check_posts('connections idle after a request from 6 addresses, opened without end');
+}
+
+# Connections from four addresses that each send 400 requests at once
+# (each answered 404, as a post without the signature header is) and never
+# read the answers, with a small receive window: the server's buffer for
+# them fills, and their answers stop going.
+{
+	my $requests = "POST /postgres/public/signed HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" x 400;
+	my @stuck;
+	for my $i (0 .. 511)
+	{
+		my $s = IO::Socket::INET->new(Proto => 'tcp', LocalAddr => '127.0.4.' . (1 + $i % 4))
+		  or die "cannot make a socket: $!";
+		setsockopt($s, SOL_SOCKET, SO_RCVBUF, 1024) or die "cannot set SO_RCVBUF: $!";
+		setsockopt($s, IPPROTO_TCP, TCP_MAXSEG, 536) or die "cannot set TCP_MAXSEG: $!";
+		connect($s, pack_sockaddr_in($port, inet_aton('127.0.0.1'))) or die "cannot connect: $!";
+		syswrite($s, $requests);
+		push @stuck, $s;
+	}
+
+	# until the worker has answered what it will (it counts each refusal)
+	my ($refused, $before) = (0, -1);
+	while ($refused != $before)
+	{
+		$before = $refused;
+		usleep(1_000_000);
+		$refused = sql(q{SELECT refused FROM source_writes.sources WHERE source = 'signed'::regclass});
+	}
+	note("the worker answered $refused requests");
+	push @posts, [ signed_post('legit') ] for 1 .. 5;
+	check_posts('512 connections from 4 addresses whose answers do not go');
+	close $_ for @stuck;
+}
+
+# Connections from two addresses that each send 4 MB of a 5 MB body (to a
+# table without a signature, as to a signed one with anything in its
+# signature header) and then a byte now and then: 256 MB of bodies, as
+# much as the server holds, but a small body still has room
+{
+	sql(q{CREATE FOREIGN TABLE big (id text) SERVER hooks OPTIONS (format 'json', max_body_bytes '8MB')});
+	my $part = ' ' x 4_000_000;
+	my @holding;
+	for my $i (0 .. 69)
+	{
+		my $s = connect_from('127.0.5.' . (1 + $i % 2)) or die "cannot connect: $!";
+		syswrite($s, "POST /postgres/public/big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+			  . "Content-Length: 5000000\r\n\r\n[$part");
+		push @holding, $s;
+	}
+	my $until = time + 3;
+	while (time < $until)
+	{
+		push @posts, [ signed_post('legit') ];
+		syswrite($_, ' ') for @holding;
+		usleep(300_000);
+	}
+	check_posts('70 connections that hold 4 MB of body each');
+	close $_ for @holding;
 }
 
 # after all that: the same worker serves, and wrote only the signed rows
