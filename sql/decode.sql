@@ -251,47 +251,102 @@ SELECT id, name FROM test_decode(NULL::c, convert_to('14,\.,,', 'UTF8'));
 SELECT * FROM test_decode(NULL::c, convert_to(E'15,f,,\n\\.\n', 'UTF8'));
 
 --
--- upsert sources: a NULL key is an error; a tombstone gives only the key,
--- from the message key: a key column with source 'key' takes it whole;
--- value fields are read from it as a JSON object, with the same fields
+-- upsert sources: the message key names the row, as Kafka's log compaction
+-- takes it.  Key columns that are data columns come from the message key:
+-- a JSON object gives them by field (or the column's field option), as the
+-- value does; another key gives the value of the one such column: a JSON
+-- scalar its value (a string de-escaped, a number as written), anything
+-- else its bytes as text.  A message with a value must give the same key
+-- there, by the key type's equality; a tombstone gives only the key.  A
+-- NULL key column is an error.
 --
 CREATE FOREIGN TABLE kv (
   id     int OPTIONS (field 'Id'),
   region text,
   v      text DEFAULT 'dflt'
 ) SERVER decode_kafka OPTIONS (topic 'kv', envelope 'upsert', key 'region, id');
-SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": "eu", "v": "x"}');
-SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "v": "x"}');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": "eu", "v": "x"}',
+                          key => '{"region": "eu", "Id": 1}');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "v": "x"}', key => '{"region": "eu", "Id": 1}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": null}');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": null}', key => '{"region": "eu", "Id": 1}');
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"region": "eu", "Id": 1, "v": {"not": "read"}}',
                           tombstone => true);
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"Id": 1}', tombstone => true);
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM test_decode(NULL::kv, NULL, tombstone => true);
 SELECT * FROM test_decode(NULL::kv, NULL, key => '[1, "eu"]', tombstone => true);
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"Id": "one", "region": "eu"}', tombstone => true);
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"Id": 1, "region": "eu"', tombstone => true);
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"Id": 2, "region": "us"}', tombstone => true);
--- a message whose key is a JSON object: the key fields it names must agree
--- with the value's, by the key type's equality, or its key's tombstone
--- would not find its row (extra fields are not read; a key that is not an
--- object, or names no key field, is not compared)
+-- a message with a value: its key must give each key column, the same
+-- value as the value's, by the key type's equality (the key's other fields
+-- are not read); a key that is not an object cannot give two columns
 SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": "eu", "v": "x"}',
                           key => '{"region": "eu", "Id": "01", "v": "other"}');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"Id": 3, "region": "eu"}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => ' {"region": "us"}');
-SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"Id": null}');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => ' {"region": "us", "Id": 4}');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"Id": null, "region": "eu"}');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"Id": "four"}');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"Id": 4');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"region": "eu"}');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '{"customer": 7}');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => 'partition-key-7');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '"eu"');
 SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}', key => '[3, "eu"]');
+SELECT * FROM test_decode(NULL::kv, '{"Id": 4, "region": "eu"}');
+\echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE amounts (k numeric, v text)
   SERVER decode_kafka OPTIONS (topic 'amounts', envelope 'upsert', key 'k');
 SELECT * FROM test_decode(NULL::amounts, '{"k": 1.0, "v": "x"}', key => '{"k": 1.00}');
 SELECT * FROM test_decode(NULL::amounts, '{"k": 1.0, "v": "x"}', key => '{"k": 1.01}');
+SELECT * FROM test_decode(NULL::amounts, '{"k": 1.0, "v": "x"}', key => '1.00');
+SELECT * FROM test_decode(NULL::amounts, '{"k": 1.0, "v": "x"}', key => '1.01');
+SELECT * FROM test_decode(NULL::amounts, NULL, key => '1.00', tombstone => true);
+-- one key column: a plain string, a JSON string, a JSON number
+CREATE FOREIGN TABLE orders (id text, n int)
+  SERVER decode_kafka OPTIONS (topic 'orders', envelope 'upsert', key 'id');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 1}', key => 'order-7');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 2}', key => '"order-7"');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 3}', key => convert_to(' "order-\u0037" ', 'UTF8'));
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 4}', key => '{"id": "order-7"}');
+SELECT * FROM test_decode(NULL::orders, '{"id": "[1, 2]", "n": 5}', key => '[1, 2]');
+SELECT * FROM test_decode(NULL::orders, convert_to('{"id": "\"x", "n": 6}', 'UTF8'), key => convert_to('"x', 'UTF8'));
+SELECT * FROM test_decode(NULL::orders, '{"id": "7", "n": 7}', key => '7');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 8}', key => 'order-8');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 9}', key => 'order-7 ');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 10}', key => '"order-8"');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 11}', key => 'null');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 12}');
+SELECT * FROM test_decode(NULL::orders, '{"id": "order-7", "n": 13}', key => '\x6f72ff');
+SELECT * FROM test_decode(NULL::orders, NULL, key => 'order-7', tombstone => true);
+SELECT * FROM test_decode(NULL::orders, NULL, key => '"order-7"', tombstone => true);
+SELECT * FROM test_decode(NULL::orders, NULL, key => '{"id": "order-7"}', tombstone => true);
+SELECT * FROM test_decode(NULL::orders, NULL, key => '7', tombstone => true);
+SELECT * FROM test_decode(NULL::orders, NULL, key => 'null', tombstone => true);
+CREATE FOREIGN TABLE counts (
+  n int OPTIONS (field 'N'),
+  p int OPTIONS (source 'partition'),
+  v text
+) SERVER decode_kafka OPTIONS (topic 'counts', envelope 'upsert', key 'p, n');
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => '42', part => 2);
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => '"42"');
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => '{"N": 42}');
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => '43');
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => '4.2e1');
+SELECT * FROM test_decode(NULL::counts, '{"N": 42, "v": "x"}', key => 'forty-two');
+SELECT * FROM test_decode(NULL::counts, NULL, key => '42', part => 2, tombstone => true);
+-- a json or jsonb key column takes a key that is not an object as JSON
+CREATE FOREIGN TABLE docs (k jsonb, v text)
+  SERVER decode_kafka OPTIONS (topic 'docs', envelope 'upsert', key 'k');
+SELECT * FROM test_decode(NULL::docs, '{"k": "a", "v": "x"}', key => '"a"');
+SELECT * FROM test_decode(NULL::docs, '{"k": [1, 2], "v": "x"}', key => '[1,2]');
+SELECT * FROM test_decode(NULL::docs, '{"k": "a", "v": "x"}', key => 'a');
+SELECT * FROM test_decode(NULL::docs, NULL, key => '"a"', tombstone => true);
 
 CREATE FOREIGN TABLE prices (
   sku   text OPTIONS (source 'key'),

@@ -286,8 +286,8 @@ CREATE TRIGGER d_refuse BEFORE INSERT OR UPDATE ON ing.kv FOR EACH ROW EXECUTE F
 ALTER FOREIGN TABLE ing.kv ENABLE ALWAYS TRIGGER d_refuse;
 RESET ROLE;
 INSERT INTO source_writes.errors (source, ts, partition, "offset", key, value, error)
-VALUES ('kv', 0, 0, 10, NULL, '{"k": 10, "v": "retried"}', 'old reason'),
-       ('kv', 0, 0, 11, NULL, '{"k": 11, "v": "no"}', 'old reason');
+VALUES ('kv', 0, 0, 10, '10', '{"k": 10, "v": "retried"}', 'old reason'),
+       ('kv', 0, 0, 11, '11', '{"k": 11, "v": "no"}', 'old reason');
 SET ROLE ing_retrier;
 SELECT source_writes.retry_errors('kv');
 RESET ROLE;
@@ -296,7 +296,7 @@ SELECT event, who, k, v FROM fired ORDER BY n;
 SELECT origin, role, (data).k, (data).v FROM source_writes.updates(NULL::kv)
 WHERE (data).k = 10;
 INSERT INTO source_writes.errors (source, ts, partition, "offset", key, value, error)
-VALUES ('kv', 0, 0, 12, NULL, '{"k": 12, "v": "fail"}', 'old reason');
+VALUES ('kv', 0, 0, 12, '12', '{"k": 12, "v": "fail"}', 'old reason');
 SET ROLE ing_retrier;
 SELECT source_writes.retry_errors('kv');
 RESET ROLE;

@@ -69,6 +69,16 @@
  * A value for a domain passes the domain's checks.  Stored generated
  * columns are left NULL: whoever writes the row computes them.
  *
+ * Upsert sources: the message key names the row, as Kafka's log compaction
+ * takes it, so that a tombstone deletes the row that messages with its key
+ * wrote.  Key columns that are data columns are read from the message key
+ * as well as from the value (decode_message_key()): a JSON object gives
+ * them by field; another key gives the value of the one such column (a
+ * JSON scalar its value, anything else its bytes).  A message whose key
+ * does not give each of them a value, or gives another value than the
+ * message value, by the key type's equality, is an error; a tombstone
+ * (sw_decode_key()) reads its key the same way.
+ *
  * Errors say what is wrong and, through an error context, which column of
  * which table (and which JSON field, CSV field or header) had the bad
  * value; they never quote the whole message.  Each call starts afresh, so
@@ -164,7 +174,8 @@ struct SwDecoder
 	int		   *data;			/* indexes into cols of the data columns */
 	int			nkey;
 	int		   *key;			/* ... and of the key columns */
-	bool		key_has_data;	/* some key column is a data column */
+	int			ndatakey;		/* key columns that are data columns */
+	int			datakey;		/* ... the first of them, an index into cols */
 	Datum	   *key_values;		/* ... as the message key gives them */
 	bool	   *key_nulls;
 
@@ -249,6 +260,8 @@ decode_error_callback(void *arg)
 				else if (r->field)
 					appendStringInfo(&buf, ", field \"%.*s\"",
 									 (int) r->field_len, r->field);
+				else if (r->in_key)
+					appendStringInfoString(&buf, ", message key");
 				else if (r->csv_field > 0)
 					appendStringInfo(&buf, ", CSV field %d", r->csv_field);
 				break;
@@ -708,32 +721,36 @@ unescape(DecodeRun *r, const char *token, size_t len)
 }
 
 /*
+ * What a JSON value that begins with a token of this type is, for errors
+ * (objects aside).
+ */
+static const char *
+json_value_kind(JsonTokenType type)
+{
+	switch (type)
+	{
+		case JSON_TOKEN_ARRAY_START:
+			return "a JSON array";
+		case JSON_TOKEN_STRING:
+			return "a JSON string";
+		case JSON_TOKEN_NUMBER:
+			return "a JSON number";
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			return "a JSON boolean";
+		default:
+			return "JSON null";
+	}
+}
+
+/*
  * The value is not an object: the decoding stops at its first token.
  */
 static void
 not_an_object(DecodeRun *r, JsonTokenType type)
 {
-	const char *what;
+	const char *what = json_value_kind(type);
 
-	switch (type)
-	{
-		case JSON_TOKEN_ARRAY_START:
-			what = "a JSON array";
-			break;
-		case JSON_TOKEN_STRING:
-			what = "a JSON string";
-			break;
-		case JSON_TOKEN_NUMBER:
-			what = "a JSON number";
-			break;
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			what = "a JSON boolean";
-			break;
-		default:
-			what = "JSON null";
-			break;
-	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 r->in_key
@@ -1273,14 +1290,15 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 						 c->name, d->relname);
 				fmgr_info_copy(&c->key_eq, &type->eq_opr_finfo, d->cxt);
 				c->collation = att->attcollation;
-				d->key_has_data = true;
+				if (d->ndatakey++ == 0)
+					d->datakey = d->ncols;
 			}
 		}
 		d->ncols++;
 	}
 
 	build_field_hash(d);
-	if (d->key_has_data)
+	if (d->ndatakey > 0)
 	{
 		d->key_values = palloc(sizeof(Datum) * Max(d->natts, 1));
 		d->key_nulls = palloc(sizeof(bool) * Max(d->natts, 1));
@@ -1325,7 +1343,9 @@ begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
 }
 
 /*
- * Every key column of an upsert source must have a value.
+ * Every key column of an upsert source must have a value: here, those the
+ * message value and the message's metadata give (decode_message_key()
+ * checks those the message key gives).
  */
 static void
 check_key(DecodeRun *r)
@@ -1342,11 +1362,7 @@ check_key(DecodeRun *r)
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 errmsg("null value in key column \"%s\" of upsert source table \"%s\"",
 						c->name, d->relname),
-				 c->source == SW_COLUMN_DATA && r->in_key && r->msg->key == NULL
-				 ? errdetail("The tombstone has no key.")
-				 : c->source == SW_COLUMN_DATA && r->in_key
-				 ? errdetail("The message key has no field \"%s\", or it is null.", c->field)
-				 : c->source == SW_COLUMN_DATA &&
+				 c->source == SW_COLUMN_DATA &&
 				 (d->format == SW_FORMAT_JSON || d->format == SW_FORMAT_JSON_ARRAY)
 				 ? errdetail("The message value has no field \"%s\", or it is null.", c->field)
 				 : c->source == SW_COLUMN_KEY
@@ -1357,38 +1373,237 @@ check_key(DecodeRun *r)
 	}
 }
 
+/* what a message key is (key_shape()) */
+typedef enum KeyShape
+{
+	KEY_OBJECT,					/* a JSON object */
+	KEY_SCALAR,					/* a JSON string, number, boolean or null */
+	KEY_OTHER					/* anything else */
+} KeyShape;
+
+/* the first token of a message key's JSON, for key_shape() */
+typedef struct KeyProbe
+{
+	JsonLexContext *lex;
+	JsonTokenType type;			/* JSON_TOKEN_END: none yet */
+	char	   *text;			/* a scalar's value, NULL for null */
+} KeyProbe;
+
+static void
+probe_object_start(void *arg)
+{
+	KeyProbe   *p = (KeyProbe *) arg;
+
+	if (p->lex->lex_level == 0)
+		p->type = JSON_TOKEN_OBJECT_START;
+}
+
+static void
+probe_array_start(void *arg)
+{
+	KeyProbe   *p = (KeyProbe *) arg;
+
+	if (p->lex->lex_level == 0)
+		p->type = JSON_TOKEN_ARRAY_START;
+}
+
+static void
+probe_scalar(void *arg, char *token, JsonTokenType type)
+{
+	KeyProbe   *p = (KeyProbe *) arg;
+
+	if (p->lex->lex_level == 0 && type != JSON_TOKEN_NULL)
+	{
+		p->type = type;
+		p->text = token;
+		return;
+	}
+	if (p->lex->lex_level == 0)
+		p->type = type;
+	if (token)
+		pfree(token);
+}
+
 /*
- * Upsert sources whose key columns are fields of the value: a message key
- * that is a JSON object is where a tombstone of that key reads the key
- * from (sw_decode_key()).  Each key field it has must agree with the
- * value's, by the key type's equality: a row whose message key names
- * another key could never be deleted by its key's tombstone, which would
- * delete another row instead.  A message key that is not an object (a
- * string, say, chosen for partitioning) is not compared.
+ * What the message key is: a JSON object; a JSON scalar, whose value (a
+ * string's de-escaped text, a number, true or false as written, NULL for
+ * null) it returns in *text; or anything else (other JSON, text that is
+ * not JSON, bytes that are not text).  *what says which, for errors.
+ */
+static KeyShape
+key_shape(SwDecoder *d, const SwMessage *msg, char **text, const char **what)
+{
+	JsonLexContext *lex = &d->unescape_lex;
+	JsonSemAction sem;
+	KeyProbe	probe;
+
+	*text = NULL;
+	if (msg->key_len >= MaxAllocSize ||
+		pg_encoding_verifymbstr(GetDatabaseEncoding(), msg->key,
+								(int) msg->key_len) != (int) msg->key_len)
+	{
+		*what = "bytes that are not text in the database encoding";
+		return KEY_OTHER;
+	}
+
+	/* one parse, which de-escapes the strings (of a key, a short one) */
+	lex_restart(d, lex, msg->key, msg->key_len);
+	memset(&probe, 0, sizeof(probe));
+	probe.lex = lex;
+	probe.type = JSON_TOKEN_END;
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &probe;
+	sem.object_start = probe_object_start;
+	sem.array_start = probe_array_start;
+	sem.scalar = probe_scalar;
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
+	{
+		if (probe.text)
+			pfree(probe.text);
+		*what = "text that is not JSON";
+		return KEY_OTHER;
+	}
+
+	if (probe.type == JSON_TOKEN_OBJECT_START)
+	{
+		*what = "a JSON object";
+		return KEY_OBJECT;
+	}
+	*what = json_value_kind(probe.type);
+	if (probe.type == JSON_TOKEN_ARRAY_START)
+		return KEY_OTHER;
+	*text = probe.text;
+	return KEY_SCALAR;
+}
+
+/*
+ * The message key gives no value to a key column (whose values it must
+ * give, see decode_message_key()): say why, and how keys look.
+ */
+static void
+key_gives_no_value(DecodeRun *r, DecColumn *c, int sqlerrcode, const char *detail)
+{
+	SwDecoder  *d = r->d;
+	StringInfoData fields;
+
+	initStringInfo(&fields);
+	for (int k = 0; k < d->nkey; k++)
+	{
+		DecColumn  *kc = &d->cols[d->key[k]];
+
+		if (kc->source == SW_COLUMN_DATA)
+			appendStringInfo(&fields, "%s\"%s\"", fields.len > 0 ? ", " : "",
+							 kc->field);
+	}
+	r->col = NULL;
+	r->in_part = false;
+	ereport(ERROR,
+			(errcode(sqlerrcode),
+			 errmsg("message key gives no value for key column \"%s\" of upsert source table \"%s\"",
+					c->name, d->relname),
+			 errdetail("%s", detail),
+			 d->ndatakey == 1
+			 ? errhint("The message key names the row, as in Kafka's log compaction: give the key column's value, or a JSON object with the field %s.",
+					   fields.data)
+			 : errhint("The message key names the row, as in Kafka's log compaction: give a JSON object with the fields %s.",
+					   fields.data)));
+}
+
+/*
+ * Upsert sources with key columns that are data columns: fill those from
+ * the message key (into r->values and r->nulls), which names the row of
+ * the message, as Kafka's log compaction takes it, and the row that a
+ * tombstone with that key deletes.  A key that is a JSON object gives them
+ * by field, as the value does (and the key's other fields are not read);
+ * another key gives the value of the one such column, if the table has
+ * only one: a JSON scalar its value, as a field of the value would (a
+ * string's de-escaped text, a number as written; a json or jsonb column
+ * takes its JSON text), anything else its bytes (raw into bytea, else as
+ * text), through the column's input function.  A key that does not give
+ * each of them a value is an error.  Returns whether the key was an
+ * object.
+ */
+static bool
+decode_message_key(DecodeRun *r)
+{
+	SwDecoder  *d = r->d;
+	const SwMessage *msg = r->msg;
+	DecColumn  *c = &d->cols[d->datakey];
+	KeyShape	shape;
+	char	   *text;
+	const char *what;
+
+	if (msg->key == NULL)
+		key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+						   "The message has no key.");
+
+	r->in_key = true;
+	shape = key_shape(d, msg, &text, &what);
+	if (shape == KEY_OBJECT)
+	{
+		r->no_defaults = true;
+		decode_json(r, msg->key, msg->key_len, true);
+		r->no_defaults = false;
+		for (int k = 0; k < d->nkey; k++)
+		{
+			int			i = d->key[k];
+
+			c = &d->cols[i];
+			if (c->source != SW_COLUMN_DATA)
+				continue;
+			if (!d->seen[i])
+				key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+								   psprintf("The message key is a JSON object without the field \"%s\".",
+											c->field));
+			if (r->nulls[c->attidx])
+				key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+								   psprintf("The field \"%s\" of the message key is null.",
+											c->field));
+		}
+	}
+	else if (d->ndatakey > 1)
+		key_gives_no_value(r, c, ERRCODE_INVALID_PARAMETER_VALUE,
+						   psprintf("The message key is %s, not a JSON object, and the table has %d key columns from the message value.",
+									what, d->ndatakey));
+	else if (shape == KEY_SCALAR && text == NULL)
+		key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+						   "The message key is JSON null.");
+	else
+	{
+		r->col = c;
+		if (shape == KEY_SCALAR && !c->is_json)
+			store_text(r, c, text);
+		else
+			store_raw(r, c, msg->key, msg->key_len);
+		r->col = NULL;
+		r->byte = 0;
+		if (text)
+			pfree(text);
+	}
+	r->in_key = false;
+	return shape == KEY_OBJECT;
+}
+
+/*
+ * A message with a value, of an upsert source whose key columns include
+ * data columns: the message key must give each of them (see
+ * decode_message_key()), and the same value as the message value, by the
+ * key type's equality (1.0 and 1.00 agree).  Otherwise the row would not
+ * be the one the message key names: a tombstone with that key could never
+ * delete it, and would delete another key's row instead.
  */
 static void
 check_key_agrees(DecodeRun *r)
 {
 	SwDecoder  *d = r->d;
-	const SwMessage *msg = r->msg;
 	Datum	   *values = r->values;
 	bool	   *nulls = r->nulls;
-	size_t		i = 0;
-
-	if (!d->key_has_data || msg->key == NULL)
-		return;
-	while (i < msg->key_len && json_whitespace(msg->key[i]))
-		i++;
-	if (i == msg->key_len || msg->key[i] != '{')
-		return;
+	bool		object;
 
 	r->values = d->key_values;
 	r->nulls = d->key_nulls;
 	memset(r->nulls, true, sizeof(bool) * d->natts);
-	r->in_key = true;
-	r->no_defaults = true;
-	decode_json(r, msg->key, msg->key_len, true);
-	r->no_defaults = false;
+	object = decode_message_key(r);
 	r->values = values;
 	r->nulls = nulls;
 
@@ -1399,27 +1614,29 @@ check_key_agrees(DecodeRun *r)
 		Oid			out;
 		bool		varlena;
 
-		if (c->source != SW_COLUMN_DATA || !d->seen[d->key[k]])
+		if (c->source != SW_COLUMN_DATA)
 			continue;
-		if (!d->key_nulls[a] &&
-			DatumGetBool(FunctionCall2Coll(&c->key_eq, c->collation,
+		Assert(!d->key_nulls[a] && !nulls[a]);
+		if (DatumGetBool(FunctionCall2Coll(&c->key_eq, c->collation,
 										   d->key_values[a], values[a])))
 			continue;
 		getTypeOutputInfo(c->typid, &out, &varlena);
 		r->col = c;
-		r->field = c->field;
-		r->field_len = strlen(c->field);
+		r->in_key = true;
+		if (object)
+		{
+			r->field = c->field;
+			r->field_len = strlen(c->field);
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("message key and value disagree on key column \"%s\" of upsert source table \"%s\"",
 						c->name, d->relname),
 				 errdetail("The message key gives %s, the value %s.",
-						   d->key_nulls[a] ? "null" :
 						   quote_literal_cstr(OidOutputFunctionCall(out, d->key_values[a])),
 						   quote_literal_cstr(OidOutputFunctionCall(out, values[a]))),
-				 errhint("Give each key field the same value in the message key and in the value: a tombstone with this key would not delete the row.")));
+				 errhint("Give the key the same value in the message key and in the value: a tombstone with this key would not delete the row.")));
 	}
-	r->in_key = false;
 }
 
 /*
@@ -1469,7 +1686,8 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 	if (d->upsert)
 	{
 		check_key(&r);
-		check_key_agrees(&r);
+		if (d->ndatakey > 0)
+			check_key_agrees(&r);
 	}
 
 	error_context_stack = errcb.previous;
@@ -1478,7 +1696,10 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 }
 
 /*
- * Decode only the key of a tombstone of an upsert source.
+ * Decode only the key of a tombstone of an upsert source, as sw_decode()
+ * takes it from a message with a value: from the message's metadata for
+ * the key columns that are metadata columns, and from the message key for
+ * those that are data columns (decode_message_key()).
  */
 void
 sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
@@ -1495,12 +1716,8 @@ sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 		if (d->cols[d->key[k]].source != SW_COLUMN_DATA)
 			fill_metadata(&r, &d->cols[d->key[k]]);
 
-	if (d->key_has_data)
-	{
-		r.in_key = true;
-		if (msg->key != NULL)
-			decode_json(&r, msg->key, msg->key_len, true);
-	}
+	if (d->ndatakey > 0)
+		(void) decode_message_key(&r);
 
 	check_key(&r);
 

@@ -62,7 +62,9 @@ extern PGDLLEXPORT SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTa
 /*
  * decode a message into slot (a virtual slot with ftrel's descriptor) and
  * store it; raises an ERROR that says what is wrong when the message cannot
- * be decoded
+ * be decoded, or, on an upsert source, when its key does not name the
+ * row's key (the message key must give the key columns that are data
+ * columns the values the value gives them)
  */
 extern PGDLLEXPORT void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 
@@ -75,10 +77,11 @@ extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message
 
 /*
  * upsert sources, a tombstone: fill only the key columns (other columns
- * NULL) from the message, as sw_decode would: from the message key for a
- * column with source 'key'; for key columns that are value fields, by
- * decoding the message key as a JSON object with the same field mapping;
- * ERROR if a key column stays NULL
+ * NULL) from the message, as sw_decode reads the message key: metadata
+ * key columns from the message's metadata (source 'key': the raw key),
+ * key columns that are data columns from the message key (a JSON object
+ * by field, another key as the value of the one such column); ERROR if a
+ * key column stays NULL
  */
 extern PGDLLEXPORT void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
 

@@ -117,10 +117,11 @@ sql(q{SELECT source_writes.wait_for('upserts')});
 like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'upserts'::regclass}),
 	qr/null/i, 'a message without a key is kept as an error');
 
-# a key of two columns, from the value's fields
-produce('pairs', "x\t{\"region\": \"eu\", \"id\": 1, \"v\": \"one\"}",
-	"x\t{\"region\": \"us\", \"id\": 1, \"v\": \"uno\"}",
-	"x\t{\"region\": \"eu\", \"id\": 1, \"v\": \"ein\"}");
+# a key of two columns, from the value's fields (and the same in the
+# message key, a JSON object, which names the row)
+produce('pairs', "{\"region\": \"eu\", \"id\": 1}\t{\"region\": \"eu\", \"id\": 1, \"v\": \"one\"}",
+	"{\"id\": 1, \"region\": \"us\"}\t{\"region\": \"us\", \"id\": 1, \"v\": \"uno\"}",
+	"{\"region\": \"eu\", \"id\": 1}\t{\"region\": \"eu\", \"id\": 1, \"v\": \"ein\"}");
 sql(q{CREATE FOREIGN TABLE pairs (region text, id int, v text)
 	SERVER k OPTIONS (topic 'pairs', envelope 'upsert', key 'region, id')});
 sql(q{SELECT source_writes.wait_for('pairs')});

@@ -270,8 +270,9 @@ is(sql(q{SELECT lost FROM source_writes.progress WHERE source = 'gone'::regclass
 #
 # a key whose type has an equality but whose elements cannot be hashed: the
 # source writes its messages one by one
-produce('mk', "x\t{\"k\": \"{1.50}\", \"v\": 1}", "x\t{\"k\": \"{1.50}\", \"v\": 2}",
-	"x\t{\"k\": \"{2.50}\", \"v\": 3}");
+produce('mk', "{\"k\": \"{1.50}\"}\t{\"k\": \"{1.50}\", \"v\": 1}",
+	"{\"k\": \"{1.50}\"}\t{\"k\": \"{1.50}\", \"v\": 2}",
+	"{\"k\": \"{2.50}\"}\t{\"k\": \"{2.50}\", \"v\": 3}");
 sql(q{CREATE FOREIGN TABLE mk (k money[], v int)
 	SERVER k OPTIONS (topic 'mk', envelope 'upsert', key 'k')});
 sql(q{SELECT source_writes.wait_for('mk')});
@@ -335,7 +336,7 @@ sql(q{CREATE SEQUENCE public.calls;
 	CREATE FOREIGN TABLE px (id int, v int CHECK (public.chk(v, 2, 5)))
 	  SERVER k OPTIONS (topic 'px', envelope 'upsert', key 'id');
 	CREATE FOREIGN TABLE ax (id int, v int CHECK (public.chk(v, 0, 0))) SERVER k OPTIONS (topic 'ax')});
-produce('px', "\t{\"id\": 1, \"v\": 13}");
+produce('px', "1\t{\"id\": 1, \"v\": 13}");
 produce('ax', "\t{\"id\": 1, \"v\": 666}", "\t{\"id\": 2, \"v\": 1}");
 sql(q{SELECT source_writes.wait_for('px', '60 s')});
 sql(q{SELECT source_writes.wait_for('ax', '60 s')});
@@ -357,9 +358,10 @@ for my $part (0, 1)
 	my @ids = $part == 0 ? (1 .. 20000) : reverse(1 .. 20000);
 	my $file = "$dir/dl$part";
 	open(my $fh, '>', $file) or die;
-	print $fh map { "{\"id\": $_, \"v\": $part}\n" } @ids;
+	print $fh map { "$_\t{\"id\": $_, \"v\": $part}\n" } @ids;
 	close $fh;
-	my ($o, $e) = run_command([ 'kcat', '-P', '-b', $bootstrap, '-t', 'dl', '-p', $part, '-l', $file ]);
+	my ($o, $e) = run_command(
+		[ 'kcat', '-P', '-b', $bootstrap, '-t', 'dl', '-p', $part, '-K', "\t", '-l', $file ]);
 	die "kcat: $e" if $e ne '';
 }
 sql(q{CREATE FOREIGN TABLE dl (id int, v int)

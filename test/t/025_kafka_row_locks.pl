@@ -123,7 +123,7 @@ is(normalized($deadlock{held}, 'held'), normalized($deadlock{plain}, 'plain'),
 sql(q{CREATE FOREIGN TABLE big (k text, v int) SERVER k OPTIONS (topic 'big', envelope 'upsert', key 'k')});
 my @chars = ('a' .. 'z', 'A' .. 'Z', '0' .. '9');
 my $huge = join('', map { $chars[ int(rand(@chars)) ] } 1 .. 4000);
-produce('big', "a\t{\"k\": \"$huge\", \"v\": 1}", "b\t{\"k\": \"small\", \"v\": 2}");
+produce('big', "$huge\t{\"k\": \"$huge\", \"v\": 1}", "small\t{\"k\": \"small\", \"v\": 2}");
 sql(q{SELECT source_writes.wait_for('big', '60 s')});
 my $reason = sql(q{SELECT error FROM source_writes.errors WHERE source = 'big'::regclass});
 like($reason, qr/index row .* "big"/, 'the reason of a row the key index refuses names the source');

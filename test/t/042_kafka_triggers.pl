@@ -8,8 +8,10 @@
 # trigger raises keeps its message as an error at once in classes 22 and
 # 23; other errors fail the batch, three times, before the message is
 # kept.  A source that is a partition keeps its bounds; an upsert message
-# whose key and value disagree is an error; a database whose default
-# isolation is serializable does not change how the worker writes.
+# whose key and value disagree, or whose key cannot give every key
+# column, is an error, so that the tombstone of each row written deletes
+# it; a database whose default isolation is serializable does not change
+# how the worker writes.
 use strict;
 use warnings;
 
@@ -17,7 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'ev:2', 'kv:1', 'pp:1', 'nk:1', 'ser:1' ]);
+my $broker = SwTest::broker(topics => [ 'ev:2', 'kv:1', 'pp:1', 'nk:1', 'orders:1', 'counts:1', 'ser:1' ]);
 my $bootstrap = $broker->{bootstrap};
 my $node = SwTest::node('triggers', conf => "max_worker_processes = 16\n");
 
@@ -168,23 +170,70 @@ is(sql(q{SELECT string_agg(error, ' | ' ORDER BY "offset") FROM source_writes.er
 	'the others are kept as errors, with PostgreSQL\'s message');
 
 #
-# 4. An upsert message whose key names another key than its value is an
-# error; a tombstone of its key deletes what the key's messages wrote
+# 4. The message key names an upsert row, as Kafka's log compaction takes
+# it: key columns from the value come from the message key too, a JSON
+# object by field or, for one key column, a key that is not an object as
+# its value.  A message whose key and value disagree, or whose key cannot
+# give every key column, is an error; the tombstone of each row written
+# deletes it.
 #
 sql(q{CREATE FOREIGN TABLE knk (k numeric, f float8, v text)
 	SERVER k OPTIONS (topic 'nk', envelope 'upsert', key 'k, f')});
 produce('nk', "{\"k\": 3, \"f\": 1}\t{\"k\": 4, \"f\": 1, \"v\": \"key-value-mismatch\"}",
 	"{\"k\": 3.0, \"f\": 1}\t{\"k\": 3, \"f\": 1, \"v\": \"agrees\"}",
-	"x\t{\"k\": 5, \"f\": 1, \"v\": \"key not an object\"}");
+	"x\t{\"k\": 5, \"f\": 1, \"v\": \"key not an object\"}",
+	"5\t{\"k\": 5, \"f\": 1, \"v\": \"a number key\"}");
 sql(q{SELECT source_writes.wait_for('knk')});
 is(sql(q{SELECT string_agg(k || '/' || f || '=' || v, ',' ORDER BY k) FROM knk}),
-	'3/1=agrees,5/1=key not an object', 'messages whose key agrees, or is no object, are written');
-like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'knk'::regclass}),
-	qr/^message key and value disagree on key column "k" of upsert source table "knk"/,
-	'the one whose key disagrees is kept as an error, saying why');
+	'3/1=agrees', 'of a key of two columns, only the message whose key object agrees is written');
+is(sql(q{SELECT string_agg(rtrim(substring(error FROM '^[^(:]*')), ' | ' ORDER BY "offset")
+	FROM source_writes.errors WHERE source = 'knk'::regclass}),
+	'message key and value disagree on key column "k" of upsert source table "knk" | '
+	. 'message key gives no value for key column "k" of upsert source table "knk" | '
+	. 'message key gives no value for key column "k" of upsert source table "knk"',
+	'a key that disagrees, or that is not an object, is kept as an error, saying why');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'knk'::regclass AND "offset" = 3}),
+	qr/: The message key is a JSON number, not a JSON object, and the table has 2 key columns/,
+	'... and which key it was');
 produce('nk', "{\"k\": 3, \"f\": 1}\t");
 sql(q{SELECT source_writes.wait_for('knk')});
-is(sql(q{SELECT string_agg(k::text, ',') FROM knk}), '5', 'its key\'s tombstone deletes what the key wrote');
+is(sql(q{SELECT count(*) FROM knk}), '0', 'its key\'s tombstone deletes what the key wrote');
+
+# one key column: a plain string, a JSON string, a JSON number
+sql(q{CREATE FOREIGN TABLE orders (id text, v text)
+	  SERVER k OPTIONS (topic 'orders', envelope 'upsert', key 'id');
+	CREATE FOREIGN TABLE counts (n int, v text)
+	  SERVER k OPTIONS (topic 'counts', envelope 'upsert', key 'n')});
+produce('orders', "order-7\t{\"id\": \"order-7\", \"v\": \"plain string key\"}",
+	"\"order-8\"\t{\"id\": \"order-8\", \"v\": \"JSON string key\"}",
+	"order-9\t{\"id\": \"order-10\", \"v\": \"disagrees\"}",
+	"order-11\t{\"id\": \"order-11\", \"v\": \"written, then deleted in its batch\"}",
+	"\"order-11\"\t");
+produce('counts', "42\t{\"n\": 42, \"v\": \"number key\"}", "43\t{\"n\": 44, \"v\": \"disagrees\"}",
+	"{\"n\": 45}\t{\"n\": 45, \"v\": \"object key\"}");
+sql(q{SELECT source_writes.wait_for('orders')});
+sql(q{SELECT source_writes.wait_for('counts')});
+is(sql(q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM orders}),
+	'order-7=plain string key,order-8=JSON string key',
+	'a plain string key and a JSON string key give the key column their value');
+is(sql(q{SELECT string_agg(n || '=' || v, ',' ORDER BY n) FROM counts}),
+	'42=number key,45=object key', 'a JSON number key gives an int key column its value');
+is(sql(q{SELECT string_agg(error, ' | ' ORDER BY source::text) FROM source_writes.errors
+	WHERE source IN ('orders'::regclass, 'counts'::regclass)}),
+	'message key and value disagree on key column "n" of upsert source table "counts" '
+	. '(column "n" of source table "counts", message key): The message key gives \'43\', the value \'44\'. | '
+	. 'message key and value disagree on key column "id" of upsert source table "orders" '
+	. '(column "id" of source table "orders", message key): The message key gives \'order-9\', the value \'order-10\'.',
+	'a scalar key that disagrees with the value is kept as an error, with both keys');
+is(sql(q{SELECT source_writes.retry_errors('orders')}), '0', 'retry_errors() decodes it the same way');
+produce('orders', "order-7\t", "\"order-8\"\t", "order-10\t");
+produce('counts', "42\t", "{\"n\": 45}\t");
+sql(q{SELECT source_writes.wait_for('orders')});
+sql(q{SELECT source_writes.wait_for('counts')});
+is(sql(q{SELECT count(*) FROM orders}) . ',' . sql(q{SELECT count(*) FROM counts}), '0,0',
+	'the tombstone of each row written deletes it');
+is(sql(q{SELECT count(*) FROM source_writes.errors
+	WHERE source IN ('orders'::regclass, 'counts'::regclass)}), '2', 'and none of them is an error');
 
 #
 # 5. A database and a role (the worker's) whose default isolation is
