@@ -701,6 +701,23 @@ stored_row(List *stored, int32 partition)
 	return NULL;
 }
 
+/*
+ * Does a stored offset wait for a start of the worker to be placed: one
+ * that reset_offsets() stored (earliest or latest to look up, or an offset
+ * whose cluster it leaves to the worker), or of a topic or cluster not
+ * known yet while the worker knows them?  check_stored_offsets() places
+ * it; a worker that goes on without does not check it against the next
+ * cluster.  Not a stopped one (which reset_offsets() alone moves on).
+ */
+static bool
+offset_unplaced(const SwProgress *s)
+{
+	if (s->next_offset < 0)
+		return true;
+	return catalog_has_identity && s->stopped == NULL &&
+		(s->topic == NULL || (s->cluster_id == NULL && cluster_id != NULL));
+}
+
 /* why a stored offset is not followed, for last_error */
 static char *
 stopped_error(const char *stopped, const SwProgress *row)
@@ -1121,7 +1138,7 @@ rewind_partitions(void)
 		if (p)
 		{
 			p->next = s->next_offset;
-			restart |= s->next_offset < 0 || s->stopped != NULL;
+			restart |= offset_unplaced(s) || s->stopped != NULL;
 		}
 	}
 	PopActiveSnapshot();
@@ -1648,7 +1665,8 @@ leave_for_new_options(void)
  * Do the stored offsets of our partitions still say what the worker
  * knows?  Not after reset_offsets(), which stops no batch of ours that
  * is not committing (the compare-and-set fails it) and may come while
- * the worker is idle or stopped.
+ * the worker is idle or stopped, even where it stores the offset the
+ * worker is at (the worker must place it in its cluster again).
  */
 static bool
 offsets_unchanged(void)
@@ -1661,7 +1679,7 @@ offsets_unchanged(void)
 		SwProgress *s = lfirst(lc);
 		KafkaPartition *p = find_partition(s->part);
 
-		if (p && (s->next_offset != p->next ||
+		if (p && (s->next_offset != p->next || offset_unplaced(s) ||
 				  (catalog_has_identity && (s->stopped != NULL) != p->stopped)))
 			return false;
 	}

@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'tca:1', 'tcb:1', 'tcc:1', 'kt:2' ]);
+my $broker = SwTest::broker(topics => [ 'tca:1', 'tcb:1', 'tcc:1', 'kt:2', 'kr:1' ]);
 my $node = SwTest::node('offsets', conf => "max_worker_processes = 16\n");
 
 sub produce { SwTest::produce($broker, @_); }
@@ -148,5 +148,39 @@ is(sql(q{SELECT count(*) FROM kt WHERE c = 'latest'}), '10', 'after \'latest\', 
 is(sql(q{SELECT count(*) FROM kt WHERE c = 'newcluster'}), '200', 'and nothing twice');
 is(sql(q{SELECT count(*) FROM source_writes.batches
 	WHERE source = 'kt'::regclass AND origin = 'system'}), '3', 'each reset is in the log');
+
+#
+# 4. Offsets that reset_offsets() stores are placed in the brokers' cluster
+# by the worker, also when it was about to write a batch and goes on
+# without a restart: a later change of brokers still stops the source
+#
+sql(qq{CREATE SERVER kr FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}')});
+produce('kr', map { "\t{\"id\": $_, \"c\": \"old\"}" } 1 .. 10);
+sql(q{CREATE FOREIGN TABLE kr (id int, c text, o bigint OPTIONS (source 'offset'))
+	SERVER kr OPTIONS (topic 'kr')});
+sql(q{SELECT source_writes.wait_for('kr')});
+my $resetter = $node->background_psql('postgres');
+$resetter->query_safe(q{BEGIN; SELECT source_writes.reset_offsets('kr', '0:12')});
+produce('kr', map { "\t{\"id\": $_, \"c\": \"old\"}" } 11 .. 15);
+my $kr = sql(q{SELECT 'kr'::regclass::oid});
+ok($node->poll_query_until('postgres', qq{SELECT count(*) > 0 FROM pg_locks l
+	JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.relation = $kr AND NOT l.granted AND a.backend_type = 'source_writes kafka worker'}),
+	'the worker waits for the reset to write its batch');
+$resetter->query_safe('COMMIT');
+$resetter->quit;
+sql(q{SELECT source_writes.wait_for('kr')});
+is(sql(q{SELECT string_agg(o::text, ',' ORDER BY o) FROM kr WHERE o >= 10}), '12,13,14',
+	'it goes on at the offset reset_offsets() stored');
+is(sql(q{SELECT next_offset, cluster_id IS NOT NULL FROM source_writes.progress
+	WHERE source = 'kr'::regclass}), '15|t', 'an offset in the cluster of the brokers');
+my $broker3 = SwTest::broker(topics => [ 'kr:1' ]);
+SwTest::produce($broker3, 'kr', map { "\t{\"id\": $_, \"c\": \"new\"}" } 1 .. 30);
+sql(qq{ALTER SERVER kr OPTIONS (SET brokers '$broker3->{bootstrap}')});
+like(sql_error(q{SELECT source_writes.wait_for('kr')}), qr/Its state is "cluster changed"/,
+	'new brokers then stop the source');
+is(sql(q{SELECT count(*) FROM kr WHERE c = 'new'}), '0',
+	'nothing of the new cluster at the old offsets');
 
 done_testing();
