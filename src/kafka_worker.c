@@ -141,6 +141,9 @@ PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 /* how long a broker request of ours may take */
 #define SW_BROKER_TIMEOUT_MS	5000
 
+/* how long a batch about to commit waits to hear which cluster it read */
+#define SW_CLUSTER_CHECK_MS		1000
+
 /* the longest wait before a failed batch is tried again */
 #define SW_MAX_RETRY_MS			30000
 
@@ -732,6 +735,53 @@ stopped_error(const char *stopped, const SwProgress *row)
 }
 
 /*
+ * Are the brokers another Kafka cluster than the one the worker found
+ * first?  As librdkafka last heard, or, with ask, as the brokers say now
+ * (librdkafka may fetch from brokers rebuilt under the same address
+ * before it hears their cluster id; if they cannot be asked, as it last
+ * heard).  The first cluster heard of becomes ours.
+ */
+static bool
+brokers_moved(bool ask)
+{
+	char	   *brokers_cluster;
+	bool		moved = false;
+
+	if (ask)
+	{
+		const rd_kafka_metadata_t *md;
+
+		/* the topics we know of: the answer updates librdkafka's cluster id */
+		if (rd_kafka_metadata(rk, 0, NULL, &md, SW_CLUSTER_CHECK_MS) ==
+			RD_KAFKA_RESP_ERR_NO_ERROR)
+			rd_kafka_metadata_destroy(md);
+	}
+	brokers_cluster = rd_kafka_clusterid(rk, 0);
+	if (brokers_cluster == NULL)
+		return false;
+	if (cluster_id == NULL)
+		cluster_id = MemoryContextStrdup(worker_cxt, brokers_cluster);
+	else
+		moved = strcmp(cluster_id, brokers_cluster) != 0;
+	rd_kafka_mem_free(rk, brokers_cluster);
+	return moved;
+}
+
+/*
+ * The brokers were replaced under the same address: leave, and check the
+ * stored offsets against the new cluster at start.
+ */
+static void
+leave_for_other_cluster(void)
+{
+	ereport(LOG,
+			(errmsg("kafka worker for source table \"%s\" restarts: the brokers are another cluster now",
+					source_name)));
+	sw_worker_restart_soon();
+	proc_exit(0);
+}
+
+/*
  * Check the stored offsets of the source against the brokers, once, when
  * the worker first finds its topic; under the progress lock.  Offsets of
  * another topic are dropped: the source starts again at its start_offset.
@@ -929,7 +979,6 @@ refresh_partitions(void)
 	const rd_kafka_metadata_topic_t *t = NULL;
 	List	   *fresh = NIL;
 	ListCell   *lc;
-	char	   *brokers_cluster;
 	int			first_new;
 
 	/*
@@ -944,23 +993,10 @@ refresh_partitions(void)
 	}
 
 	/* the cluster, as the metadata just said */
-	brokers_cluster = rd_kafka_clusterid(rk, 0);
-	if (brokers_cluster)
+	if (brokers_moved(false) && !halted)
 	{
-		if (cluster_id == NULL)
-			cluster_id = MemoryContextStrdup(worker_cxt, brokers_cluster);
-		else if (strcmp(cluster_id, brokers_cluster) != 0 && !halted)
-		{
-			/* replaced under the same address: stop, and look at start */
-			ereport(LOG,
-					(errmsg("kafka worker for source table \"%s\" restarts: the brokers are another cluster now",
-							source_name)));
-			rd_kafka_mem_free(rk, brokers_cluster);
-			rd_kafka_metadata_destroy(md);
-			sw_worker_restart_soon();
-			proc_exit(0);
-		}
-		rd_kafka_mem_free(rk, brokers_cluster);
+		rd_kafka_metadata_destroy(md);
+		leave_for_other_cluster();
 	}
 
 	for (int i = 0; i < md->topic_cnt && t == NULL; i++)
@@ -1509,6 +1545,18 @@ ingest_batch(void)
 	}
 	consume_silent_offsets();
 	consume_deleted(drained);
+
+	/*
+	 * Not one message of brokers rebuilt under the same address lands at
+	 * offsets of the old ones: they are asked which cluster they are, after
+	 * the messages came and before the batch commits.
+	 */
+	if (brokers_moved(true))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("the brokers of source table \"%s\" are another Kafka cluster now",
+						source_name),
+				 errdetail("The batch is rolled back; the worker starts again to check its offsets.")));
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
 			sw_ingest_consumed(ingest, partitions[i].partition,
@@ -1564,6 +1612,8 @@ try_batch(int *failures)
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	sw_writer_forget_session_state();
+	if (!ok && brokers_moved(false))
+		leave_for_other_cluster();
 
 	if (ok)
 	{

@@ -183,4 +183,26 @@ like(sql_error(q{SELECT source_writes.wait_for('kr')}), qr/Its state is "cluster
 is(sql(q{SELECT count(*) FROM kr WHERE c = 'new'}), '0',
 	'nothing of the new cluster at the old offsets');
 
+#
+# 5. Brokers rebuilt under the same address (a fixed log of another
+# cluster at the same port): not one of their messages lands at the old
+# cluster's offsets, although the worker was fetching when they came
+#
+sub txn_log { my ($tag, $n) = @_; return join ' ', map { "v:{\"id\":$_,\"c\":\"$tag\"}" } 1 .. $n; }
+my $rebuilt = SwTest::broker(txn_topic => 'rb', txn_partitions => [ txn_log('A', 3) ],
+	cluster_id => 'clusterA');
+my ($rebuilt_port) = $rebuilt->{bootstrap} =~ /:(\d+)$/;
+sql(qq{CREATE SERVER rb FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$rebuilt->{bootstrap}')});
+sql(q{CREATE FOREIGN TABLE rb (id int, c text, o bigint OPTIONS (source 'offset'))
+	SERVER rb OPTIONS (topic 'rb')});
+sql(q{SELECT source_writes.wait_for('rb')});
+SwTest::stop_broker($rebuilt);
+$rebuilt = SwTest::broker(txn_topic => 'rb', txn_partitions => [ txn_log('B', 8) ],
+	cluster_id => 'clusterB', port => $rebuilt_port);
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'rb'::regclass},
+	'cluster changed', 'the source stops');
+is(sql(q{SELECT string_agg(c || o, ',' ORDER BY o) FROM rb}), 'A0,A1,A2',
+	'nothing of the rebuilt cluster landed before');
+
 done_testing();
