@@ -782,17 +782,18 @@ leave_for_other_cluster(void)
 }
 
 /*
- * Check the stored offsets of the source against the brokers, once, when
- * the worker first finds its topic; under the progress lock.  Offsets of
- * another topic are dropped: the source starts again at its start_offset.
- * Of our partitions' offsets, those of another cluster stop the worker,
+ * Check the stored offsets of the source against the brokers, under the
+ * progress lock: when the worker first finds its topic, and then those of
+ * partitions found later (fresh).  Offsets of another topic are dropped
+ * (first time only): the source starts again at its start_offset.  Of
+ * our fresh partitions' offsets, those of another cluster stop the worker,
  * and so do those already stopped; those whose topic or cluster was not
  * known yet (stored by version 0.1, or by reset_offsets()) take the
  * brokers', and "earliest" or "latest" from reset_offsets() become
  * offsets.  Returns the stored offsets then, read again.
  */
 static List *
-check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
+check_stored_offsets(List *stored, List *fresh)
 {
 	ListCell   *lc;
 	int32	   *parts[2];
@@ -804,7 +805,7 @@ check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
 	{
 		SwProgress *s = lfirst(lc);
 
-		if (s->topic && strcmp(s->topic, topic) != 0)
+		if (!identity_checked && s->topic && strcmp(s->topic, topic) != 0)
 		{
 			ereport(LOG,
 					(errmsg("source table \"%s\" ingests topic \"%s\" now, from its start_offset",
@@ -823,11 +824,9 @@ check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
 	foreach(lc, stored)
 	{
 		SwProgress *s = lfirst(lc);
-		bool		in_topic = false;
 
-		for (int i = 0; i < t->partition_cnt && !in_topic; i++)
-			in_topic = t->partitions[i].id == s->part;
-		if (!is_ours(s->part) || !in_topic)
+		/* fresh partitions are in the topic */
+		if (!is_ours(s->part) || !list_member_int(fresh, s->part))
 			continue;
 		if (s->stopped == NULL && s->cluster_id && cluster_id &&
 			strcmp(s->cluster_id, cluster_id) != 0)
@@ -1054,8 +1053,7 @@ refresh_partitions(void)
 		int			n = 0;
 		int			ours = 0;
 
-		if (!identity_checked)
-			stored = check_stored_offsets(stored, t);
+		stored = check_stored_offsets(stored, fresh);
 		identity_checked = true;
 		first_start = (stored == NIL);
 		foreach(lc, fresh)

@@ -205,4 +205,37 @@ poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'rb'::regclass}
 is(sql(q{SELECT string_agg(c || o, ',' ORDER BY o) FROM rb}), 'A0,A1,A2',
 	'nothing of the rebuilt cluster landed before');
 
+#
+# 6. A partition found after the worker started, whose stored offset is of
+# another cluster, stops too (two workers: the second one's partition is
+# missing from the new cluster's topic at first, and added later)
+#
+my $two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('A', 3), txn_log('A', 3) ],
+	cluster_id => 'clusterA');
+sql(qq{CREATE SERVER tw FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$two->{bootstrap}')});
+sql(q{CREATE FOREIGN TABLE tw (id int, c text, p int OPTIONS (source 'partition'),
+	o bigint OPTIONS (source 'offset')) SERVER tw OPTIONS (topic 'tw', workers '2')});
+sql(q{SELECT source_writes.wait_for('tw')});
+SwTest::stop_broker($two);
+$two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('B', 5) ],
+	cluster_id => 'clusterB');
+my ($two_port) = $two->{bootstrap} =~ /:(\d+)$/;
+my $workers = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes kafka worker'};
+my $before = join ',', split /\n/, sql($workers);
+sql(qq{ALTER SERVER tw OPTIONS (SET brokers '$two->{bootstrap}')});
+poll_is(q{SELECT string_agg(part || ' ' || coalesce(stopped, 'following'), ', ' ORDER BY part)
+	FROM source_writes.progress WHERE source = 'tw'::regclass},
+	'0 cluster changed, 1 following', 'the partition in the new topic stops');
+# both new workers have looked at the new cluster's topic, and sleep
+poll_is(qq{SELECT count(*) FROM ($workers) w JOIN pg_stat_activity a USING (pid)
+	WHERE pid NOT IN ($before) AND a.wait_event = 'Extension'}, '2',
+	'both workers of the source run on the new cluster');
+SwTest::stop_broker($two);
+$two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('B', 5), txn_log('B', 6) ],
+	cluster_id => 'clusterB', port => $two_port);
+poll_is(q{SELECT stopped FROM source_writes.progress WHERE source = 'tw'::regclass AND part = 1},
+	'cluster changed', 'so does the partition added to it later');
+is(sql(q{SELECT count(*) FROM tw WHERE c = 'B'}), '0', 'nothing of the new cluster landed');
+
 done_testing();
