@@ -142,6 +142,9 @@ PGDLLEXPORT void source_writes_kafka_main(Datum main_arg);
 /* how long a broker request of ours may take */
 #define SW_BROKER_TIMEOUT_MS	5000
 
+/* how long a batch about to commit waits to hear which cluster it read */
+#define SW_CLUSTER_CHECK_MS		1000
+
 /* the longest wait before a failed batch is tried again */
 #define SW_MAX_RETRY_MS			30000
 
@@ -700,6 +703,23 @@ stored_row(List *stored, int32 partition)
 	return NULL;
 }
 
+/*
+ * Does a stored offset wait for a start of the worker to be placed: one
+ * that reset_offsets() stored (earliest or latest to look up, or an offset
+ * whose cluster it leaves to the worker), or of a topic or cluster not
+ * known yet while the worker knows them?  check_stored_offsets() places
+ * it; a worker that goes on without does not check it against the next
+ * cluster.  Not a stopped one (which reset_offsets() alone moves on).
+ */
+static bool
+offset_unplaced(const SwProgress *s)
+{
+	if (s->next_offset < 0)
+		return true;
+	return catalog_has_identity && s->stopped == NULL &&
+		(s->topic == NULL || (s->cluster_id == NULL && cluster_id != NULL));
+}
+
 /* why a stored offset is not followed, for last_error */
 static char *
 stopped_error(const char *stopped, const SwProgress *row)
@@ -714,17 +734,65 @@ stopped_error(const char *stopped, const SwProgress *row)
 }
 
 /*
- * Check the stored offsets of the source against the brokers, once, when
- * the worker first finds its topic; under the progress lock.  Offsets of
- * another topic are dropped: the source starts again at its start_offset.
- * Of our partitions' offsets, those of another cluster stop the worker,
+ * Are the brokers another Kafka cluster than the one the worker found
+ * first?  As librdkafka last heard, or, with ask, as the brokers say now
+ * (librdkafka may fetch from brokers rebuilt under the same address
+ * before it hears their cluster id; if they cannot be asked, as it last
+ * heard).  The first cluster heard of becomes ours.
+ */
+static bool
+brokers_moved(bool ask)
+{
+	char	   *brokers_cluster;
+	bool		moved = false;
+
+	if (ask)
+	{
+		const rd_kafka_metadata_t *md;
+
+		/* the topics we know of: the answer updates librdkafka's cluster id */
+		if (rd_kafka_metadata(rk, 0, NULL, &md, SW_CLUSTER_CHECK_MS) ==
+			RD_KAFKA_RESP_ERR_NO_ERROR)
+			rd_kafka_metadata_destroy(md);
+	}
+	brokers_cluster = rd_kafka_clusterid(rk, 0);
+	if (brokers_cluster == NULL)
+		return false;
+	if (cluster_id == NULL)
+		cluster_id = MemoryContextStrdup(worker_cxt, brokers_cluster);
+	else
+		moved = strcmp(cluster_id, brokers_cluster) != 0;
+	rd_kafka_mem_free(rk, brokers_cluster);
+	return moved;
+}
+
+/*
+ * The brokers were replaced under the same address: leave, and check the
+ * stored offsets against the new cluster at start.
+ */
+static void
+leave_for_other_cluster(void)
+{
+	ereport(LOG,
+			(errmsg("kafka worker for source table \"%s\" restarts: the brokers are another cluster now",
+					source_name)));
+	sw_worker_restart_soon();
+	proc_exit(0);
+}
+
+/*
+ * Check the stored offsets of the source against the brokers, under the
+ * progress lock: when the worker first finds its topic, and then those of
+ * partitions found later (fresh).  Offsets of another topic are dropped
+ * (first time only): the source starts again at its start_offset.  Of
+ * our fresh partitions' offsets, those of another cluster stop the worker,
  * and so do those already stopped; those whose topic or cluster was not
  * known yet (stored by version 0.1, or by reset_offsets()) take the
  * brokers', and "earliest" or "latest" from reset_offsets() become
  * offsets.  Returns the stored offsets then, read again.
  */
 static List *
-check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
+check_stored_offsets(List *stored, List *fresh)
 {
 	ListCell   *lc;
 	int32	   *parts[2];
@@ -736,7 +804,7 @@ check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
 	{
 		SwProgress *s = lfirst(lc);
 
-		if (s->topic && strcmp(s->topic, topic) != 0)
+		if (!identity_checked && s->topic && strcmp(s->topic, topic) != 0)
 		{
 			ereport(LOG,
 					(errmsg("source table \"%s\" ingests topic \"%s\" now, from its start_offset",
@@ -755,11 +823,9 @@ check_stored_offsets(List *stored, const rd_kafka_metadata_topic_t *t)
 	foreach(lc, stored)
 	{
 		SwProgress *s = lfirst(lc);
-		bool		in_topic = false;
 
-		for (int i = 0; i < t->partition_cnt && !in_topic; i++)
-			in_topic = t->partitions[i].id == s->part;
-		if (!is_ours(s->part) || !in_topic)
+		/* fresh partitions are in the topic */
+		if (!is_ours(s->part) || !list_member_int(fresh, s->part))
 			continue;
 		if (s->stopped == NULL && s->cluster_id && cluster_id &&
 			strcmp(s->cluster_id, cluster_id) != 0)
@@ -911,7 +977,6 @@ refresh_partitions(void)
 	const rd_kafka_metadata_topic_t *t = NULL;
 	List	   *fresh = NIL;
 	ListCell   *lc;
-	char	   *brokers_cluster;
 	int			first_new;
 
 	/*
@@ -926,23 +991,10 @@ refresh_partitions(void)
 	}
 
 	/* the cluster, as the metadata just said */
-	brokers_cluster = rd_kafka_clusterid(rk, 0);
-	if (brokers_cluster)
+	if (brokers_moved(false) && !halted)
 	{
-		if (cluster_id == NULL)
-			cluster_id = MemoryContextStrdup(worker_cxt, brokers_cluster);
-		else if (strcmp(cluster_id, brokers_cluster) != 0 && !halted)
-		{
-			/* replaced under the same address: stop, and look at start */
-			ereport(LOG,
-					(errmsg("kafka worker for source table \"%s\" restarts: the brokers are another cluster now",
-							source_name)));
-			rd_kafka_mem_free(rk, brokers_cluster);
-			rd_kafka_metadata_destroy(md);
-			sw_worker_restart_soon();
-			proc_exit(0);
-		}
-		rd_kafka_mem_free(rk, brokers_cluster);
+		rd_kafka_metadata_destroy(md);
+		leave_for_other_cluster();
 	}
 
 	for (int i = 0; i < md->topic_cnt && t == NULL; i++)
@@ -1000,8 +1052,7 @@ refresh_partitions(void)
 		int			n = 0;
 		int			ours = 0;
 
-		if (!identity_checked)
-			stored = check_stored_offsets(stored, t);
+		stored = check_stored_offsets(stored, fresh);
 		identity_checked = true;
 		first_start = (stored == NIL);
 		foreach(lc, fresh)
@@ -1120,7 +1171,7 @@ rewind_partitions(void)
 		if (p)
 		{
 			p->next = s->next_offset;
-			restart |= s->next_offset < 0 || s->stopped != NULL;
+			restart |= offset_unplaced(s) || s->stopped != NULL;
 		}
 	}
 	PopActiveSnapshot();
@@ -1491,6 +1542,18 @@ ingest_batch(void)
 	}
 	consume_silent_offsets();
 	consume_deleted(drained);
+
+	/*
+	 * Not one message of brokers rebuilt under the same address lands at
+	 * offsets of the old ones: they are asked which cluster they are, after
+	 * the messages came and before the batch commits.
+	 */
+	if (brokers_moved(true))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("the brokers of source table \"%s\" are another Kafka cluster now",
+						source_name),
+				 errdetail("The batch is rolled back; the worker starts again to check its offsets.")));
 	for (int i = 0; i < npartitions; i++)
 		if (partitions[i].batch_to > partitions[i].next)
 			sw_ingest_consumed(ingest, partitions[i].partition,
@@ -1546,6 +1609,8 @@ try_batch(int *failures)
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	sw_writer_forget_session_state();
+	if (!ok && brokers_moved(false))
+		leave_for_other_cluster();
 
 	if (ok)
 	{
@@ -1647,7 +1712,8 @@ leave_for_new_options(void)
  * Do the stored offsets of our partitions still say what the worker
  * knows?  Not after reset_offsets(), which stops no batch of ours that
  * is not committing (the compare-and-set fails it) and may come while
- * the worker is idle or stopped.
+ * the worker is idle or stopped, even where it stores the offset the
+ * worker is at (the worker must place it in its cluster again).
  */
 static bool
 offsets_unchanged(void)
@@ -1660,7 +1726,7 @@ offsets_unchanged(void)
 		SwProgress *s = lfirst(lc);
 		KafkaPartition *p = find_partition(s->part);
 
-		if (p && (s->next_offset != p->next ||
+		if (p && (s->next_offset != p->next || offset_unplaced(s) ||
 				  (catalog_has_identity && (s->stopped != NULL) != p->stopped)))
 			return false;
 	}

@@ -20,6 +20,9 @@
  * transaction, "tN:VALUE" a message of producer N's transaction,
  * "commitN" and "abortN" the marker that ends it.  Each record is a batch
  * of its own.  The ready file says bootstrap= and pid=, as the mock's.
+ * --port N listens on that port (to stand in for brokers rebuilt under
+ * the same address), --cluster-id ID names the cluster in Metadata
+ * (txnCluster by default).
  *
  * IDENTIFICATION
  *		  test/kafka_txn_broker.c
@@ -63,6 +66,7 @@ static const char *topic;
 static Partition partitions[MAX_PARTITIONS];
 static int	npartitions;
 static int	port;
+static const char *cluster_id = "txnCluster";
 
 /* a growing buffer */
 typedef struct Buf
@@ -452,7 +456,7 @@ metadata(int version, Reader *in, Buf *out)
 	put32(out, port);
 	put_str(out, NULL);			/* rack */
 	if (version >= 2)
-		put_str(out, "txnCluster");
+		put_str(out, cluster_id);
 	put32(out, 1);				/* controller */
 	put32(out, ours + others);
 	if (ours)
@@ -772,6 +776,10 @@ txn_broker_main(int argc, char **argv)
 	{
 		if (strcmp(argv[i], "--ready-file") == 0 && i + 1 < argc)
 			ready_file = argv[++i];
+		else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
+			port = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--cluster-id") == 0 && i + 1 < argc)
+			cluster_id = argv[++i];
 		else if (strcmp(argv[i], "--txn-topic") == 0 && i + 1 < argc)
 			topic = argv[++i];
 		else if (strcmp(argv[i], "--txn-partition") == 0 && i + 1 < argc)
@@ -795,9 +803,16 @@ txn_broker_main(int argc, char **argv)
 	}
 
 	listener = socket(AF_INET, SOCK_STREAM, 0);
+	if (listener >= 0)
+	{
+		int			on = 1;
+
+		(void) setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	}
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = htons((uint16_t) port);
 	if (listener < 0 || bind(listener, (struct sockaddr *) &addr, sizeof(addr)) < 0 ||
 		listen(listener, 16) < 0 ||
 		getsockname(listener, (struct sockaddr *) &addr, &addrlen) < 0)

@@ -6,6 +6,8 @@
 #   my $broker = SwTest::broker(topics => ['t:4']);    # our own broker
 #   my $txns = SwTest::broker(txn_topic => 't',        # a fixed log with
 #       txn_partitions => ['t1:a commit1 t2:b abort2']);  # transactions
+#   ... txn_topic => 't', port => 4242, cluster_id => 'c'  # at a fixed port,
+#                                                      # of a named cluster
 #   SwTest::broker_control($broker, 'broker-down 1');
 #
 # The broker is the embedded one (test/kafka_broker), started once per
@@ -59,6 +61,8 @@ sub broker
 	push @cmd, map { ('--topic', $_) } @{ $opts{topics} || [] };
 	push @cmd, '--txn-topic', $opts{txn_topic} if $opts{txn_topic};
 	push @cmd, map { ('--txn-partition', $_) } @{ $opts{txn_partitions} || [] };
+	push @cmd, '--port', $opts{port} if $opts{port};
+	push @cmd, '--cluster-id', $opts{cluster_id} if $opts{cluster_id};
 
 	my $pid = fork();
 	die "fork failed: $!" unless defined $pid;

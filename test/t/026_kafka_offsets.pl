@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'tca:1', 'tcb:1', 'tcc:1', 'kt:2' ]);
+my $broker = SwTest::broker(topics => [ 'tca:1', 'tcb:1', 'tcc:1', 'kt:2', 'kr:1' ]);
 my $node = SwTest::node('offsets', conf => "max_worker_processes = 16\n");
 
 sub produce { SwTest::produce($broker, @_); }
@@ -148,5 +148,94 @@ is(sql(q{SELECT count(*) FROM kt WHERE c = 'latest'}), '10', 'after \'latest\', 
 is(sql(q{SELECT count(*) FROM kt WHERE c = 'newcluster'}), '200', 'and nothing twice');
 is(sql(q{SELECT count(*) FROM source_writes.batches
 	WHERE source = 'kt'::regclass AND origin = 'system'}), '3', 'each reset is in the log');
+
+#
+# 4. Offsets that reset_offsets() stores are placed in the brokers' cluster
+# by the worker, also when it was about to write a batch and goes on
+# without a restart: a later change of brokers still stops the source
+#
+sql(qq{CREATE SERVER kr FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}')});
+produce('kr', map { "\t{\"id\": $_, \"c\": \"old\"}" } 1 .. 10);
+sql(q{CREATE FOREIGN TABLE kr (id int, c text, o bigint OPTIONS (source 'offset'))
+	SERVER kr OPTIONS (topic 'kr')});
+sql(q{SELECT source_writes.wait_for('kr')});
+my $resetter = $node->background_psql('postgres');
+$resetter->query_safe(q{BEGIN; SELECT source_writes.reset_offsets('kr', '0:12')});
+produce('kr', map { "\t{\"id\": $_, \"c\": \"old\"}" } 11 .. 15);
+my $kr = sql(q{SELECT 'kr'::regclass::oid});
+ok($node->poll_query_until('postgres', qq{SELECT count(*) > 0 FROM pg_locks l
+	JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.relation = $kr AND NOT l.granted AND a.backend_type = 'source_writes kafka worker'}),
+	'the worker waits for the reset to write its batch');
+$resetter->query_safe('COMMIT');
+$resetter->quit;
+sql(q{SELECT source_writes.wait_for('kr')});
+is(sql(q{SELECT string_agg(o::text, ',' ORDER BY o) FROM kr WHERE o >= 10}), '12,13,14',
+	'it goes on at the offset reset_offsets() stored');
+is(sql(q{SELECT next_offset, cluster_id IS NOT NULL FROM source_writes.progress
+	WHERE source = 'kr'::regclass}), '15|t', 'an offset in the cluster of the brokers');
+my $broker3 = SwTest::broker(topics => [ 'kr:1' ]);
+SwTest::produce($broker3, 'kr', map { "\t{\"id\": $_, \"c\": \"new\"}" } 1 .. 30);
+sql(qq{ALTER SERVER kr OPTIONS (SET brokers '$broker3->{bootstrap}')});
+like(sql_error(q{SELECT source_writes.wait_for('kr')}), qr/Its state is "cluster changed"/,
+	'new brokers then stop the source');
+is(sql(q{SELECT count(*) FROM kr WHERE c = 'new'}), '0',
+	'nothing of the new cluster at the old offsets');
+
+#
+# 5. Brokers rebuilt under the same address (a fixed log of another
+# cluster at the same port): not one of their messages lands at the old
+# cluster's offsets, although the worker was fetching when they came
+#
+sub txn_log { my ($tag, $n) = @_; return join ' ', map { "v:{\"id\":$_,\"c\":\"$tag\"}" } 1 .. $n; }
+my $rebuilt = SwTest::broker(txn_topic => 'rb', txn_partitions => [ txn_log('A', 3) ],
+	cluster_id => 'clusterA');
+my ($rebuilt_port) = $rebuilt->{bootstrap} =~ /:(\d+)$/;
+sql(qq{CREATE SERVER rb FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$rebuilt->{bootstrap}')});
+sql(q{CREATE FOREIGN TABLE rb (id int, c text, o bigint OPTIONS (source 'offset'))
+	SERVER rb OPTIONS (topic 'rb')});
+sql(q{SELECT source_writes.wait_for('rb')});
+SwTest::stop_broker($rebuilt);
+$rebuilt = SwTest::broker(txn_topic => 'rb', txn_partitions => [ txn_log('B', 8) ],
+	cluster_id => 'clusterB', port => $rebuilt_port);
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'rb'::regclass},
+	'cluster changed', 'the source stops');
+is(sql(q{SELECT string_agg(c || o, ',' ORDER BY o) FROM rb}), 'A0,A1,A2',
+	'nothing of the rebuilt cluster landed before');
+
+#
+# 6. A partition found after the worker started, whose stored offset is of
+# another cluster, stops too (two workers: the second one's partition is
+# missing from the new cluster's topic at first, and added later)
+#
+my $two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('A', 3), txn_log('A', 3) ],
+	cluster_id => 'clusterA');
+sql(qq{CREATE SERVER tw FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$two->{bootstrap}')});
+sql(q{CREATE FOREIGN TABLE tw (id int, c text, p int OPTIONS (source 'partition'),
+	o bigint OPTIONS (source 'offset')) SERVER tw OPTIONS (topic 'tw', workers '2')});
+sql(q{SELECT source_writes.wait_for('tw')});
+SwTest::stop_broker($two);
+$two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('B', 5) ],
+	cluster_id => 'clusterB');
+my ($two_port) = $two->{bootstrap} =~ /:(\d+)$/;
+my $workers = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes kafka worker'};
+my $before = join ',', split /\n/, sql($workers);
+sql(qq{ALTER SERVER tw OPTIONS (SET brokers '$two->{bootstrap}')});
+poll_is(q{SELECT string_agg(part || ' ' || coalesce(stopped, 'following'), ', ' ORDER BY part)
+	FROM source_writes.progress WHERE source = 'tw'::regclass},
+	'0 cluster changed, 1 following', 'the partition in the new topic stops');
+# both new workers have looked at the new cluster's topic, and sleep
+poll_is(qq{SELECT count(*) FROM ($workers) w JOIN pg_stat_activity a USING (pid)
+	WHERE pid NOT IN ($before) AND a.wait_event = 'Extension'}, '2',
+	'both workers of the source run on the new cluster');
+SwTest::stop_broker($two);
+$two = SwTest::broker(txn_topic => 'tw', txn_partitions => [ txn_log('B', 5), txn_log('B', 6) ],
+	cluster_id => 'clusterB', port => $two_port);
+poll_is(q{SELECT stopped FROM source_writes.progress WHERE source = 'tw'::regclass AND part = 1},
+	'cluster changed', 'so does the partition added to it later');
+is(sql(q{SELECT count(*) FROM tw WHERE c = 'B'}), '0', 'nothing of the new cluster landed');
 
 done_testing();

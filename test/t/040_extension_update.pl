@@ -104,6 +104,25 @@ $node->safe_psql('postgres', q{
 	-- where the worker of u would have got (its brokers are not there)
 	INSERT INTO source_writes.progress VALUES ('u', 0, 42), ('u', 1, 7);
 });
+# librdkafka's buffers, which version 0.1 let any role with USAGE on a
+# server raise to gigabytes in its user mapping (made here by a superuser:
+# 0.2 refuses them to others), and isolation.level, which 0.1 accepted
+# (written into the catalog: 0.2 refuses it to everyone)
+$node->safe_psql('postgres', q{
+	GRANT USAGE ON FOREIGN SERVER k TO alice;
+	CREATE USER MAPPING FOR alice SERVER k OPTIONS (
+	  "rdkafka.queued.max.messages.kbytes" '2097151', "rdkafka.fetch.wait.max.ms" '50');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER k
+	  OPTIONS ("rdkafka.queued.max.messages.kbytes" '65536');
+	CREATE SERVER ka FOREIGN DATA WRAPPER source_writes OPTIONS (
+	  type 'kafka', brokers '127.0.0.1:1', "rdkafka.fetch.max.bytes" '1000000000');
+	ALTER SERVER ka OWNER TO alice;
+	CREATE USER MAPPING FOR PUBLIC SERVER ka OPTIONS (
+	  "rdkafka.queued.min.messages" '10000000', "rdkafka.queued.max.messages.kbytes" '8192');
+	UPDATE pg_user_mapping
+	  SET umoptions = umoptions || '{rdkafka.isolation.level=read_uncommitted}'
+	  WHERE umuser = 'alice'::regrole;
+});
 $node->safe_psql('postgres', $_) for (
 	q{INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 20) g},
 	q{INSERT INTO u SELECT g, 'v' || g FROM generate_series(1, 10) g},
@@ -145,7 +164,9 @@ my %queries = (
 	'frontiers' => q{SELECT source_writes.frontiers('t'), source_writes.frontiers('u')});
 my %before = map { $_ => $node->safe_psql('postgres', $queries{$_}) } keys %queries;
 
-$node->safe_psql('postgres', 'ALTER EXTENSION source_writes UPDATE');
+my ($update_stdout, $update_stderr);
+$node->psql('postgres', 'ALTER EXTENSION source_writes UPDATE',
+	stdout => \$update_stdout, stderr => \$update_stderr, on_error_die => 1);
 is($node->safe_psql('postgres',
 		q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'}),
 	$default_version, 'updated to the default version');
@@ -173,6 +194,24 @@ is($node->safe_psql('postgres', q{
 		FROM source_writes.progress WHERE source = 'u'::regclass}),
 	'0 42 u ? 0 following, 1 7 u ? 0 following',
 	'progress rows of 0.1 name their topic after the update');
+
+# the buffers are capped where a role that is not a superuser could have
+# raised them, with a warning; isolation.level is gone
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(m, E'\n' ORDER BY m)
+		FROM (SELECT concat_ws(' ', srvname,
+		                       CASE WHEN usename = current_user THEN 'superuser' ELSE usename END,
+		                       coalesce(umoptions::text, '-')) AS m
+		      FROM pg_user_mappings WHERE srvname IN ('k', 'ka')) ms}),
+	"k alice {rdkafka.fetch.wait.max.ms=50}\n"
+	  . "k superuser {rdkafka.queued.max.messages.kbytes=65536}\n"
+	  . "ka public {rdkafka.queued.max.messages.kbytes=8192}",
+	'user mappings of roles that are not superusers keep to the caps');
+is($node->safe_psql('postgres', q{SELECT srvoptions FROM pg_foreign_server WHERE srvname = 'ka'}),
+	'{type=kafka,brokers=127.0.0.1:1}', 'and so do the servers they own');
+like($update_stderr,
+	qr/WARNING:  dropped options rdkafka\.queued\.max\.messages\.kbytes of user mapping for alice on server k: above the caps/,
+	'the update says what it dropped');
 
 # and take edits as before, in the same log
 $node->safe_psql('postgres', q{
