@@ -370,7 +370,7 @@ stamp_batches(void)
 
 	/* the timestamp, in shared memory where the sources have slots */
 	if (sw_stamps_available() && !sw_stamps_take(sources, nsources, &ts))
-		elog(ERROR, "source_writes: a pinned timestamp slot is gone");
+		elog(ERROR, "a pinned timestamp slot is gone");
 
 	foreach(lc, writes)
 	{

@@ -264,8 +264,9 @@ log_callback(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
 	if (level <= 4)
 		ereport(LOG,
-				(errmsg("source_writes kafka worker for \"%s\": librdkafka %s: %s",
-						source_name, fac, buf)));
+				(errmsg("librdkafka: %s", buf),
+				 errdetail("librdkafka logged it (facility %s) in the Kafka worker of source table \"%s\".",
+						   fac, source_name)));
 }
 
 /*
@@ -1348,7 +1349,8 @@ consume_deleted(bool drained)
 						 " of partition %d before they were ingested",
 						 p->next, p->deleted_to - 1, p->partition);
 		ereport(WARNING,
-				(errmsg("source_writes kafka worker for \"%s\": %s", source_name, error),
+				(errmsg("the brokers deleted offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d of topic \"%s\" before source table \"%s\" ingested them",
+						p->next, p->deleted_to - 1, p->partition, topic, source_name),
 				 errhint("The topic's retention is shorter than the time the source was behind.")));
 		set_state("running", error);
 		p->lost = p->deleted_to - p->next;
@@ -1569,7 +1571,7 @@ ingest_batch(void)
 
 	for (int i = 0; i < npartitions; i++)
 		partitions[i].next = partitions[i].batch_to;
-	elog(DEBUG1, "source_writes: ingested " INT64_FORMAT " rows into \"%s\", kept " INT64_FORMAT " errors",
+	elog(DEBUG1, "ingested " INT64_FORMAT " rows into source table \"%s\", kept " INT64_FORMAT " errors",
 		 written, source_name, kept);
 }
 
@@ -1701,7 +1703,7 @@ leave_for_new_options(void)
 	if (exists)
 	{
 		ereport(LOG,
-				(errmsg("source_writes kafka worker for source table \"%s\" restarts to take new options",
+				(errmsg("kafka worker for source table \"%s\" restarts to take new options",
 						source_name)));
 		sw_worker_restart_soon();
 	}
@@ -1834,7 +1836,7 @@ source_writes_kafka_main(Datum main_arg)
 	}
 	PG_END_TRY();
 	ereport(LOG,
-			(errmsg("source_writes kafka worker started for source table \"%s\", topic \"%s\"",
+			(errmsg("kafka worker for source table \"%s\" started on topic \"%s\"",
 					source_name, topic)));
 	set_state("starting", "");
 

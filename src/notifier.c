@@ -241,7 +241,7 @@ sw_notifier_start_requested(void)
 
 	if (full)
 		ereport(WARNING,
-				(errmsg("source_writes could not record a notification"),
+				(errmsg("could not record a notification of new batches"),
 				 errdetail("More than %d databases had notifications to send at once; listeners of one of them were not told of a new upper.",
 						   SW_NOTIFY_DATABASES)));
 
@@ -261,8 +261,8 @@ sw_notifier_start_requested(void)
 			continue;
 
 		ereport(WARNING,
-				(errmsg("source_writes could not start a notifier for database %u", dbs[i]),
-				 errdetail("No background worker slot is free."),
+				(errmsg("could not start the notifier of database %u", dbs[i]),
+				 errdetail("It announces the new batches of the database's source tables.  No background worker slot is free."),
 				 errhint("Raise max_worker_processes.")));
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		for (int j = 0; j < SW_NOTIFY_DATABASES; j++)
