@@ -32,7 +32,8 @@ OBJS = \
 	src/supervisor.o \
 	src/workers.o \
 	src/writer.o
-DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql
+DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
+	sql/source_writes--0.2.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
