@@ -45,7 +45,6 @@
 
 #include "catalog.h"
 #include "compaction.h"
-#include "controller.h"
 #include "deliveries.h"
 #include "log.h"
 

@@ -59,7 +59,6 @@
 #include "utils/timestamp.h"
 
 #include "controller.h"
-#include "fdw_options.h"
 #include "notifier.h"
 #include "stamps.h"
 

@@ -75,7 +75,6 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
-#include "controller.h"
 #include "fdw.h"
 #include "storage.h"
 #include "writer.h"
