@@ -7,11 +7,13 @@
  * The workers serve every database that has the extension.  The launcher
  * (launcher.c), connected to no database, finds the databases in
  * pg_database and starts a supervisor in each (supervisor.c), which looks
- * whether the extension is there: if it is, it stays, and keeps that
- * database's Kafka workers running and its sources compacted; if not, it
- * leaves at once, and the launcher looks again only when told that
- * CREATE EXTENSION committed there (sw_database_extension_created(), which
- * the extension's script calls) or when the database is new.  Shared
+ * whether the extension is there, with source tables: if they are, it
+ * stays, and keeps that database's Kafka workers running and its sources
+ * compacted; if not, it leaves at once, and the launcher looks again only
+ * when told that CREATE EXTENSION (sw_database_extension_created(), which
+ * the extension's script calls) or a new source table
+ * (sw_database_sources_changed(), from the event trigger) committed
+ * there, or when the database is new.  Shared
  * memory holds an entry for each database that has a supervisor: what it
  * found, its pid and latch, whether the database has webhook sources, and
  * which process writes its webhook requests.
@@ -69,7 +71,7 @@
 /* commands that may want a database to themselves at once */
 #define SW_MAX_WANTED			16
 
-/* CREATE EXTENSIONs remembered until the launcher takes them */
+/* databases to look at again, remembered until the launcher takes them */
 #define SW_MAX_HINTS			64
 
 /* how long a command waits for our workers to leave its database */
@@ -129,10 +131,13 @@ static SwDatabasesShared *shared = NULL;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* this backend: it wants a database, or created the extension */
+/*
+ * This backend: it wants a database, or created the extension or a source
+ * table (the launcher is to look at the database again at commit)
+ */
 static bool xact_callback_registered = false;
 static bool wanting = false;
-static bool extension_created = false;
+static bool look_again = false;
 
 static int
 entry_count(void)
@@ -289,8 +294,8 @@ sw_database_enter(Oid dboid)
 
 /*
  * At the end of a transaction: the databases it wanted are free again;
- * an extension it created is there, if it committed.  The launcher is
- * told of either.
+ * an extension or a source table it created is there, if it committed.
+ * The launcher is told of either.
  */
 static void
 databases_xact_callback(XactEvent event, void *arg)
@@ -308,7 +313,7 @@ databases_xact_callback(XactEvent event, void *arg)
 		default:
 			return;
 	}
-	if (!wanting && !extension_created)
+	if (!wanting && !look_again)
 		return;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -326,7 +331,7 @@ databases_xact_callback(XactEvent event, void *arg)
 		}
 		wake = true;
 	}
-	if (extension_created &&
+	if (look_again &&
 		(event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT))
 	{
 		if (shared->nhints < SW_MAX_HINTS)
@@ -337,7 +342,7 @@ databases_xact_callback(XactEvent event, void *arg)
 	}
 	LWLockRelease(shared->lock);
 	wanting = false;
-	extension_created = false;
+	look_again = false;
 	if (wake)
 		wake_launcher();
 }
@@ -355,7 +360,7 @@ register_xact_callback(void)
 /*
  * CREATE EXTENSION source_writes runs in this transaction: once it
  * commits, the launcher serves the database (within a second or so, with
- * no restart).
+ * no restart) when it has source tables.
  */
 void
 sw_database_extension_created(void)
@@ -363,7 +368,21 @@ sw_database_extension_created(void)
 	if (shared == NULL)
 		return;
 	register_xact_callback();
-	extension_created = true;
+	look_again = true;
+}
+
+/*
+ * A command of this transaction made a source table: once it commits, the
+ * launcher looks at the database again, which a supervisor left while it
+ * had none.
+ */
+void
+sw_database_sources_changed(void)
+{
+	if (shared == NULL)
+		return;
+	register_xact_callback();
+	look_again = true;
 }
 
 /*
