@@ -49,8 +49,10 @@
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_tablespace_d.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/tablespace.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
@@ -472,35 +474,71 @@ may_create_databases(void)
 	return result;
 }
 
+/*
+ * Is the database a template?  (Anyone who may create databases may copy
+ * it; DROP DATABASE refuses it.)
+ */
+static bool
+is_template(Oid dboid)
+{
+	HeapTuple	tuple;
+	bool		result = false;
+
+	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (HeapTupleIsValid(tuple))
+	{
+		result = ((Form_pg_database) GETSTRUCT(tuple))->datistemplate;
+		ReleaseSysCache(tuple);
+	}
+	return result;
+}
+
 /* may the current role copy the database (CREATE DATABASE ... TEMPLATE)? */
 static bool
 may_copy_database(Oid dboid)
 {
-	HeapTuple	tuple;
-	bool		is_template = false;
+	return may_create_databases() &&
+		(is_template(dboid) || pg_database_ownercheck(dboid, GetUserId()));
+}
 
-	if (!may_create_databases())
+/*
+ * May the current role move the database to the tablespace, and would
+ * that move it (ALTER DATABASE ... SET TABLESPACE, as movedb() checks)?
+ */
+static bool
+may_move_database(Oid dboid, const char *tablespace)
+{
+	Oid			dst = get_tablespace_oid(tablespace, true);
+	HeapTuple	tuple;
+	bool		moves = false;
+
+	if (!OidIsValid(dst) || dst == GLOBALTABLESPACE_OID ||
+		pg_tablespace_aclcheck(dst, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
 		return false;
 	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
 	if (HeapTupleIsValid(tuple))
 	{
-		is_template = ((Form_pg_database) GETSTRUCT(tuple))->datistemplate;
+		moves = ((Form_pg_database) GETSTRUCT(tuple))->dattablespace != dst;
 		ReleaseSysCache(tuple);
 	}
-	return is_template || pg_database_ownercheck(dboid, GetUserId());
+	return moves;
 }
 
 /*
  * The database a utility command needs to itself, if the current role may
  * run it (its name in *name); else InvalidOid.  Only roles that may run
  * the command can make our workers leave: nobody else can stop a
- * database's ingestion so.
+ * database's ingestion so, not even with a command that PostgreSQL then
+ * refuses for want of a privilege, or for a reason known before it counts
+ * the database's sessions.
  */
 static Oid
 database_wanted(Node *parsetree, const char **name)
 {
 	Oid			dboid;
 	ListCell   *lc;
+	const char *tablespace = NULL;
+	const char *newname = NULL;
 
 	*name = NULL;
 	switch (nodeTag(parsetree))
@@ -510,12 +548,22 @@ database_wanted(Node *parsetree, const char **name)
 			break;
 		case T_RenameStmt:
 			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+			{
 				*name = ((RenameStmt *) parsetree)->subname;
+				newname = ((RenameStmt *) parsetree)->newname;
+			}
 			break;
 		case T_AlterDatabaseStmt:
 			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
-				if (strcmp(((DefElem *) lfirst(lc))->defname, "tablespace") == 0)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (strcmp(def->defname, "tablespace") == 0 && def->arg != NULL)
+				{
 					*name = ((AlterDatabaseStmt *) parsetree)->dbname;
+					tablespace = defGetString(def);
+				}
+			}
 			break;
 		case T_CreatedbStmt:
 			*name = "template1";
@@ -535,9 +583,28 @@ database_wanted(Node *parsetree, const char **name)
 	dboid = get_database_oid(*name, true);
 	if (!OidIsValid(dboid) || dboid == MyDatabaseId)
 		return InvalidOid;
-	if (IsA(parsetree, CreatedbStmt) ? !may_copy_database(dboid) :
-		!pg_database_ownercheck(dboid, GetUserId()))
+	if (IsA(parsetree, CreatedbStmt))
+		return may_copy_database(dboid) ? dboid : InvalidOid;
+	if (!pg_database_ownercheck(dboid, GetUserId()))
 		return InvalidOid;
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			if (is_template(dboid))
+				return InvalidOid;
+			break;
+		case T_RenameStmt:
+			if (!may_create_databases() ||
+				OidIsValid(get_database_oid(newname, true)))
+				return InvalidOid;
+			break;
+		case T_AlterDatabaseStmt:
+			if (!may_move_database(dboid, tablespace))
+				return InvalidOid;
+			break;
+		default:
+			break;
+	}
 	return dboid;
 }
 

@@ -2,8 +2,9 @@
 # databases ingest, each exactly once, and are compacted, while a database
 # without the extension, or without source tables, keeps no worker (not
 # even the many copies a role that may only create databases makes of
-# one), and its first source table brings its supervisor; CREATE
-# EXTENSION in a third
+# one), and its first source table brings its supervisor; a failing ALTER
+# DATABASE ... RENAME by a role that may not rename it does not stop the
+# workers there; CREATE EXTENSION in a third
 # database while the server runs gets its sources ingested within
 # seconds; DROP DATABASE of a served database works without FORCE (the
 # workers leave it) and the launcher stays healthy, and a DROP DATABASE
@@ -108,6 +109,24 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activi
 	WHERE datname = 'copy_3' AND backend_type LIKE 'source_writes%'}),
 	'after the drop of its last source table no worker stays');
 sql('postgres', "DROP DATABASE copy_$_") for 1 .. 6;
+
+# an owner who may not rename its database (no CREATEDB) does not stop the
+# workers there with a rename that PostgreSQL refuses
+sql('postgres', 'CREATE ROLE keeper LOGIN; ALTER DATABASE app1 OWNER TO keeper');
+my $before = sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	WHERE datname = 'app1'
+	  AND backend_type IN ('source_writes supervisor', 'source_writes kafka worker')});
+my $log_at = -s $node->logfile;
+my ($r, $o, $e) = $node->psql('postgres', 'ALTER DATABASE app1 RENAME TO app1_renamed',
+	extra_params => [ '-U', 'keeper' ]);
+like($e, qr/permission denied to rename database/, 'a rename by an owner without CREATEDB fails');
+is(sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	WHERE datname = 'app1'
+	  AND backend_type IN ('source_writes supervisor', 'source_writes kafka worker')}), $before,
+	'and the workers of the database stay');
+unlike(substr(slurp_file($node->logfile), $log_at), qr/workers leave database "app1"/,
+	'none was told to leave');
+sql('postgres', 'ALTER DATABASE app1 OWNER TO CURRENT_USER');
 
 # compaction in the second database
 sql('app2', q{INSERT INTO short SELECT generate_series(1, 100); DELETE FROM short});
