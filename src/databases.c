@@ -789,11 +789,21 @@ sw_databases_looked_at_all(void)
 	LWLockRelease(shared->lock);
 }
 
+/* is the entry's database served, with webhook sources, and not wanted? */
+static bool
+takes_webhooks(SwDatabaseEntry *e)
+{
+	return OidIsValid(e->dboid) && e->result == SW_DATABASE_SERVED &&
+		e->has_webhooks && !wanted_locked(e->dboid);
+}
+
 /*
  * May the database of this name (not NUL-terminated) still turn out to be
  * served: the launcher has not looked at every database yet, or its
- * supervisor is looking, or a command wants it?  Then a request to it is
- * told to come again, not that it has no such table.
+ * supervisor is looking, or a command wants it?  Or does it take webhook
+ * requests (the webhook server, which asks when it has no relay for it,
+ * has not made one yet)?  Then a request to it is told to come again, not
+ * that it has no such table.
  */
 bool
 sw_databases_unsettled(const char *name, size_t len)
@@ -810,18 +820,11 @@ sw_databases_unsettled(const char *name, size_t len)
 
 		if (OidIsValid(e->dboid) && strlen(NameStr(e->name)) == len &&
 			memcmp(NameStr(e->name), name, len) == 0)
-			unsettled = e->result == SW_DATABASE_UNKNOWN || wanted_locked(e->dboid);
+			unsettled = e->result == SW_DATABASE_UNKNOWN || wanted_locked(e->dboid) ||
+				takes_webhooks(e);
 	}
 	LWLockRelease(shared->lock);
 	return unsettled;
-}
-
-/* is the entry's database served, with webhook sources, and not wanted? */
-static bool
-takes_webhooks(SwDatabaseEntry *e)
-{
-	return OidIsValid(e->dboid) && e->result == SW_DATABASE_SERVED &&
-		e->has_webhooks && !wanted_locked(e->dboid);
 }
 
 /*
@@ -993,6 +996,28 @@ sw_database_set_webhook_writer(Oid dboid, pid_t pid, const char *state, const ch
 		strlcpy(e->webhook_state, state, SW_WEBHOOK_STATE_LEN);
 		if (error)
 			strlcpy(e->webhook_error, error, SW_WEBHOOK_ERROR_LEN);
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * The process that writes the webhook requests of a database leaves: the
+ * database has none, unless another one took its place meanwhile (a relay
+ * of a webhook server that left may end after its successor began).
+ */
+void
+sw_database_clear_webhook_writer(Oid dboid, pid_t pid)
+{
+	SwDatabaseEntry *e;
+
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	e = find_entry(dboid);
+	if (e && e->webhook_pid == pid)
+	{
+		e->webhook_pid = 0;
+		e->webhook_state[0] = '\0';
 	}
 	LWLockRelease(shared->lock);
 }

@@ -69,6 +69,7 @@ extern PGDLLEXPORT int	sw_databases_with_webhooks(SwWebhookDatabase *dbs, int ma
 extern PGDLLEXPORT bool sw_databases_unsettled(const char *name, size_t len);
 extern PGDLLEXPORT void sw_database_set_webhook_writer(Oid dboid, pid_t pid, const char *state,
 													   const char *error);
+extern PGDLLEXPORT void sw_database_clear_webhook_writer(Oid dboid, pid_t pid);
 extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char *error);
 
 #endif							/* SW_DATABASES_H */
