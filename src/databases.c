@@ -7,11 +7,13 @@
  * The workers serve every database that has the extension.  The launcher
  * (launcher.c), connected to no database, finds the databases in
  * pg_database and starts a supervisor in each (supervisor.c), which looks
- * whether the extension is there: if it is, it stays, and keeps that
- * database's Kafka workers running and its sources compacted; if not, it
- * leaves at once, and the launcher looks again only when told that
- * CREATE EXTENSION committed there (sw_database_extension_created(), which
- * the extension's script calls) or when the database is new.  Shared
+ * whether the extension is there, with source tables: if they are, it
+ * stays, and keeps that database's Kafka workers running and its sources
+ * compacted; if not, it leaves at once, and the launcher looks again only
+ * when told that CREATE EXTENSION (sw_database_extension_created(), which
+ * the extension's script calls) or a new source table
+ * (sw_database_sources_changed(), from the event trigger) committed
+ * there, or when the database is new.  Shared
  * memory holds an entry for each database that has a supervisor: what it
  * found, its pid and latch, whether the database has webhook sources, and
  * which process writes its webhook requests.
@@ -47,8 +49,10 @@
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_tablespace_d.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/tablespace.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
@@ -69,7 +73,7 @@
 /* commands that may want a database to themselves at once */
 #define SW_MAX_WANTED			16
 
-/* CREATE EXTENSIONs remembered until the launcher takes them */
+/* databases to look at again, remembered until the launcher takes them */
 #define SW_MAX_HINTS			64
 
 /* how long a command waits for our workers to leave its database */
@@ -129,10 +133,13 @@ static SwDatabasesShared *shared = NULL;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* this backend: it wants a database, or created the extension */
+/*
+ * This backend: it wants a database, or created the extension or a source
+ * table (the launcher is to look at the database again at commit)
+ */
 static bool xact_callback_registered = false;
 static bool wanting = false;
-static bool extension_created = false;
+static bool look_again = false;
 
 static int
 entry_count(void)
@@ -289,8 +296,8 @@ sw_database_enter(Oid dboid)
 
 /*
  * At the end of a transaction: the databases it wanted are free again;
- * an extension it created is there, if it committed.  The launcher is
- * told of either.
+ * an extension or a source table it created is there, if it committed.
+ * The launcher is told of either.
  */
 static void
 databases_xact_callback(XactEvent event, void *arg)
@@ -308,7 +315,7 @@ databases_xact_callback(XactEvent event, void *arg)
 		default:
 			return;
 	}
-	if (!wanting && !extension_created)
+	if (!wanting && !look_again)
 		return;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -326,7 +333,7 @@ databases_xact_callback(XactEvent event, void *arg)
 		}
 		wake = true;
 	}
-	if (extension_created &&
+	if (look_again &&
 		(event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT))
 	{
 		if (shared->nhints < SW_MAX_HINTS)
@@ -337,7 +344,7 @@ databases_xact_callback(XactEvent event, void *arg)
 	}
 	LWLockRelease(shared->lock);
 	wanting = false;
-	extension_created = false;
+	look_again = false;
 	if (wake)
 		wake_launcher();
 }
@@ -355,7 +362,7 @@ register_xact_callback(void)
 /*
  * CREATE EXTENSION source_writes runs in this transaction: once it
  * commits, the launcher serves the database (within a second or so, with
- * no restart).
+ * no restart) when it has source tables.
  */
 void
 sw_database_extension_created(void)
@@ -363,7 +370,21 @@ sw_database_extension_created(void)
 	if (shared == NULL)
 		return;
 	register_xact_callback();
-	extension_created = true;
+	look_again = true;
+}
+
+/*
+ * A command of this transaction made a source table: once it commits, the
+ * launcher looks at the database again, which a supervisor left while it
+ * had none.
+ */
+void
+sw_database_sources_changed(void)
+{
+	if (shared == NULL)
+		return;
+	register_xact_callback();
+	look_again = true;
 }
 
 /*
@@ -453,35 +474,71 @@ may_create_databases(void)
 	return result;
 }
 
+/*
+ * Is the database a template?  (Anyone who may create databases may copy
+ * it; DROP DATABASE refuses it.)
+ */
+static bool
+is_template(Oid dboid)
+{
+	HeapTuple	tuple;
+	bool		result = false;
+
+	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (HeapTupleIsValid(tuple))
+	{
+		result = ((Form_pg_database) GETSTRUCT(tuple))->datistemplate;
+		ReleaseSysCache(tuple);
+	}
+	return result;
+}
+
 /* may the current role copy the database (CREATE DATABASE ... TEMPLATE)? */
 static bool
 may_copy_database(Oid dboid)
 {
-	HeapTuple	tuple;
-	bool		is_template = false;
+	return may_create_databases() &&
+		(is_template(dboid) || pg_database_ownercheck(dboid, GetUserId()));
+}
 
-	if (!may_create_databases())
+/*
+ * May the current role move the database to the tablespace, and would
+ * that move it (ALTER DATABASE ... SET TABLESPACE, as movedb() checks)?
+ */
+static bool
+may_move_database(Oid dboid, const char *tablespace)
+{
+	Oid			dst = get_tablespace_oid(tablespace, true);
+	HeapTuple	tuple;
+	bool		moves = false;
+
+	if (!OidIsValid(dst) || dst == GLOBALTABLESPACE_OID ||
+		pg_tablespace_aclcheck(dst, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
 		return false;
 	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
 	if (HeapTupleIsValid(tuple))
 	{
-		is_template = ((Form_pg_database) GETSTRUCT(tuple))->datistemplate;
+		moves = ((Form_pg_database) GETSTRUCT(tuple))->dattablespace != dst;
 		ReleaseSysCache(tuple);
 	}
-	return is_template || pg_database_ownercheck(dboid, GetUserId());
+	return moves;
 }
 
 /*
  * The database a utility command needs to itself, if the current role may
  * run it (its name in *name); else InvalidOid.  Only roles that may run
  * the command can make our workers leave: nobody else can stop a
- * database's ingestion so.
+ * database's ingestion so, not even with a command that PostgreSQL then
+ * refuses for want of a privilege, or for a reason known before it counts
+ * the database's sessions.
  */
 static Oid
 database_wanted(Node *parsetree, const char **name)
 {
 	Oid			dboid;
 	ListCell   *lc;
+	const char *tablespace = NULL;
+	const char *newname = NULL;
 
 	*name = NULL;
 	switch (nodeTag(parsetree))
@@ -491,12 +548,22 @@ database_wanted(Node *parsetree, const char **name)
 			break;
 		case T_RenameStmt:
 			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+			{
 				*name = ((RenameStmt *) parsetree)->subname;
+				newname = ((RenameStmt *) parsetree)->newname;
+			}
 			break;
 		case T_AlterDatabaseStmt:
 			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
-				if (strcmp(((DefElem *) lfirst(lc))->defname, "tablespace") == 0)
+			{
+				DefElem    *def = lfirst(lc);
+
+				if (strcmp(def->defname, "tablespace") == 0 && def->arg != NULL)
+				{
 					*name = ((AlterDatabaseStmt *) parsetree)->dbname;
+					tablespace = defGetString(def);
+				}
+			}
 			break;
 		case T_CreatedbStmt:
 			*name = "template1";
@@ -516,9 +583,28 @@ database_wanted(Node *parsetree, const char **name)
 	dboid = get_database_oid(*name, true);
 	if (!OidIsValid(dboid) || dboid == MyDatabaseId)
 		return InvalidOid;
-	if (IsA(parsetree, CreatedbStmt) ? !may_copy_database(dboid) :
-		!pg_database_ownercheck(dboid, GetUserId()))
+	if (IsA(parsetree, CreatedbStmt))
+		return may_copy_database(dboid) ? dboid : InvalidOid;
+	if (!pg_database_ownercheck(dboid, GetUserId()))
 		return InvalidOid;
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			if (is_template(dboid))
+				return InvalidOid;
+			break;
+		case T_RenameStmt:
+			if (!may_create_databases() ||
+				OidIsValid(get_database_oid(newname, true)))
+				return InvalidOid;
+			break;
+		case T_AlterDatabaseStmt:
+			if (!may_move_database(dboid, tablespace))
+				return InvalidOid;
+			break;
+		default:
+			break;
+	}
 	return dboid;
 }
 
@@ -703,11 +789,21 @@ sw_databases_looked_at_all(void)
 	LWLockRelease(shared->lock);
 }
 
+/* is the entry's database served, with webhook sources, and not wanted? */
+static bool
+takes_webhooks(SwDatabaseEntry *e)
+{
+	return OidIsValid(e->dboid) && e->result == SW_DATABASE_SERVED &&
+		e->has_webhooks && !wanted_locked(e->dboid);
+}
+
 /*
  * May the database of this name (not NUL-terminated) still turn out to be
  * served: the launcher has not looked at every database yet, or its
- * supervisor is looking, or a command wants it?  Then a request to it is
- * told to come again, not that it has no such table.
+ * supervisor is looking, or a command wants it?  Or does it take webhook
+ * requests (the webhook server, which asks when it has no relay for it,
+ * has not made one yet)?  Then a request to it is told to come again, not
+ * that it has no such table.
  */
 bool
 sw_databases_unsettled(const char *name, size_t len)
@@ -724,18 +820,11 @@ sw_databases_unsettled(const char *name, size_t len)
 
 		if (OidIsValid(e->dboid) && strlen(NameStr(e->name)) == len &&
 			memcmp(NameStr(e->name), name, len) == 0)
-			unsettled = e->result == SW_DATABASE_UNKNOWN || wanted_locked(e->dboid);
+			unsettled = e->result == SW_DATABASE_UNKNOWN || wanted_locked(e->dboid) ||
+				takes_webhooks(e);
 	}
 	LWLockRelease(shared->lock);
 	return unsettled;
-}
-
-/* is the entry's database served, with webhook sources, and not wanted? */
-static bool
-takes_webhooks(SwDatabaseEntry *e)
-{
-	return OidIsValid(e->dboid) && e->result == SW_DATABASE_SERVED &&
-		e->has_webhooks && !wanted_locked(e->dboid);
 }
 
 /*
@@ -907,6 +996,28 @@ sw_database_set_webhook_writer(Oid dboid, pid_t pid, const char *state, const ch
 		strlcpy(e->webhook_state, state, SW_WEBHOOK_STATE_LEN);
 		if (error)
 			strlcpy(e->webhook_error, error, SW_WEBHOOK_ERROR_LEN);
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * The process that writes the webhook requests of a database leaves: the
+ * database has none, unless another one took its place meanwhile (a relay
+ * of a webhook server that left may end after its successor began).
+ */
+void
+sw_database_clear_webhook_writer(Oid dboid, pid_t pid)
+{
+	SwDatabaseEntry *e;
+
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	e = find_entry(dboid);
+	if (e && e->webhook_pid == pid)
+	{
+		e->webhook_pid = 0;
+		e->webhook_state[0] = '\0';
 	}
 	LWLockRelease(shared->lock);
 }

@@ -24,7 +24,8 @@ typedef enum SwDatabaseResult
 {
 	SW_DATABASE_UNKNOWN,		/* not looked yet, or still serving */
 	SW_DATABASE_SERVED,			/* the extension is there: it serves it */
-	SW_DATABASE_NO_EXTENSION	/* the extension is not (or no longer) there */
+	SW_DATABASE_NO_EXTENSION,	/* the extension is not (or no longer) there */
+	SW_DATABASE_NO_SOURCES		/* the extension is, with no source table */
 } SwDatabaseResult;
 
 /* a database whose webhook requests the webhook server takes */
@@ -42,8 +43,9 @@ extern void sw_databases_install_hooks(void);
 /* every worker of ours, before it connects to a database */
 extern PGDLLEXPORT bool sw_database_enter(Oid dboid);
 
-/* CREATE EXTENSION: tell the launcher at commit */
+/* CREATE EXTENSION, a source table made: the launcher is told at commit */
 extern void sw_database_extension_created(void);
+extern void sw_database_sources_changed(void);
 
 /* the launcher */
 extern void sw_databases_attach_launcher(void);
@@ -67,6 +69,7 @@ extern PGDLLEXPORT int	sw_databases_with_webhooks(SwWebhookDatabase *dbs, int ma
 extern PGDLLEXPORT bool sw_databases_unsettled(const char *name, size_t len);
 extern PGDLLEXPORT void sw_database_set_webhook_writer(Oid dboid, pid_t pid, const char *state,
 													   const char *error);
+extern PGDLLEXPORT void sw_database_clear_webhook_writer(Oid dboid, pid_t pid);
 extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char *error);
 
 #endif							/* SW_DATABASES_H */

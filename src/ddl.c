@@ -50,6 +50,7 @@
 
 #include "catalog.h"
 #include "constraints.h"
+#include "databases.h"
 #include "fdw_options.h"
 #include "storage.h"
 #include "workers.h"
@@ -293,7 +294,11 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 							relation_close(ftrel, NoLock);
 						}
 						if (strcmp(obj->tag, "CREATE FOREIGN TABLE") == 0)
+						{
 							sw_warn_if_not_preloaded();
+							/* the launcher serves the database, if it did not */
+							sw_database_sources_changed();
+						}
 					}
 					break;
 				}

@@ -7,10 +7,12 @@
  * connects to no database (like PostgreSQL's logical replication
  * launcher): it reads pg_database about once a second, and starts a
  * supervisor (supervisor.c) in each database that can be connected to.
- * A supervisor that finds the extension stays and serves its database; one
- * that does not leaves at once, and that database is looked at again only
- * when CREATE EXTENSION commits there (databases.c tells the launcher), or
- * when it is made again.  So a database without the extension costs one
+ * A supervisor that finds the extension with source tables stays and
+ * serves its database; one that does not leaves at once, and that
+ * database is looked at again only when CREATE EXTENSION, or a command
+ * that makes a source table, commits there (databases.c tells the
+ * launcher; if that comes while a supervisor looks, it looks again), or
+ * when it is made again.  So a database without source tables costs one
  * short-lived process when it is first seen, and nothing after.  At most
  * SW_MAX_LOOKS supervisors look at new databases at once, so that a
  * cluster of many databases does not take every worker process at start.
@@ -86,9 +88,16 @@ PGDLLEXPORT void source_writes_launcher_main(Datum main_arg);
 typedef enum LauncherState
 {
 	SW_LAUNCHER_NEW,			/* to be looked at */
-	SW_LAUNCHER_SERVED,			/* it has the extension */
-	SW_LAUNCHER_NO_EXTENSION	/* it has not: looked at again when told */
+	SW_LAUNCHER_SERVED,			/* it has the extension and source tables */
+	SW_LAUNCHER_NO_EXTENSION,	/* it has no extension: looked at again when
+								 * told */
+	SW_LAUNCHER_NO_SOURCES		/* it has the extension, no source table:
+								 * likewise */
 } LauncherState;
+
+/* nothing to serve there until the launcher is told */
+#define UNSERVED(state) \
+	((state) == SW_LAUNCHER_NO_EXTENSION || (state) == SW_LAUNCHER_NO_SOURCES)
 
 typedef struct LauncherDatabase
 {
@@ -102,6 +111,7 @@ typedef struct LauncherDatabase
 	TimestampTz start_after;	/* backoff */
 	int			failures;
 	bool		warned;			/* that no worker process was free for it */
+	bool		told;			/* told to look again while a supervisor ran */
 } LauncherDatabase;
 
 static HTAB *databases = NULL;
@@ -160,7 +170,7 @@ read_databases(void)
 		db->seen = true;
 		db->name = form->datname;
 		/* one that could not be connected to is looked at when it can */
-		if (!db->connectable && db->state == SW_LAUNCHER_NO_EXTENSION)
+		if (!db->connectable && UNSERVED(db->state))
 			db->state = SW_LAUNCHER_NEW;
 		db->connectable = form->datallowconn && !database_is_invalid_form(form);
 	}
@@ -170,8 +180,10 @@ read_databases(void)
 }
 
 /*
- * Look again at the databases where CREATE EXTENSION committed (or at
- * every database without the extension, if too many came at once).
+ * Look again at the databases where CREATE EXTENSION or a source table
+ * committed (or at every database not served, if too many came at once).
+ * A database whose supervisor runs (or starts) may have looked before the
+ * commit: it is looked at again if that supervisor finds nothing to serve.
  */
 static void
 take_hints(void)
@@ -185,7 +197,9 @@ take_hints(void)
 	for (int i = 0; i < n; i++)
 	{
 		db = hash_search(databases, &hints[i], HASH_FIND, NULL);
-		if (db && db->state == SW_LAUNCHER_NO_EXTENSION)
+		if (db && db->handle)
+			db->told = true;
+		else if (db && UNSERVED(db->state))
 		{
 			db->state = SW_LAUNCHER_NEW;
 			db->start_after = 0;
@@ -195,8 +209,12 @@ take_hints(void)
 		return;
 	hash_seq_init(&seq, databases);
 	while ((db = hash_seq_search(&seq)) != NULL)
-		if (db->state == SW_LAUNCHER_NO_EXTENSION)
+	{
+		if (db->handle)
+			db->told = true;
+		else if (UNSERVED(db->state))
 			db->state = SW_LAUNCHER_NEW;
+	}
 }
 
 /* start the supervisor of a database; false if no worker process is free */
@@ -227,6 +245,7 @@ start_supervisor(LauncherDatabase *db, TimestampTz now)
 		return false;
 	}
 	db->started_at = now;
+	db->told = false;			/* it looks after what it was told of */
 	return true;
 }
 
@@ -270,15 +289,21 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 
 		pfree(db->handle);
 		db->handle = NULL;
-		if (result == SW_DATABASE_NO_EXTENSION)
+		if (result == SW_DATABASE_NO_EXTENSION || result == SW_DATABASE_NO_SOURCES)
 		{
-			if (db->state == SW_LAUNCHER_SERVED)
+			if (db->state == SW_LAUNCHER_SERVED && result == SW_DATABASE_NO_EXTENSION)
 				ereport(LOG,
 						(errmsg("source_writes no longer serves database \"%s\": the extension is gone",
 								NameStr(db->name))));
-			db->state = SW_LAUNCHER_NO_EXTENSION;
+			db->state = result == SW_DATABASE_NO_EXTENSION ?
+				SW_LAUNCHER_NO_EXTENSION : SW_LAUNCHER_NO_SOURCES;
 			db->failures = 0;
+			db->start_after = 0;
 			forget_database(db->dboid);
+			/* told of a commit meanwhile: what it saw may be older */
+			if (db->told)
+				db->state = SW_LAUNCHER_NEW;
+			db->told = false;
 		}
 		else if (wanted ||
 				 TimestampDifferenceExceeds(db->started_at, now, SW_HEALTHY_MS))
@@ -306,7 +331,7 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 		forget_database(db->dboid);
 		return false;
 	}
-	if (db->state == SW_LAUNCHER_NO_EXTENSION || !db->connectable || wanted ||
+	if (UNSERVED(db->state) || !db->connectable || wanted ||
 		now < db->start_after)
 		return true;
 	if (db->state == SW_LAUNCHER_NEW && *looking >= SW_MAX_LOOKS)

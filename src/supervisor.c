@@ -4,8 +4,9 @@
  *		  The source_writes background worker of a database
  *
  * The launcher (launcher.c) starts a supervisor in each database it finds.
- * A supervisor that finds no extension there leaves at once, and says so
- * (databases.c).  Otherwise it stays, and runs a latch loop: it keeps an
+ * A supervisor that finds no extension there, or no source table, leaves
+ * at once, and says so (databases.c): the launcher starts it again when
+ * one is made.  Otherwise it stays, and runs a latch loop: it keeps an
  * ingestion worker running for each Kafka source of its database
  * (workers.c), checking on them about once a second and whenever one
  * starts or stops, reports whether the database has webhook sources (for
@@ -16,8 +17,8 @@
  * compacting) is skipped until the next pass rather than waited for; an
  * error is logged and the pass goes on with the next source.  The
  * supervisor reloads its settings on SIGHUP, stops on SIGTERM and when
- * the postmaster dies; after DROP EXTENSION it stops the database's
- * workers and leaves.
+ * the postmaster dies; after DROP EXTENSION, or the drop of the last
+ * source table, it stops the database's workers and leaves.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -79,11 +80,13 @@ static void
 supervise_workers(bool force)
 {
 	static TimestampTz last = 0;
+	static bool announced = false;
 	TimestampTz now = GetCurrentTimestamp();
 	MemoryContext cxt = CurrentMemoryContext;
 	MemoryContext tmp;
 	bool		extension = true;
 	bool		webhooks = false;
+	bool		any = true;
 
 	if (!force && !TimestampDifferenceExceeds(last, now, SW_SUPERVISE_MS))
 		return;
@@ -92,20 +95,35 @@ supervise_workers(bool force)
 								ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(tmp);
 	AcceptInvalidationMessages();
-	sw_workers_supervise(&extension, &webhooks);
+	sw_workers_supervise(&extension, &webhooks, &any);
 	MemoryContextSwitchTo(cxt);
 	MemoryContextDelete(tmp);
-	sw_database_report(extension ? SW_DATABASE_SERVED : SW_DATABASE_NO_EXTENSION,
+	sw_database_report(!extension ? SW_DATABASE_NO_EXTENSION :
+					   !any ? SW_DATABASE_NO_SOURCES : SW_DATABASE_SERVED,
 					   webhooks);
-	if (!extension)
+	if (!extension || !any)
 	{
-		/* DROP EXTENSION: its workers go, and so do we */
+		/*
+		 * DROP EXTENSION, or no source table (left, or none yet): its
+		 * workers go, and so do we, to take no worker process while there
+		 * is nothing to serve (the launcher starts us again when a source
+		 * table is made)
+		 */
 		sw_workers_stop_all();
-		ereport(LOG,
-				(errmsg("source_writes supervisor leaves database \"%s\": the extension is gone",
-						database_name)));
+		if (!extension)
+			ereport(LOG,
+					(errmsg("source_writes supervisor leaves database \"%s\": the extension is gone",
+							database_name)));
+		else
+			ereport(announced ? LOG : DEBUG1,
+					(errmsg("source_writes supervisor leaves database \"%s\": it has no source table",
+							database_name)));
 		proc_exit(0);
 	}
+	if (!announced)
+		ereport(LOG,
+				(errmsg("source_writes supervisor started for database \"%s\"", database_name)));
+	announced = true;
 }
 
 /*
@@ -286,8 +304,6 @@ source_writes_supervisor_main(Datum main_arg)
 	StartTransactionCommand();
 	database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
 	CommitTransactionCommand();
-	ereport(LOG,
-			(errmsg("source_writes supervisor started for database \"%s\"", database_name)));
 
 	pass_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes supervisor",
 									 ALLOCSET_DEFAULT_SIZES);

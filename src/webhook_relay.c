@@ -29,13 +29,18 @@
  * database: a group in one transaction, each request's checks, signature,
  * idempotency key and rows in a subtransaction, the answers after the
  * commit, 200 only once the rows are durably committed.  The server never
- * waits for a relay: it sends without blocking, and keeps what does not
- * fit for its next turn.  If a relay leaves, the requests it was sent and
- * did not answer have their connections closed without an answer (they
- * may have been committed), those not sent are answered 503, and the relay
- * is started again after a backoff that doubles up to a minute.  A relay
- * leaves when the server does, when the server closes its queues, or when
- * a command needs its database to itself (DROP DATABASE...).
+ * waits for a relay while it serves: it sends without blocking, and keeps
+ * what does not fit for its next turn.  If a relay leaves, the requests it
+ * was sent and did not answer have their connections closed without an
+ * answer (they may have been committed), those not sent whole are answered
+ * 503, and the relay is started again after a backoff that doubles up to a
+ * minute.  A relay leaves when a command needs its database to itself
+ * (DROP DATABASE...), or when the server leaves or closes its queues:
+ * then it writes nothing more, as the server can no longer answer (a
+ * group not yet committed is rolled back).  So a server that stops first
+ * answers 503 what it did not send whole, and waits a while for the
+ * relays' answers to what it sent (SW_RELAY_STOP_WAIT_MS), so that every
+ * request it was handed is answered what became of it.
  *
  * A request to a database that is not served, or has no webhook sources,
  * is answered 404, as one to a missing table is.
@@ -52,14 +57,17 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shm_mq.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "databases.h"
 #include "webhook_relay.h"
@@ -73,6 +81,9 @@
 
 /* the most databases whose requests the server relays */
 #define SW_MAX_RELAYS			1024
+
+/* how long a server that stops waits for the relays' answers */
+#define SW_RELAY_STOP_WAIT_MS	5000
 
 /* how often the server looks which databases take webhook requests */
 #define SW_RELAY_FOLLOW_MS		100
@@ -96,6 +107,7 @@ typedef struct RelaySegment
 {
 	uint32		magic;
 	Oid			dboid;
+	pg_atomic_uint32 server_left;	/* the server detached: it answers no more */
 	/* then the queue to the relay, then the queue from it */
 } RelaySegment;
 
@@ -113,7 +125,6 @@ typedef struct Outgoing
 	SwRequest  *request;		/* NULL: an ask for a fresh map */
 	uint64		id;
 	StringInfoData head;		/* all of the message but the body */
-	bool		begun;			/* some of it may be in the queue */
 } Outgoing;
 
 /* a request that waits for a relay's fresh map to be judged */
@@ -158,6 +169,7 @@ typedef struct Sent
 } Sent;
 
 static bool publish_map(void);
+static void follow_databases(void);
 
 static Oid	own_dboid = InvalidOid;
 static char *own_database = NULL;
@@ -296,6 +308,13 @@ sw_relay_server_start(Oid dboid, const char *database)
 	/* of no database: a map of none yet, which the relays' maps fill */
 	if (!OidIsValid(dboid))
 		(void) publish_map();
+
+	/*
+	 * The relays to make, before the first request is routed: one to a
+	 * database that has webhook sources waits for its relay, and is not
+	 * told there is no table
+	 */
+	follow_databases();
 }
 
 /* publish the server's map: its own database's sources and each relay's */
@@ -552,12 +571,27 @@ sw_relay_route_checks(SwRequest *checks)
 }
 
 /*
+ * The server detaches from a relay's segment (it drops the relay, or
+ * exits, however it exits): the relay is told that nothing it writes
+ * from now on can be answered.
+ */
+static void
+server_leaves_segment(dsm_segment *seg, Datum arg)
+{
+	RelaySegment *header = (RelaySegment *) DatumGetPointer(arg);
+
+	pg_atomic_write_u32(&header->server_left, 1);
+}
+
+/*
  * Detach from a relay's queues and segment: a relay that still runs finds
- * the server gone, writes what it holds, and leaves.
+ * the server gone, and leaves without writing what it holds.
  */
 static void
 detach_relay(Relay *relay)
 {
+	if (relay->seg)
+		server_leaves_segment(relay->seg, PointerGetDatum(dsm_segment_address(relay->seg)));
 	if (relay->to)
 		shm_mq_detach(relay->to);
 	if (relay->from)
@@ -572,10 +606,38 @@ detach_relay(Relay *relay)
 }
 
 /*
+ * What waits to go to a relay is answered 503, and the requests that
+ * waited for its map 503 too.  A message that went in part never reached
+ * it whole: once the queue is closed, it never will, and was not written.
+ */
+static void
+unsend_all(Relay *relay)
+{
+	ListCell   *lc;
+
+	while (relay->out_head)
+	{
+		Outgoing   *o = relay->out_head;
+
+		relay->out_head = o->next;
+		if (o->request)
+			sw_webhook_server_answer(o->request, 503, SW_WEBHOOK_UNAVAILABLE_TEXT);
+		pfree(o->head.data);
+		pfree(o);
+	}
+	relay->out_tail = NULL;
+	relay->refresh_queued = false;
+	foreach(lc, relay->parked)
+		sw_webhook_server_checked(((Parked *) lfirst(lc))->request, 503);
+	list_free_deep(relay->parked);
+	relay->parked = NIL;
+}
+
+/*
  * A relay left, or could not be reached: what it was sent and did not
  * answer has its connection closed (it may have been written), what it
- * was not sent is answered 503, and the requests that waited for its map
- * 503 too.  With backoff, it is started again after a wait.
+ * was not sent whole is answered 503, and the requests that waited for
+ * its map 503 too.  With backoff, it is started again after a wait.
  */
 static void
 lose_relay(Relay *relay, bool backoff)
@@ -583,7 +645,6 @@ lose_relay(Relay *relay, bool backoff)
 	TimestampTz now = GetCurrentTimestamp();
 	HASH_SEQ_STATUS seq;
 	Sent	   *s;
-	ListCell   *lc;
 	int			closed = 0;
 
 	hash_seq_init(&seq, sent);
@@ -596,27 +657,7 @@ lose_relay(Relay *relay, bool backoff)
 		(void) hash_search(sent, &s->id, HASH_REMOVE, NULL);
 	}
 	relay->nsent = 0;
-	while (relay->out_head)
-	{
-		Outgoing   *o = relay->out_head;
-
-		relay->out_head = o->next;
-		if (o->request && o->begun)
-		{
-			sw_webhook_server_hang_up(o->request);
-			closed++;
-		}
-		else if (o->request)
-			sw_webhook_server_answer(o->request, 503, SW_WEBHOOK_UNAVAILABLE_TEXT);
-		pfree(o->head.data);
-		pfree(o);
-	}
-	relay->out_tail = NULL;
-	relay->refresh_queued = false;
-	foreach(lc, relay->parked)
-		sw_webhook_server_checked(((Parked *) lfirst(lc))->request, 503);
-	list_free_deep(relay->parked);
-	relay->parked = NIL;
+	unsend_all(relay);
 	detach_relay(relay);
 	if (closed > 0)
 		ereport(LOG,
@@ -655,6 +696,7 @@ start_relay(Relay *relay)
 	header = dsm_segment_address(seg);
 	header->magic = SW_RELAY_MAGIC;
 	header->dboid = relay->dboid;
+	pg_atomic_init_u32(&header->server_left, 0);
 	to = shm_mq_create((char *) header + SW_RELAY_QUEUES_AT, SW_RELAY_QUEUE_SIZE);
 	shm_mq_set_sender(to, MyProc);
 	from = shm_mq_create((char *) header + SW_RELAY_QUEUES_AT + SW_RELAY_QUEUE_SIZE,
@@ -680,6 +722,8 @@ start_relay(Relay *relay)
 	}
 	relay->to = shm_mq_attach(to, seg, handle);
 	relay->from = shm_mq_attach(from, seg, handle);
+	/* after the queues': it runs before they are detached */
+	on_dsm_detach(seg, server_leaves_segment, PointerGetDatum(header));
 	MemoryContextSwitchTo(old);
 	relay->seg = seg;
 	relay->handle = handle;
@@ -902,7 +946,6 @@ send_to(Relay *relay)
 		res = shm_mq_sendv(relay->to, iov, n, true, true);
 		if (res == SHM_MQ_DETACHED)
 			return false;
-		o->begun = true;
 		if (res == SHM_MQ_WOULD_BLOCK)
 			return true;
 		if (o->request)
@@ -1005,6 +1048,55 @@ sw_relay_flush(void)
 }
 
 /*
+ * The server stops, and sends the relays nothing more: what waits to go
+ * to them is answered 503, and it waits, at most SW_RELAY_STOP_WAIT_MS,
+ * for their answers to what they were sent.  (At a shutdown the relays,
+ * told to stop too, answer 503 what they did not commit.)  What is still
+ * unanswered then has its connection closed by sw_relay_stop_all().
+ */
+void
+sw_relay_finish(void)
+{
+	TimestampTz deadline;
+
+	if (relays == NULL)
+		return;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SW_RELAY_STOP_WAIT_MS);
+	for (;;)
+	{
+		HASH_SEQ_STATUS seq;
+		Relay	   *relay;
+		bool		waiting = false;
+		int			rc;
+
+		hash_seq_init(&seq, relays);
+		while ((relay = hash_seq_search(&seq)) != NULL)
+		{
+			pid_t		pid;
+			bool		stopped;
+
+			if (relay->seg == NULL)
+				continue;
+			unsend_all(relay);
+			if (relay->nsent == 0)
+				continue;
+			stopped = GetBackgroundWorkerPid(relay->handle, &pid) == BGWH_STOPPED;
+			if (!receive_from(relay) || stopped)
+				lose_relay(relay, false);
+			else if (relay->nsent > 0)
+				waiting = true;
+		}
+		if (!waiting || GetCurrentTimestamp() >= deadline)
+			break;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					   10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (rc & WL_POSTMASTER_DEATH)
+			break;
+	}
+}
+
+/*
  * The server stops: what the relays hold is answered (503, or its
  * connection closed if it may have been written), and they are left.
  */
@@ -1025,11 +1117,15 @@ sw_relay_stop_all(void)
  * The relay's side
  */
 
-/* the relay leaves: the server is told, by the queues' end */
+/*
+ * The relay leaves: the server is told, by the queues' end; the database
+ * has no writer of its requests now, unless the relay of a new server
+ * took its place.
+ */
 static void
 relay_detach(int code, Datum arg)
 {
-	sw_database_set_webhook_writer(MyDatabaseId, 0, "", NULL);
+	sw_database_clear_webhook_writer(MyDatabaseId, MyProcPid);
 }
 
 /*
@@ -1263,6 +1359,21 @@ sw_relay_send_limits(const SwBodyLimit *limits, int n)
 	}
 	refresh_answered = refresh_wanted;
 	send_message(last_limits.data, last_limits.len);
+}
+
+/*
+ * Has the server left (or closed the relay's queues)?  Then it can answer
+ * nothing the relay writes from now on.
+ */
+bool
+sw_relay_server_left(void)
+{
+	RelaySegment *header;
+
+	if (relay_seg == NULL)
+		return true;
+	header = dsm_segment_address(relay_seg);
+	return pg_atomic_read_u32(&header->server_left) != 0;
 }
 
 /* did the server ask for a fresh map that was not sent yet? */

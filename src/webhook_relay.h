@@ -26,6 +26,7 @@ extern SwRequest *sw_relay_route_checks(SwRequest *checks);
 extern bool sw_relay_set_own_limits(const SwBodyLimit *limits, int n);
 extern void sw_relay_pump(void);
 extern void sw_relay_flush(void);
+extern void sw_relay_finish(void);
 extern void sw_relay_stop_all(void);
 
 /* webhook_worker.c: judge a request that waited for a look at its limit */
@@ -39,6 +40,7 @@ extern void sw_relay_answer(SwRequest *request, int status, const char *text);
 extern void sw_relay_send_limits(const SwBodyLimit *limits, int n);
 extern void sw_relay_refresh_answered(void);
 extern bool sw_relay_refresh_wanted(void);
+extern bool sw_relay_server_left(void);
 extern void sw_relay_leave(void);
 
 #endif							/* SW_WEBHOOK_RELAY_H */

@@ -773,6 +773,7 @@ stop_server(int code, Datum arg)
 	writing = NULL;
 	answer_unavailable(in_hand);
 	in_hand = NULL;
+	sw_relay_finish();
 	sw_relay_stop_all();
 	sw_webhook_server_stop();
 	if (OidIsValid(MyDatabaseId))
@@ -2275,6 +2276,17 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 					paths = foreach_delete_current(paths, lc);
 			}
 		}
+
+		/*
+		 * A relay whose server left writes nothing: nobody could be told
+		 * that it was written, and its sender, whose connection the server
+		 * closed, sends it again
+		 */
+		if (relay_mode && (server_gone || sw_relay_server_left()))
+			ereport(ERROR,
+					(errcode(ERRCODE_ADMIN_SHUTDOWN),
+					 errmsg("the webhook server left before the requests were committed"),
+					 errdetail("They were not written: the server can no longer answer them.")));
 		close_tables();
 		PopActiveSnapshot();
 		sw_writer_commit_durably();
@@ -2815,7 +2827,8 @@ source_writes_webhook_main(Datum main_arg)
 /*
  * A relay: the webhook worker of a database other than the server's,
  * which writes the requests the server hands it (main_arg: the segment of
- * its queues, webhook_relay.c).  It leaves when the server does.
+ * its queues, webhook_relay.c).  It leaves when the server does, and
+ * then writes nothing more (nobody could be told it was written).
  */
 void
 source_writes_webhook_relay_main(Datum main_arg)
@@ -2862,6 +2875,13 @@ source_writes_webhook_relay_main(Datum main_arg)
 		}
 
 		take_more();
+
+		/*
+		 * The server left: what we hold is not written (stop_relay drops
+		 * it), since nobody could be told it was
+		 */
+		if (server_gone || sw_relay_server_left())
+			proc_exit(0);
 		if (sw_relay_refresh_wanted())
 		{
 			/* the server waits for a fresh map */
@@ -2870,8 +2890,6 @@ source_writes_webhook_relay_main(Datum main_arg)
 		}
 		if (in_hand == NULL)
 		{
-			if (server_gone)
-				proc_exit(0);
 			refresh_limits(true);	/* take in catalog changes */
 			continue;
 		}

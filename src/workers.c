@@ -238,10 +238,10 @@ report(int index, uint32 generation, const char *state, const char *error)
  * The Kafka sources of the supervisor's database, and how many workers
  * each wants, as a list of SwWanted in the caller's memory context;
  * *extension says whether the extension is there, *webhooks whether the
- * database has webhook sources.
+ * database has webhook sources, *any whether it has source tables at all.
  */
 static List *
-kafka_sources(bool *extension, bool *webhooks)
+kafka_sources(bool *extension, bool *webhooks, bool *any)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
@@ -263,6 +263,7 @@ kafka_sources(bool *extension, bool *webhooks)
 			MemoryContext old;
 			SwWanted   *w;
 
+			*any = true;
 			if (source->kind == SW_KIND_WEBHOOK)
 				*webhooks = true;
 			if (source->kind != SW_KIND_KAFKA)
@@ -602,11 +603,11 @@ wanted_workers(List *sources, Oid relid)
  * Keep the workers of each Kafka source of the database running, and none
  * for sources that are gone (all of them once the extension is gone).
  * *extension says whether the extension is there, *webhooks whether the
- * database has webhook sources.  Run by the database's supervisor,
- * outside a transaction.
+ * database has webhook sources, *any whether it has source tables at
+ * all.  Run by the database's supervisor, outside a transaction.
  */
 void
-sw_workers_supervise(bool *extension, bool *webhooks)
+sw_workers_supervise(bool *extension, bool *webhooks, bool *any)
 {
 	List	   *sources;
 	ListCell   *lc;
@@ -615,12 +616,14 @@ sw_workers_supervise(bool *extension, bool *webhooks)
 
 	*extension = true;
 	*webhooks = false;
+	*any = true;
 	if (shared == NULL)
 		return;
 	if (supervised == NULL)
 		supervised = MemoryContextAllocZero(TopMemoryContext,
 											sizeof(SwSupervised) * shared->nslots);
-	sources = kafka_sources(extension, webhooks);
+	*any = false;
+	sources = kafka_sources(extension, webhooks, any);
 	to_stop = palloc0(sizeof(bool) * shared->nslots);
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);

@@ -34,7 +34,7 @@ extern void sw_workers_shmem_request(void);
 extern void sw_workers_shmem_startup(void);
 
 /* the supervisor of a database, and the launcher */
-extern void sw_workers_supervise(bool *extension, bool *webhooks);
+extern void sw_workers_supervise(bool *extension, bool *webhooks, bool *any);
 extern void sw_workers_stop_all(void);
 extern void sw_workers_forget_database(Oid dboid);
 extern void sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now);

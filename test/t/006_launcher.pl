@@ -1,5 +1,5 @@
 # The background workers: the launcher, connected to no database, starts a
-# supervisor in each database with the extension, which compacts sources
+# supervisor in each database with source tables, which compacts sources
 # with a retain_history periodically once a reload turns the pass on;
 # both come back after being killed or terminated.
 use strict;
@@ -27,11 +27,6 @@ ok($node->poll_query_until('postgres',
 is($node->safe_psql('postgres',
 		q{SELECT datname IS NULL FROM pg_stat_activity WHERE backend_type = 'source_writes launcher'}),
 	't', 'connected to no database');
-ok($node->poll_query_until('postgres',
-		q{SELECT count(*) = 1 AND bool_and(datname = 'postgres') FROM pg_stat_activity
-		  WHERE backend_type = 'source_writes supervisor'}),
-	'a supervisor serves the database with the extension, and no other');
-
 $node->safe_psql('postgres', q{
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers 'localhost:9092');
@@ -42,6 +37,10 @@ $node->safe_psql('postgres', q{
 	DELETE FROM short WHERE id > 100;
 	DELETE FROM forever WHERE id > 100;
 });
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 AND bool_and(datname = 'postgres') FROM pg_stat_activity
+		  WHERE backend_type = 'source_writes supervisor'}),
+	'a supervisor serves the database with source tables, and no other');
 
 # what the history heaps hold, as superuser
 my $history = sub {

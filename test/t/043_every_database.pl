@@ -1,6 +1,10 @@
 # Every database with the extension is served: Kafka sources of two
 # databases ingest, each exactly once, and are compacted, while a database
-# without the extension keeps no worker; CREATE EXTENSION in a third
+# without the extension, or without source tables, keeps no worker (not
+# even the many copies a role that may only create databases makes of
+# one), and its first source table brings its supervisor; a failing ALTER
+# DATABASE ... RENAME by a role that may not rename it does not stop the
+# workers there; CREATE EXTENSION in a third
 # database while the server runs gets its sources ingested within
 # seconds; DROP DATABASE of a served database works without FORCE (the
 # workers leave it) and the launcher stays healthy, and a DROP DATABASE
@@ -16,7 +20,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'a:2', 'b:2', 'c:1', 'd:1' ]);
+my $broker = SwTest::broker(topics => [ 'a:2', 'b:2', 'c:1', 'd:1', 'e:1' ]);
 my $node = SwTest::node('every', conf => <<'EOF');
 max_worker_processes = 24
 restart_after_crash = on
@@ -78,7 +82,51 @@ is(sql('app2', q{SELECT state, worker_pid IS NOT NULL FROM source_writes.sources
 ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
 	WHERE datname = 'plain' AND backend_type LIKE 'source_writes%'}),
 	'no worker stays in the database without the extension');
-is(supervisors(), 'app1,app2,postgres', 'a supervisor in each database with the extension');
+is(supervisors(), 'app1,app2',
+	'a supervisor in each database with source tables (postgres has the extension, and none)');
+
+# a role that may create databases, and owns one with the extension (but
+# no source table yet), copies it: no copy takes a worker process
+sql('postgres', 'CREATE ROLE maker LOGIN CREATEDB; CREATE DATABASE mine OWNER maker');
+sql('mine', 'CREATE EXTENSION source_writes');
+for my $i (1 .. 6)
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "CREATE DATABASE copy_$i TEMPLATE mine",
+		extra_params => [ '-U', 'maker' ]);
+	is($ret . $err, '0', "the role makes copy $i of its database");
+}
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+	WHERE (datname = 'mine' OR datname LIKE 'copy\_%') AND backend_type LIKE 'source_writes%'}),
+	'no worker stays in a database with the extension and no source table, nor in its copies');
+# its first source table brings a supervisor, which ingests; its drop ends it
+make_source('copy_3', 'tm', 'e');
+produce('e', 1, 30);
+is(sql('copy_3', q{SELECT source_writes.wait_for('tm', '30 s')}), '',
+	'the first source table of such a database ingests within seconds');
+is(sql('copy_3', 'SELECT count(*), count(DISTINCT id) FROM tm'), '30|30', 'all of its topic, once');
+sql('copy_3', 'DROP FOREIGN TABLE tm');
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+	WHERE datname = 'copy_3' AND backend_type LIKE 'source_writes%'}),
+	'after the drop of its last source table no worker stays');
+sql('postgres', "DROP DATABASE copy_$_") for 1 .. 6;
+
+# an owner who may not rename its database (no CREATEDB) does not stop the
+# workers there with a rename that PostgreSQL refuses
+sql('postgres', 'CREATE ROLE keeper LOGIN; ALTER DATABASE app1 OWNER TO keeper');
+my $before = sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	WHERE datname = 'app1'
+	  AND backend_type IN ('source_writes supervisor', 'source_writes kafka worker')});
+my $log_at = -s $node->logfile;
+my ($r, $o, $e) = $node->psql('postgres', 'ALTER DATABASE app1 RENAME TO app1_renamed',
+	extra_params => [ '-U', 'keeper' ]);
+like($e, qr/permission denied to rename database/, 'a rename by an owner without CREATEDB fails');
+is(sql('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	WHERE datname = 'app1'
+	  AND backend_type IN ('source_writes supervisor', 'source_writes kafka worker')}), $before,
+	'and the workers of the database stay');
+unlike(substr(slurp_file($node->logfile), $log_at), qr/workers leave database "app1"/,
+	'none was told to leave');
+sql('postgres', 'ALTER DATABASE app1 OWNER TO CURRENT_USER');
 
 # compaction in the second database
 sql('app2', q{INSERT INTO short SELECT generate_series(1, 100); DELETE FROM short});

@@ -7,8 +7,11 @@
 # keys hold in every database; a table or a database made while the server
 # runs is served within seconds; the sources view shows who serves; a
 # webhook worker killed with -9 or terminated mid-stream loses and
-# duplicates nothing; DROP DATABASE of a database served so works without
-# FORCE; and the server follows source_writes.database.
+# duplicates nothing; the webhook server terminated mid-stream answers
+# each request it handed on with what became of it (nothing it closed
+# unanswered is written), and a table of another database is never
+# answered 404 while the server starts; DROP DATABASE of a database served
+# so works without FORCE; and the server follows source_writes.database.
 use strict;
 use warnings;
 
@@ -152,7 +155,10 @@ is(sql('w3', 'SELECT count(*) FROM pay'), '1', 'with its row once');
 # 5. the webhook worker of w1 killed with -9, then terminated, mid-stream
 #
 sql('w1', q{CREATE FOREIGN TABLE req1 (id int, client int) SERVER hooks;
-	CREATE FOREIGN TABLE req2 (id int, client int) SERVER hooks});
+	CREATE FOREIGN TABLE req2 (id int, client int) SERVER hooks;
+	CREATE FUNCTION slow_default() RETURNS int LANGUAGE sql AS 'SELECT 0 FROM pg_sleep(0.05)';
+	CREATE FOREIGN TABLE req3 (id int, client int, s int DEFAULT slow_default()) SERVER hooks;
+	CREATE FOREIGN TABLE probe (id int) SERVER hooks});
 
 # client c of n posts ids c, c + n, ... up to last to table reqR once each,
 # and writes a line for each in its file: "<id> <status>", "<id> refused"
@@ -194,10 +200,13 @@ sub outcomes
 }
 
 # a round: clients post ids 1 .. last to reqR while $disturb runs once
-# $after are answered 200; then every 200 is there once, and nothing twice
+# $after are answered 200; then every 200 is there once, nothing twice,
+# and none was answered 404 (the table is there all along).  With
+# $unanswered_unwritten, a request whose connection was closed without an
+# answer must not be there either.
 sub round
 {
-	my ($round, $last, $after, $what, $disturb) = @_;
+	my ($round, $last, $after, $what, $disturb, $unanswered_unwritten) = @_;
 	my $nclients = 8;
 	my %running;
 	for my $c (1 .. $nclients)
@@ -248,6 +257,12 @@ sub round
 	my @wrong = grep { $outcome{$_} =~ /^(refused|[1-9]\d*)$/ && $outcome{$_} ne '200' && $present{$_} }
 	  keys %outcome;
 	is(scalar(@wrong), 0, "$what: no request refused or answered otherwise is there");
+	is($by{404} // 0, 0, "$what: no request was answered 404");
+	if ($unanswered_unwritten)
+	{
+		my @lost = grep { $outcome{$_} eq 'lost' && $present{$_} } keys %outcome;
+		is(scalar(@lost), 0, "$what: no request closed without an answer is there");
+	}
 }
 
 round(1, 3000, 500, 'kill -9 of the webhook worker', sub {
@@ -267,6 +282,40 @@ round(2, 3000, 500, 'SIGTERM to the webhook worker', sub {
 });
 ok($node->poll_query_until('w1', q{SELECT state = 'listening' FROM source_writes.sources
 	WHERE source = 'req2'::regclass}), 'a terminated webhook worker is started again');
+# (each request takes 50 ms to write: when the server is terminated, the
+# clients' requests are in the webhook worker of w1)
+round(3, 240, 40, 'SIGTERM to the webhook server', sub {
+	# the catalog of the server's own database held locked: as it starts
+	# again, its first look at its sources waits (until its lock_timeout),
+	# so that requests come before it knows its own sources
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe('BEGIN; LOCK TABLE source_writes.source_tables IN ACCESS EXCLUSIVE MODE');
+	my $pid = sql('postgres', q{SELECT pid FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server'});
+	kill 'TERM', $pid;
+	note("terminated the webhook server ($pid)");
+
+	# posts to a table of w1 as fast as they go while it starts again: none
+	# is told there is no such table
+	my $http = HTTP::Tiny->new(timeout => 60);
+	my %statuses;
+	my $until = time() + 120;
+	while (time() < $until)
+	{
+		my $r = $http->post("$base/w1/public/probe", {
+			headers => { 'Content-Type' => 'application/json' },
+			content => '{"id": 1}' });
+		$statuses{ $r->{status} }++;
+		last if $r->{status} == 200;
+	}
+	$locker->query_safe('COMMIT');
+	$locker->quit;
+	note('posts while the server starts: '
+		  . join(', ', map { "$_: $statuses{$_}" } sort keys %statuses));
+	is($statuses{404} // 0, 0, 'no post while the server starts is answered 404');
+}, 1);
+ok($node->poll_query_until('w1', q{SELECT state = 'listening' FROM source_writes.sources
+	WHERE source = 'req3'::regclass}), 'a terminated webhook server is started again');
 
 #
 # 6. DROP DATABASE without FORCE of a database with a webhook worker
