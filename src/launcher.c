@@ -293,8 +293,9 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 		{
 			if (db->state == SW_LAUNCHER_SERVED && result == SW_DATABASE_NO_EXTENSION)
 				ereport(LOG,
-						(errmsg("source_writes no longer serves database \"%s\": the extension is gone",
-								NameStr(db->name))));
+						(errmsg("source tables of database \"%s\" are no longer served",
+								NameStr(db->name)),
+						 errdetail("The extension was dropped.")));
 			db->state = result == SW_DATABASE_NO_EXTENSION ?
 				SW_LAUNCHER_NO_EXTENSION : SW_LAUNCHER_NO_SOURCES;
 			db->failures = 0;
@@ -326,8 +327,9 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 		/* dropped: the command that dropped it made its workers leave */
 		if (db->state == SW_LAUNCHER_SERVED)
 			ereport(LOG,
-					(errmsg("source_writes no longer serves database \"%s\": it was dropped",
-							NameStr(db->name))));
+					(errmsg("source tables of database \"%s\" are no longer served",
+							NameStr(db->name)),
+					 errdetail("The database was dropped.")));
 		forget_database(db->dboid);
 		return false;
 	}
@@ -344,7 +346,7 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 	{
 		if (!db->warned)
 			ereport(WARNING,
-					(errmsg("source_writes could not start a supervisor for database \"%s\"",
+					(errmsg("could not start the supervisor of database \"%s\"",
 							NameStr(db->name)),
 					 errdetail("No background worker slot is free."),
 					 errhint("Raise max_worker_processes.")));

@@ -112,12 +112,14 @@ supervise_workers(bool force)
 		sw_workers_stop_all();
 		if (!extension)
 			ereport(LOG,
-					(errmsg("source_writes supervisor leaves database \"%s\": the extension is gone",
-							database_name)));
+					(errmsg("source_writes supervisor leaves database \"%s\"",
+							database_name),
+					 errdetail("The extension was dropped.")));
 		else
 			ereport(announced ? LOG : DEBUG1,
-					(errmsg("source_writes supervisor leaves database \"%s\": it has no source table",
-							database_name)));
+					(errmsg("source_writes supervisor leaves database \"%s\"",
+							database_name),
+					 errdetail("The database has no source table.")));
 		proc_exit(0);
 	}
 	if (!announced)

@@ -661,10 +661,11 @@ lose_relay(Relay *relay, bool backoff)
 	detach_relay(relay);
 	if (closed > 0)
 		ereport(LOG,
-				(errmsg_plural("source_writes webhook worker of database \"%s\" left: %d connection closed without an answer",
-							   "source_writes webhook worker of database \"%s\" left: %d connections closed without an answer",
-							   closed, relay->name, closed),
-				 errdetail("The requests were handed to it and may have been written.")));
+				(errmsg_plural("webhook server closed %d connection without an answer",
+							   "webhook server closed %d connections without an answer",
+							   closed, closed),
+				 errdetail("The webhook worker of database \"%s\" left.  The requests were handed to it and may have been written.",
+						   relay->name)));
 	if (!backoff)
 		return;
 	if (TimestampDifferenceExceeds(relay->started_at, now, SW_RELAY_HEALTHY_MS) || relay->paused)
@@ -885,7 +886,7 @@ take_limits(Relay *relay, Reader *r)
 		return;
 	if (map_changed && !publish_map())
 		ereport(LOG,
-				(errmsg("source_writes webhook server has no memory for its map of body limits"),
+				(errmsg("webhook server has no memory for its map of body limits"),
 				 errdetail("Bodies are read before their table's max_body_bytes is checked.")));
 	foreach(lc, waiting)
 		sw_webhook_judge_check(lfirst(lc), relay->dboid);
@@ -1003,7 +1004,7 @@ sw_relay_pump(void)
 			{
 				if (!relay->short_of_workers)
 					ereport(WARNING,
-							(errmsg("source_writes could not start a webhook worker for database \"%s\"",
+							(errmsg("could not start the webhook worker of database \"%s\"",
 									relay->name),
 							 errdetail("No background worker slot is free."),
 							 errhint("Raise max_worker_processes.")));
@@ -1025,7 +1026,7 @@ sw_relay_pump(void)
 	}
 	if (map_changed && !publish_map())
 		ereport(LOG,
-				(errmsg("source_writes webhook server has no memory for its map of body limits"),
+				(errmsg("webhook server has no memory for its map of body limits"),
 				 errdetail("Bodies are read before their table's max_body_bytes is checked.")));
 }
 

@@ -478,7 +478,7 @@ read_tls_files(int elevel, char **cert, char **key)
 	{
 		ereport(elevel,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("source_writes webhook server cannot serve HTTPS"),
+				 errmsg("webhook server cannot serve HTTPS"),
 				 errdetail("The libmicrohttpd library it uses was built without TLS support."),
 				 errhint("Install a libmicrohttpd built with GnuTLS, or empty source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file to serve HTTP.")));
 		return false;
@@ -573,7 +573,8 @@ start_server(const char *address, char *cert, char *key, int elevel)
 	{
 		ereport(elevel,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("source_writes webhook server cannot start: %s", error),
+				 errmsg("webhook server cannot start"),
+				 errdetail_internal("%s.", error),
 				 cert ?
 				 errhint("Check source_writes.webhook_listen, and that source_writes.webhook_ssl_cert_file and source_writes.webhook_ssl_key_file name a certificate and its key.") :
 				 errhint("Check source_writes.webhook_listen.")));
@@ -584,7 +585,7 @@ start_server(const char *address, char *cert, char *key, int elevel)
 	serving_cert = cert;
 	serving_key = key;
 	ereport(LOG,
-			(errmsg("source_writes webhook server listening on %s%s",
+			(errmsg("webhook server listening on %s%s",
 					listening, cert ? " (HTTPS)" : "")));
 	if (connections < SW_WEBHOOK_MAX_CONNECTIONS)
 		ereport(LOG,
@@ -630,7 +631,7 @@ static void
 report_not_reloaded(void)
 {
 	ereport(LOG,
-			(errmsg("source_writes webhook server configuration was not reloaded"),
+			(errmsg("webhook server configuration was not reloaded"),
 			 errdetail("The server keeps serving %s on %s.",
 					   serving_cert ? "HTTPS" : "HTTP", listening)));
 }
@@ -666,12 +667,12 @@ reconfigure_server(void)
 
 	if (strcmp(listening, sw_webhook_listen) != 0)
 		ereport(LOG,
-				(errmsg("source_writes webhook server moves from %s to %s",
+				(errmsg("webhook server moves from %s to %s",
 						listening, sw_webhook_listen)));
 	else
 		ereport(LOG,
-				(errmsg("source_writes webhook server restarts on %s: its TLS settings or files changed",
-						listening)));
+				(errmsg("webhook server restarts on %s", listening),
+				 errdetail("Its TLS settings or files changed.")));
 	sw_webhook_server_stop();
 	if (start_server(sw_webhook_listen, cert, key, LOG))
 	{
@@ -1919,7 +1920,7 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 
 		(void) cancelled_by_clock(edata, timed_out);
 		ereport(refusal_level(t->relid, &unlogged),
-				(errmsg("source_writes webhook requests to table \"%s\" could not be written together",
+				(errmsg("webhook requests to table \"%s\" could not be written together",
 						RelationGetRelationName(t->ftrel)),
 				 errdetail_internal("%s", edata->message)));
 		FreeErrorData(edata);
@@ -2107,7 +2108,7 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 		one_at_a_time = false;
 	else if (mine > 1)
 	{
-		elog(DEBUG1, "source_writes webhook requests to table \"%s\" are written again one at a time, as writing them together failed",
+		elog(DEBUG1, "webhook requests to table \"%s\" are written again one at a time, as writing them together failed",
 			 RelationGetRelationName(e->ftrel));
 		e->careful = SW_WEBHOOK_CAREFUL_WRITES;
 	}
@@ -2349,8 +2350,8 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	}
 	if (unconfirmed > 0)
 		ereport(WARNING,
-				(errmsg_plural("source_writes webhook server closed %d connection without an answer",
-							   "source_writes webhook server closed %d connections without an answer",
+				(errmsg_plural("webhook server closed %d connection without an answer",
+							   "webhook server closed %d connections without an answer",
 							   unconfirmed, unconfirmed),
 				 errdetail("The requests are committed locally, but the wait for synchronous replication was cut short.")));
 	if (holding)
@@ -2498,7 +2499,7 @@ publish_limits(void)
 	{
 		limits_stale = true;
 		ereport(LOG,
-				(errmsg("source_writes webhook server has no memory for its map of body limits"),
+				(errmsg("webhook server has no memory for its map of body limits"),
 				 errdetail("Bodies are read before their table's max_body_bytes is checked.")));
 	}
 }
@@ -2744,7 +2745,7 @@ source_writes_webhook_main(Datum main_arg)
 #ifdef SW_BENCHMARK
 	if (sw_webhook_bench_discard)
 		ereport(WARNING,
-				(errmsg("source_writes webhook server discards every request"),
+				(errmsg("webhook server discards every request"),
 				 errdetail("source_writes.webhook_bench_discard is on: requests are answered 200 and nothing is written."),
 				 errhint("It is for benchmarks only: turn it off and restart the server.")));
 #endif

@@ -46,7 +46,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	CREATE FOREIGN TABLE notes (note text) SERVER hooks OPTIONS (format 'text');
 	CREATE FOREIGN TABLE raw (data bytea) SERVER hooks OPTIONS (format 'bytes');
 	CREATE TABLE plain (id text)});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the launcher starts the webhook server once there are webhook sources');
 
 # formats

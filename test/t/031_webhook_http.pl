@@ -136,7 +136,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	CREATE FOREIGN TABLE sleepier (id int, w text DEFAULT pg_catalog.pg_sleep(30)::text)
 	  SERVER hooks OPTIONS (format 'json');
 	CREATE TABLE plain (v text)});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 my $pid = worker_pid();
 my $not_found = '404 no webhook source table at this address';

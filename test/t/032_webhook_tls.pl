@@ -107,7 +107,7 @@ sub postmaster_pid
 sql(q{CREATE EXTENSION source_writes;
 	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE hits (id text) SERVER hooks OPTIONS (format 'json')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port \(HTTPS\)/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port \(HTTPS\)/),
 	'the server starts with HTTPS, from files named relative to the data directory');
 
 # HTTPS only
@@ -190,20 +190,20 @@ $from = reload(qq{ALTER SYSTEM SET source_writes.webhook_ssl_cert_file = '$dir/b
 	qr/configuration was not reloaded.*?listening on 127\.0\.0\.1:$port \(HTTPS\)/s,
 	'a reload with a key that is not the certificate\'s');
 like(slurp_file($node->logfile, $from),
-	qr/source_writes webhook server cannot start: could not serve on 127\.0\.0\.1:$port: .*do not match/,
+	qr/webhook server cannot start\n.*DETAIL:  could not serve on 127\.0\.0\.1:$port: .*do not match/,
 	'is refused, with what GnuTLS says');
 is(https($port, "$dir/a.crt", 'h4'), '200 1 row', 'and the previous configuration serves again');
 
 # another certificate and key: the server restarts with them
 reload(qq{ALTER SYSTEM SET source_writes.webhook_ssl_cert_file = '$dir/b.crt';
 	ALTER SYSTEM SET source_writes.webhook_ssl_key_file = '$dir/b.key'},
-	qr/restarts on 127\.0\.0\.1:$port: its TLS settings or files changed.*?listening on 127\.0\.0\.1:$port \(HTTPS\)/s,
+	qr/restarts on 127\.0\.0\.1:$port\n.*?DETAIL:  Its TLS settings or files changed.*?listening on 127\.0\.0\.1:$port \(HTTPS\)/s,
 	'a reload with another certificate and key restarts the listener');
 is(https($port, "$dir/b.crt", 'h5'), '200 1 row', 'which serves the new certificate');
 is(https($port, "$dir/a.crt", 'x3'), '000', 'and not the old one');
 reload(qq{ALTER SYSTEM SET source_writes.webhook_ssl_cert_file = '$dir/chain.crt';
 	ALTER SYSTEM SET source_writes.webhook_ssl_key_file = '$dir/leaf.key'},
-	qr/restarts on 127\.0\.0\.1:$port: its TLS settings or files changed.*?listening on 127\.0\.0\.1:$port \(HTTPS\)/s,
+	qr/restarts on 127\.0\.0\.1:$port\n.*?DETAIL:  Its TLS settings or files changed.*?listening on 127\.0\.0\.1:$port \(HTTPS\)/s,
 	'a certificate followed by its intermediate');
 is(https($port, "$dir/root.crt", 'h5b'), '200 1 row', 'serves the chain to a client that trusts only the root');
 
@@ -245,7 +245,7 @@ is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM hits}), 'h1,h2,h3,h4,h5,h5b
 		qr/configuration was not reloaded.*?listening on 127\.0\.0\.1:$port2 \(HTTPS\)/s,
 		'a reload to a port that another program holds');
 	like(slurp_file($node->logfile, $from),
-		qr/cannot start: could not serve on 127\.0\.0\.1:$port3: .*Address already in use/,
+		qr/webhook server cannot start\n.*DETAIL:  could not serve on 127\.0\.0\.1:$port3: .*Address already in use/,
 		'is refused, saying why');
 	is(https($port2, "$dir/a.crt", 'h9'), '200 1 row', 'and the previous address serves again');
 	close $taken;

@@ -40,7 +40,7 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE req (id int, client int, pad text) SERVER hooks OPTIONS (format 'json')});
-$node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/);
+$node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/);
 is(sql(q{SELECT current_setting('synchronous_commit')}), 'off', 'commits are asynchronous');
 
 # A client: posts the ids $c, $c + 16, ... once each, in order, on one
@@ -125,7 +125,7 @@ for (1 .. 60)
 	sleep 1;
 }
 die 'the server did not start again' unless $up;
-$node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/, $log_at);
+$node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/, $log_at);
 note(sprintf('the webhook server listens again after %.1f s', time() - $started));
 
 # the clients finish the rest

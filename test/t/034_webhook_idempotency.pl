@@ -55,7 +55,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	  OPTIONS (format 'json', idempotency_header 'Idempotency-Key');
 	CREATE FOREIGN TABLE ev2 (id text, n int) SERVER hooks
 	  OPTIONS (format 'json', idempotency_header 'Idempotency-Key')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 
 # a repeat writes nothing and gets the first answer

@@ -34,7 +34,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers '127.0.0.1:1');
 	CREATE FOREIGN TABLE topic (v text) SERVER k OPTIONS (topic 't', format 'text')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 my $pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'});
 

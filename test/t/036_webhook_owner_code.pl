@@ -51,7 +51,7 @@ sub restart_worker
 	my $old = worker_pid();
 	my $log = -s $node->logfile;
 	sql("SELECT pg_terminate_backend($old)");
-	ok($node->wait_for_log(qr/source_writes webhook server listening on/, $log),
+	ok($node->wait_for_log(qr/webhook server listening on/, $log),
 		'the worker is started again');
 }
 
@@ -76,7 +76,7 @@ sql(q{CREATE FUNCTION public.norm(t text) RETURNS text LANGUAGE plpgsql AS $$
 	CREATE ROLE dbo LOGIN;
 	ALTER DATABASE postgres OWNER TO dbo;
 	GRANT USAGE ON FOREIGN SERVER hooks TO dbo});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 is(post('/public/orders', '{"id": "1"}'), '200 1 row', 'a post');
 sql_as('dbo', q{CREATE SCHEMA evil;
@@ -262,7 +262,7 @@ $h = post_waiting('cancelled', \$out);
 sql("SELECT pg_cancel_backend($pid)");
 $h->finish;
 is($out, ' 000', 'a cancelled wait for the standby: no answer, the connection is closed');
-ok($node->wait_for_log(qr/WARNING:  source_writes webhook server closed 1 connection without an answer/, $log),
+ok($node->wait_for_log(qr/WARNING:  webhook server closed 1 connection without an answer/, $log),
 	'the worker says why');
 is(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'orders'::regclass}),
 	'closed without an answer: committed, but not confirmed by the synchronous standbys',
@@ -293,7 +293,7 @@ $h->finish;
 is($out, ' 000', 'a wait cut short by the end of the worker: no answer either');
 is(sql(q{SELECT count(*) FROM orders WHERE id = 'terminated'}), '1', 'that row is committed here too');
 sql(q{ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()});
-ok($node->wait_for_log(qr/source_writes webhook server listening on/, $log),
+ok($node->wait_for_log(qr/webhook server listening on/, $log),
 	'the worker is started again');
 is(post('/public/orders', '{"id": "after"}'), '200 1 row', 'then 200 again');
 

@@ -42,7 +42,7 @@ sub standby_is_sync
 
 sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE ev (id text) SERVER hooks OPTIONS (format 'json')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 
 $node->backup('base');
@@ -61,7 +61,7 @@ for my $setting ('remote_write', 'remote_apply', 'local')
 	my $old = worker_pid();
 	my $from = -s $node->logfile;
 	sql("SELECT pg_terminate_backend($old)");
-	ok($node->wait_for_log(qr/source_writes webhook server listening on/, $from),
+	ok($node->wait_for_log(qr/webhook server listening on/, $from),
 		"the worker starts again, with the database's synchronous_commit = $setting");
 	is(post($setting), '1 row 200', "$setting: 200");
 	if ($setting eq 'remote_apply')

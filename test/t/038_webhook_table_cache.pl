@@ -35,7 +35,7 @@ sub post
 
 sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE t (id text, n int) SERVER hooks OPTIONS (format 'json')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 is(post('t', '{"id": "a", "n": 1}'), '200 1 row', 'a first post');
 
@@ -134,7 +134,7 @@ $node->restart;
 ok($node->wait_for_log(
 		qr/invalid configuration parameter name "source_writes\.webhook_bench_discard", removing it/, $from),
 	'set in postgresql.conf, it is refused at start');
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/, $from),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/, $from),
 	'the webhook server listens');
 is(post('tb', '{"id": "kept"}'), '200 1 row', 'a post is written as ever');
 is(sql(q{SELECT count(*) FROM tb WHERE id = 'kept'}), '1', 'and its row is there');

@@ -130,7 +130,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	  OPTIONS (format 'json', idempotency_header 'Idempotency-Key');
 	CREATE FOREIGN TABLE slow (id int, w text DEFAULT pg_catalog.pg_sleep(1)::text)
 	  SERVER hooks OPTIONS (format 'json')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 
 # requests that come while a group is written join it: one transaction

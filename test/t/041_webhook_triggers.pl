@@ -69,7 +69,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	ALTER FOREIGN TABLE a.wh ENABLE ALWAYS TRIGGER a_always;
 	ALTER FOREIGN TABLE a.wh ENABLE ALWAYS TRIGGER s_before;
 	ALTER FOREIGN TABLE a.wh ENABLE REPLICA TRIGGER s_after});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 
 #
@@ -156,7 +156,7 @@ sql(q{ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'
 my $log = -s $node->logfile;
 sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 	WHERE backend_type = 'source_writes webhook server'});
-ok($node->wait_for_log(qr/source_writes webhook server listening on/, $log),
+ok($node->wait_for_log(qr/webhook server listening on/, $log),
 	'the worker starts again, with the new defaults');
 is(post('/public/iso', '{"id": 1}'), '200 1 row', 'a post');
 is(sql(q{SELECT iso FROM iso}), 'read committed', 'written at READ COMMITTED');

@@ -149,7 +149,7 @@ sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webh
 	CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-hostile');
 	CREATE FOREIGN TABLE signed (id text) SERVER hooks
 	  OPTIONS (format 'json', signature_header 'X-Signature', max_body_bytes '100')});
-ok($node->wait_for_log(qr/source_writes webhook server listening on 127\.0\.0\.1:$port/),
+ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/),
 	'the webhook server listens');
 is((signed_post('first'))[0], '200 1 row', 'a signed post: 200');
 
