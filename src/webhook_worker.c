@@ -2180,7 +2180,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 		}
 		close_tables();
 		PopActiveSnapshot();
-		sw_writer_commit_durably();
+		sw_writer_commit_durably(true);
 
 		/*
 		 * From the commit to the answers, no interrupt: a shutdown that
