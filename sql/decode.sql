@@ -230,6 +230,14 @@ SELECT * FROM test_decode(NULL::c, '6,"f,,');
 -- values the types do not take, bytes that are not UTF-8, no value
 SELECT * FROM test_decode(NULL::c, 'six,f,,');
 \echo :LAST_ERROR_SQLSTATE
+-- a field the type does not take comes before a missing one, as in COPY
+SELECT * FROM test_decode(NULL::c, 'six');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE c_plain (id int, name text, note text, at timestamptz);
+COPY c_plain FROM STDIN (FORMAT csv);
+six
+\.
+DROP TABLE c_plain;
 SELECT * FROM test_decode(NULL::c, '6,f,,yesterday noon');
 SELECT * FROM test_decode(NULL::c, '\x362c66ff2c2c');  -- 6,f\377,,
 SELECT * FROM test_decode(NULL::c, NULL);

@@ -1118,16 +1118,21 @@ decode_csv(DecodeRun *r, const char *value, size_t len)
 		ereport(ERROR,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 				 errmsg("extra data after last expected column")));
-	if (nfields < d->ndata)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg("missing data for column \"%s\"",
-						d->cols[d->data[nfields]].name)));
 	r->in_part = false;
 
+	/* a missing field is an error once the fields before it are read, as in COPY */
 	for (int j = 0; j < d->ndata; j++)
 	{
 		r->col = &d->cols[d->data[j]];
+		if (j >= nfields)
+		{
+			r->col = NULL;
+			r->in_part = true;
+			ereport(ERROR,
+					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+					 errmsg("missing data for column \"%s\"",
+							d->cols[d->data[j]].name)));
+		}
 		r->csv_field = j + 1;
 		store_text(r, r->col, d->csv_fields[j]);
 	}

@@ -1564,7 +1564,7 @@ ingest_batch(void)
 	written = sw_ingest_end(ingest, &kept);
 	relation_close(ftrel, NoLock);
 	PopActiveSnapshot();
-	sw_writer_commit_durably();
+	sw_writer_commit_durably(false);
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);

@@ -34,12 +34,15 @@
  * the timestamp, the sources it stamped in shared memory), and the entries
  * of the transactions committing are listed together; a source's batches
  * still committing are those of the listed entries that name it.  An entry
- * names its first SW_STAMPER_SOURCES sources; a transaction that stamped
- * more counts as committing a batch of every source of its database, which
- * only holds back, while it commits, the upper that readers compute (see
- * catalog.c), as any batch still committing does.  So the shared memory
- * grows with max_connections and source_writes.stamp_slots, not with their
- * product.
+ * names its first SW_STAMPER_SOURCES sources itself, and the others in
+ * chunks of names from a shared pool: enough that every backend can have
+ * one while one transaction has those for every slot.  A transaction that
+ * finds too few free waits until a committing one gives its chunks back.
+ * (A list of batches still committing must not name a batch of another
+ * source: its timestamp may be below those of batches of the source that
+ * readers have already seen, and the upper they compute would go back.)
+ * So the shared memory grows with max_connections and
+ * source_writes.stamp_slots, not with their product.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -52,16 +55,18 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
+#include "utils/wait_event.h"
 
 #include "source_writes.h"
 #include "stamps.h"
 
-/* sources named in a backend's entry; beyond, it counts for all */
+/* sources named in a backend's entry, and in each chunk of further names */
 #define SW_STAMPER_SOURCES		8
 
 typedef struct SwStampKey
@@ -88,8 +93,16 @@ typedef struct SwStamper
 	Oid			dboid;
 	int			nsources;		/* the sources it stamped in shared memory */
 	Oid			sources[SW_STAMPER_SOURCES];	/* ... the first of them */
+	int			more;			/* the chunk that names the next, or -1 */
 	int			listed;			/* its place in committing[], or -1 */
 } SwStamper;
+
+/* a chunk of the names of an entry's further sources */
+typedef struct SwStampNames
+{
+	Oid			sources[SW_STAMPER_SOURCES];
+	int			next;			/* the entry's next chunk, or -1; or free's */
+} SwStampNames;
 
 typedef struct SwStampShared
 {
@@ -98,6 +111,10 @@ typedef struct SwStampShared
 	int			ncommitting;	/* entries of transactions committing */
 	int		   *committing;		/* ... their indexes in stampers */
 	SwStamper  *stampers;		/* one for each backend */
+	SwStampNames *names;		/* the pool of chunks of names */
+	int			free_names;		/* the first free chunk, or -1 */
+	int			nfree_names;	/* how many are free */
+	ConditionVariable names_freed;	/* chunks were given back */
 } SwStampShared;
 
 static SwStampShared *shared = NULL;
@@ -106,10 +123,29 @@ static HTAB *slots = NULL;
 /* our transaction's entry is listed */
 static bool stamped = false;
 
+/* sources of a transaction beyond its entry: how many chunks name them */
+static int
+chunks_for(int nsources)
+{
+	return nsources <= SW_STAMPER_SOURCES ? 0 :
+		(nsources - 1) / SW_STAMPER_SOURCES;
+}
+
+/*
+ * The chunks of names in the pool: one for each backend, and those that
+ * one transaction needs to stamp a source of every slot.
+ */
+static int
+pool_chunks(void)
+{
+	return MaxBackends + chunks_for(sw_stamp_slots);
+}
+
 static Size
 stampers_size(void)
 {
-	return add_size(mul_size(MaxBackends, sizeof(SwStamper)),
+	return add_size(add_size(mul_size(MaxBackends, sizeof(SwStamper)),
+							 mul_size(pool_chunks(), sizeof(SwStampNames))),
 					mul_size(MaxBackends, sizeof(int)));
 }
 
@@ -146,9 +182,20 @@ sw_stamps_shmem_startup(void)
 		shared->clock = 0;
 		shared->ncommitting = 0;
 		shared->stampers = (SwStamper *) mem;
-		shared->committing = (int *) (mem + MaxBackends * sizeof(SwStamper));
+		mem += MaxBackends * sizeof(SwStamper);
+		shared->names = (SwStampNames *) mem;
+		mem += pool_chunks() * sizeof(SwStampNames);
+		shared->committing = (int *) mem;
 		for (int i = 0; i < MaxBackends; i++)
+		{
 			shared->stampers[i].listed = -1;
+			shared->stampers[i].more = -1;
+		}
+		for (int i = 0; i < pool_chunks(); i++)
+			shared->names[i].next = i + 1 < pool_chunks() ? i + 1 : -1;
+		shared->free_names = 0;
+		shared->nfree_names = pool_chunks();
+		ConditionVariableInit(&shared->names_freed);
 	}
 	ctl.keysize = sizeof(SwStampKey);
 	ctl.entrysize = sizeof(SwStampSlot);
@@ -256,29 +303,52 @@ sw_stamps_pin(SwStamping *sources, int n)
 	LWLockRelease(shared->lock);
 }
 
-/* does a committing transaction's entry count for a source? */
+/* does a committing transaction's entry name a source? */
 static bool
 names_source(const SwStamper *stamper, Oid relid)
 {
+	const Oid  *names = stamper->sources;
+	int			next = stamper->more;
+
 	if (stamper->dboid != MyDatabaseId)
 		return false;
-	if (stamper->nsources > SW_STAMPER_SOURCES)
-		return true;
 	for (int i = 0; i < stamper->nsources; i++)
-		if (stamper->sources[i] == relid)
+	{
+		if (i > 0 && i % SW_STAMPER_SOURCES == 0)
+		{
+			names = shared->names[next].sources;
+			next = shared->names[next].next;
+		}
+		if (names[i % SW_STAMPER_SOURCES] == relid)
 			return true;
+	}
 	return false;
 }
 
-/* take an entry off the list of those committing */
-static void
+/*
+ * Take an entry off the list of those committing, its chunks of names back
+ * to the pool; returns whether it had any (then wake those who wait for
+ * them, once the lock is released).
+ */
+static bool
 unlist(SwStamper *stamper)
 {
 	int			last = shared->committing[--shared->ncommitting];
+	bool		had_chunks = stamper->more >= 0;
 
 	shared->committing[stamper->listed] = last;
 	shared->stampers[last].listed = stamper->listed;
 	stamper->listed = -1;
+	while (stamper->more >= 0)
+	{
+		int			chunk = stamper->more;
+
+		stamper->more = shared->names[chunk].next;
+		shared->names[chunk].next = shared->free_names;
+		shared->free_names = chunk;
+		shared->nfree_names++;
+	}
+	return had_chunks;
 }
 
 /*
@@ -289,7 +359,9 @@ unlist(SwStamper *stamper)
  * those committing, for each of them, and their state gets the batches of
  * theirs still committing.  Returns false, having changed nothing but
  * pinned the slots it found, if a source has no slot: the caller installs
- * one (or stamps it by the catalog) and tries again.
+ * one (or stamps it by the catalog) and tries again.  Waits, when the pool
+ * has too few chunks to name the sources, for a committing transaction to
+ * give some back.
  */
 bool
 sw_stamps_take(SwStamping *sources, int n, int64 *ts)
@@ -297,8 +369,9 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 	FullTransactionId xid = GetTopFullTransactionId();
 	SwStampSlot **found;
 	SwStamper  *me;
-	bool		all = true;
-	int			nmine = 0;
+	int			nmine;
+	int			chunk = -1;
+	bool		wake = false;
 
 	Assert(!stamped);
 	if (MyProc == NULL || MyProc->pgprocno >= MaxBackends)
@@ -308,59 +381,78 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 	for (;;)
 	{
 		int			room = INT_MAX;
+		bool		all = true;
 
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < n; i++)
 			if (sources[i].in_memory)
 				room = Min(room, sources[i].state.maxpending);
-		if (room >= shared->ncommitting)
-			break;
+		if (room < shared->ncommitting)
+		{
+			/* room in the states for every batch committing, then again */
+			room = shared->ncommitting * 2;
+			LWLockRelease(shared->lock);
+			for (int i = 0; i < n; i++)
+			{
+				SwStampState *state = &sources[i].state;
 
-		/* room in the states for every batch committing, then again */
-		room = shared->ncommitting * 2;
-		LWLockRelease(shared->lock);
+				if (!sources[i].in_memory || state->maxpending >= room)
+					continue;
+				state->pending = state->pending ?
+					repalloc(state->pending, sizeof(SwPending) * room) :
+					palloc(sizeof(SwPending) * room);
+				state->maxpending = room;
+			}
+			continue;
+		}
+
+		nmine = 0;
 		for (int i = 0; i < n; i++)
 		{
-			SwStampState *state = &sources[i].state;
-
-			if (!sources[i].in_memory || state->maxpending >= room)
+			found[i] = NULL;
+			if (!sources[i].in_memory)
 				continue;
-			state->pending = state->pending ?
-				repalloc(state->pending, sizeof(SwPending) * room) :
-				palloc(sizeof(SwPending) * room);
-			state->maxpending = room;
+			found[i] = find_slot(sources[i].relid);
+			if (found[i] == NULL)
+				all = false;
+			else
+			{
+				nmine++;
+				if (!sources[i].pinned)
+				{
+					found[i]->pins++;
+					sources[i].pinned = true;
+				}
+			}
 		}
-	}
-
-	for (int i = 0; i < n; i++)
-	{
-		found[i] = NULL;
-		if (!sources[i].in_memory)
-			continue;
-		found[i] = find_slot(sources[i].relid);
-		if (found[i] == NULL)
-			all = false;
-		else if (!sources[i].pinned)
+		if (!all)
 		{
-			found[i]->pins++;
-			sources[i].pinned = true;
+			LWLockRelease(shared->lock);
+			pfree(found);
+			return false;
 		}
-	}
-	if (!all)
-	{
+
+		/* an entry that a transaction of ours left (none should) */
+		if (me->listed >= 0)
+			wake |= unlist(me);
+
+		if (chunks_for(nmine) <= shared->nfree_names)
+			break;
+
+		/* too few chunks of names free: wait for some */
 		LWLockRelease(shared->lock);
-		pfree(found);
-		return false;
+		if (wake)
+			ConditionVariableBroadcast(&shared->names_freed);
+		wake = false;
+		ConditionVariableSleep(&shared->names_freed, PG_WAIT_EXTENSION);
 	}
+	ConditionVariableCancelSleep();
 
 	for (int i = 0; i < n; i++)
 		if (found[i] != NULL)
 			*ts = Max(*ts, found[i]->last_ts + 1);
 
-	/* an entry that a transaction of ours left (none should) */
-	if (me->listed >= 0)
-		unlist(me);
-
+	nmine = 0;
 	for (int i = 0; i < n; i++)
 	{
 		SwStampSlot *slot = found[i];
@@ -386,8 +478,28 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 		slot->pins--;
 		slot->used = ++shared->clock;
 		sources[i].pinned = false;
+
+		/* named in our entry, then in chunks from the pool */
 		if (nmine < SW_STAMPER_SOURCES)
 			me->sources[nmine] = sources[i].relid;
+		else
+		{
+			if (nmine % SW_STAMPER_SOURCES == 0)
+			{
+				int			next = shared->free_names;
+
+				Assert(next >= 0);
+				shared->free_names = shared->names[next].next;
+				shared->nfree_names--;
+				shared->names[next].next = -1;
+				if (chunk < 0)
+					me->more = next;
+				else
+					shared->names[chunk].next = next;
+				chunk = next;
+			}
+			shared->names[chunk].sources[nmine % SW_STAMPER_SOURCES] = sources[i].relid;
+		}
 		nmine++;
 	}
 
@@ -403,6 +515,8 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 		stamped = true;
 	}
 	LWLockRelease(shared->lock);
+	if (wake)
+		ConditionVariableBroadcast(&shared->names_freed);
 	pfree(found);
 	return true;
 }
@@ -415,6 +529,8 @@ sw_stamps_take(SwStamping *sources, int n, int64 *ts)
 void
 sw_stamps_done(const SwStamping *sources, int n)
 {
+	bool		wake;
+
 	if (shared == NULL || !stamped)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -425,9 +541,11 @@ sw_stamps_done(const SwStamping *sources, int n)
 		if (slot != NULL && slot->ncommitting > 0)
 			slot->ncommitting--;
 	}
-	unlist(&shared->stampers[MyProc->pgprocno]);
+	wake = unlist(&shared->stampers[MyProc->pgprocno]);
 	LWLockRelease(shared->lock);
 	stamped = false;
+	if (wake)
+		ConditionVariableBroadcast(&shared->names_freed);
 }
 
 /*

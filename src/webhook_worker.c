@@ -2290,7 +2290,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 					 errdetail("They were not written: the server can no longer answer them.")));
 		close_tables();
 		PopActiveSnapshot();
-		sw_writer_commit_durably();
+		sw_writer_commit_durably(true);
 
 		/*
 		 * From the commit to the answers, no interrupt: a shutdown that

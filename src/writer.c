@@ -259,14 +259,15 @@ watch_commit_wait(ErrorData *edata)
  * could take back what readers saw, or a webhook request answered 200.
  * Only for this transaction.
  *
- * The commit is watched, for sw_writer_commit_replicated(): PostgreSQL
- * tells that a commit's wait for the standbys was cut short only by a
- * WARNING, which reaches the emit_log_hook only if the server log takes
- * warnings, as it then does for this transaction (log_min_messages = log
- * or above error would keep them out).
+ * With watch, the commit is watched, for sw_writer_commit_replicated()
+ * (which the caller then calls): PostgreSQL tells that a commit's wait for
+ * the standbys was cut short only by a WARNING, which reaches the
+ * emit_log_hook only if the server log takes warnings, as it then does for
+ * this transaction (log_min_messages = log or above error would keep them
+ * out).  Without, the server log takes what log_min_messages says.
  */
 void
-sw_writer_commit_durably(void)
+sw_writer_commit_durably(bool watch)
 {
 	static bool hooked = false;
 
@@ -274,6 +275,8 @@ sw_writer_commit_durably(void)
 		(void) set_config_option("synchronous_commit", "on",
 								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
 								 true, 0, false);
+	if (!watch)
+		return;
 	if (log_min_messages > WARNING || log_min_messages == LOG)
 		(void) set_config_option("log_min_messages", "warning",
 								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,

@@ -33,7 +33,7 @@ extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
 extern void sw_writer_reset_checks(SwWriter *w);
 extern void sw_writer_safe_search_path(void);
 extern PGDLLEXPORT void sw_writer_forget_session_state(void);
-extern PGDLLEXPORT void sw_writer_commit_durably(void);
+extern PGDLLEXPORT void sw_writer_commit_durably(bool watch);
 extern PGDLLEXPORT bool sw_writer_commit_replicated(void);
 extern PGDLLEXPORT void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
 extern PGDLLEXPORT bool sw_writer_append(SwWriter *w, TupleTableSlot *row);

@@ -3,6 +3,9 @@
 # remote_apply, local); its rows are on the standby when the answer comes
 # (remote_apply).  A standby that is gone holds the answer back; a cancel
 # of that wait closes the connection unanswered; the standby back, 200.
+# The same with log_min_messages = error (the cut is known from a warning),
+# and when the worker is terminated during the wait; a kill -9 then leaves
+# the row committed once, and a retry with its idempotency key gets 200.
 use strict;
 use warnings;
 
@@ -93,5 +96,65 @@ is(post('back'), '1 row 200', 'then 200');
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM ev}),
 	'back,down,local,on,remote_apply,remote_write', 'the standby has every row, once');
+
+# post ID with curl in the background while the standby is gone, and wait
+# until the worker waits for it; returns the curl's handle and output
+sub post_to_absent_standby
+{
+	my ($id, @headers) = @_;
+	my $out = '';
+	my $h = IPC::Run::start([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '60',
+		"$base/public/ev", '--data-binary', qq({"id": "$id"}), '-H', 'Content-Type: application/json',
+		map { ('-H', $_) } @headers ], '>', \$out, '2>', \my $err);
+	ok($node->poll_query_until('postgres', q{SELECT wait_event = 'SyncRep' FROM pg_stat_activity
+		WHERE backend_type = 'source_writes webhook server'}), "$id: the worker waits for the standby");
+	return ($h, \$out);
+}
+
+# a wait cut short is known from PostgreSQL's warning, which the server log
+# may not take: the same with log_min_messages = error; and a terminate
+# (the other warning) closes the connection unanswered too, the row
+# committed locally
+$standby->stop;
+sql(q{ALTER SYSTEM SET log_min_messages = 'error'; SELECT pg_reload_conf()});
+$node->poll_query_until('postgres', q{SELECT current_setting('log_min_messages') = 'error'});
+my ($h2, $out2) = post_to_absent_standby('quiet');
+sql('SELECT pg_cancel_backend(' . worker_pid() . ')');
+$h2->finish;
+is($$out2, ' 000', 'log_min_messages = error: the wait cancelled, the connection is closed unanswered');
+sql(q{ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()});
+my $terminated = worker_pid();
+my ($h3, $out3) = post_to_absent_standby('terminated');
+sql("SELECT pg_terminate_backend($terminated)");
+$h3->finish;
+is($$out3, ' 000', 'the worker terminated while it waits: the connection is closed unanswered');
+ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'source_writes webhook server' AND pid <> $terminated}), 'the worker starts again');
+
+# kill -9 of the worker while it waits: the server restarts, the
+# connection is closed unanswered, and a retry with an idempotency key is
+# answered as the first delivery was, its row once
+sql(q{ALTER SYSTEM SET restart_after_crash = on; SELECT pg_reload_conf()});
+sql(q{ALTER FOREIGN TABLE ev OPTIONS (ADD idempotency_header 'Idempotency-Key')});
+my ($h4, $out4) = post_to_absent_standby('killed', 'Idempotency-Key: k-killed');
+my $from = -s $node->logfile;
+kill 'KILL', worker_pid();
+$h4->finish;
+like($$out4, qr/ 000$/, 'kill -9 of the worker while it waits: no answer');
+ok($node->wait_for_log(qr/source_writes webhook server listening on/, $from), 'the server is back, and its worker');
+$standby->start;
+ok(standby_is_sync(), 'the standby is back');
+is(post('killed'), '1 row 200', 'a retry without the key writes it again (at least once)');
+my ($retry) = run_command([ 'curl', '-s', '-o', '-', '-w', ' %{http_code}', '--max-time', '60',
+	"$base/public/ev", '--data-binary', '{"id": "killed"}', '-H', 'Content-Type: application/json',
+	'-H', 'Idempotency-Key: k-killed' ]);
+$retry =~ s/\n//g;
+like($retry, qr/ 200$/, 'a retry with the key: 200');
+is(sql(q{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM
+	(SELECT id, count(*) AS n FROM ev GROUP BY id) c}),
+	'back:1,down:1,killed:2,local:1,on:1,quiet:1,remote_apply:1,remote_write:1,terminated:1',
+	'every row once, but the one sent again without its key');
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SELECT count(*) FROM ev}), '10', 'and the standby has them');
 
 done_testing();
