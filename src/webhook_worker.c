@@ -617,10 +617,20 @@ start_configured_server(void)
 	{
 		ErrorData  *edata;
 
-		/* the sources view says why, until a server starts */
+		/* the sources view says why (and how), until a server starts */
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		sw_webhook_worker_report_error(edata->message);
+		if (edata->detail)
+		{
+			int			len = strlen(edata->detail);
+
+			if (len > 0 && edata->detail[len - 1] == '.')
+				len--;
+			sw_webhook_worker_report_error(psprintf("%s: %.*s", edata->message,
+													len, edata->detail));
+		}
+		else
+			sw_webhook_worker_report_error(edata->message);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
