@@ -1662,9 +1662,11 @@ serve_wait(void)
 	for (int i = 0; i < npartitions; i++)
 		parts[i] = partitions[i].partition;
 	error = npartitions > 0 ? query_offsets(npartitions, parts, true, highs) : NULL;
+	pfree(parts);
 	if (error)
 	{
 		set_state("cannot reach the brokers", error);
+		pfree(highs);
 		return false;
 	}
 	for (int i = 0; i < npartitions; i++)
@@ -1674,13 +1676,11 @@ serve_wait(void)
 		/* not answered while an offset seems past its end */
 		if (check_past_end(&partitions[i], highs[i], &suspect) || suspect)
 		{
-			pfree(parts);
 			pfree(highs);
 			return false;
 		}
 		partitions[i].high = highs[i];
 	}
-	pfree(parts);
 	pfree(highs);
 	report_partitions();
 	return true;
