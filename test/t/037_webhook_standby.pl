@@ -141,7 +141,7 @@ my $from = -s $node->logfile;
 kill 'KILL', worker_pid();
 $h4->finish;
 like($$out4, qr/ 000$/, 'kill -9 of the worker while it waits: no answer');
-ok($node->wait_for_log(qr/source_writes webhook server listening on/, $from), 'the server is back, and its worker');
+ok($node->wait_for_log(qr/webhook server listening on/, $from), 'the server is back, and its worker');
 $standby->start;
 ok(standby_is_sync(), 'the standby is back');
 is(post('killed'), '1 row 200', 'a retry without the key writes it again (at least once)');
