@@ -136,6 +136,8 @@ struct SwWriter
 								 * trigger query is open until close */
 	bool		in_trigger;		/* a trigger runs (or ran into an error) */
 	TupleTableSlot *old_row;	/* OLD of an overwrite or a tombstone */
+	TupleTableSlot *own_row;	/* NEW: a copy of the caller's row, which
+								 * BEFORE triggers change (see own_row()) */
 	TupleTableSlot *key_slot;	/* an upsert's row after its BEFORE trigger */
 	Oid			log_role;		/* the role the log names, if not the one we
 								 * run as */
@@ -430,6 +432,7 @@ prepare_triggers(SwWriter *w)
 	CurrentResourceOwner = w->owner;
 	(void) ExecGetTriggerOldSlot(w->estate, rri);
 	w->old_row = table_slot_create(w->ftrel, NULL);
+	w->own_row = table_slot_create(w->ftrel, NULL);
 	w->key_slot = table_slot_create(w->current, NULL);
 	CurrentResourceOwner = save;
 
@@ -529,6 +532,22 @@ after_row(SwWriter *w, CmdType cmd, HeapTuple old, TupleTableSlot *row)
 	w->in_trigger = true;
 	AfterTriggerEndQuery(w->estate);
 	w->in_trigger = false;
+}
+
+/*
+ * The row that BEFORE row triggers, and the writer after them (generated
+ * columns), make the row to write: a copy of the caller's, which stays as
+ * it was given.  A caller writes a row again after the subtransaction that
+ * wrote it rolled back (ingestion retries a failed chunk one message at a
+ * time): the triggers must fire on the message's row again, not on what
+ * they made of it the first time.
+ */
+static TupleTableSlot *
+own_row(SwWriter *w, TupleTableSlot *row)
+{
+	if (!w->complete_late)
+		return row;
+	return ExecCopySlot(w->own_row, row);
 }
 
 /*
@@ -678,6 +697,7 @@ sw_writer_close(SwWriter *w)
 	{
 		end_triggers(w);
 		ExecDropSingleTupleTableSlot(w->old_row);
+		ExecDropSingleTupleTableSlot(w->own_row);
 		ExecDropSingleTupleTableSlot(w->key_slot);
 		ExecResetTupleTable(w->estate->es_tupleTable, false);
 	}
@@ -1023,6 +1043,7 @@ static bool
 insert_row(SwWriter *w, TupleTableSlot *row)
 {
 	next_row(w);
+	row = own_row(w, row);
 	if (w->trig_rri && w->trig_rri->ri_TrigDesc->trig_insert_before_row &&
 		!before_row(w, CMD_INSERT, NULL, row))
 		return false;
@@ -1165,6 +1186,7 @@ sw_writer_sub_end(SwWriter *w, bool commit)
 	{
 		ExecClearTuple(w->key_slot);
 		ExecClearTuple(w->old_row);
+		ExecClearTuple(w->own_row);
 	}
 	w->in_trigger = false;
 	if (w->bistate)
@@ -1714,6 +1736,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 	bool		before_insert = td && td->trig_insert_before_row;
 	bool		before_update = td && td->trig_update_before_row;
 
+	row = own_row(w, row);
 	key_row(w, row);
 	for (;;)
 	{
