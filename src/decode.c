@@ -1348,9 +1348,8 @@ begin_run(DecodeRun *r, SwDecoder *d, const SwMessage *msg,
 }
 
 /*
- * Every key column of an upsert source must have a value: here, those the
- * message value and the message's metadata give (decode_message_key()
- * checks those the message key gives).
+ * Every key column of an upsert source must have a value, from the message
+ * value, the message key (check_key_agrees()) or the message's metadata.
  */
 static void
 check_key(DecodeRun *r)
@@ -1592,10 +1591,11 @@ decode_message_key(DecodeRun *r)
 /*
  * A message with a value, of an upsert source whose key columns include
  * data columns: the message key must give each of them (see
- * decode_message_key()), and the same value as the message value, by the
- * key type's equality (1.0 and 1.00 agree).  Otherwise the row would not
- * be the one the message key names: a tombstone with that key could never
- * delete it, and would delete another key's row instead.
+ * decode_message_key()), and, where the message value gives one too, the
+ * same value, by the key type's equality (1.0 and 1.00 agree).  Otherwise
+ * the row would not be the one the message key names: a tombstone with
+ * that key could never delete it, and would delete another key's row
+ * instead.  A value that leaves a key column out takes the key's.
  */
 static void
 check_key_agrees(DecodeRun *r)
@@ -1621,7 +1621,14 @@ check_key_agrees(DecodeRun *r)
 
 		if (c->source != SW_COLUMN_DATA)
 			continue;
-		Assert(!d->key_nulls[a] && !nulls[a]);
+		Assert(!d->key_nulls[a]);
+		if (nulls[a])
+		{
+			/* a value that does not repeat the key: the key gives it */
+			values[a] = d->key_values[a];
+			nulls[a] = false;
+			continue;
+		}
 		if (DatumGetBool(FunctionCall2Coll(&c->key_eq, c->collation,
 										   d->key_values[a], values[a])))
 			continue;
@@ -1690,9 +1697,9 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 
 	if (d->upsert)
 	{
-		check_key(&r);
 		if (d->ndatakey > 0)
 			check_key_agrees(&r);
+		check_key(&r);
 	}
 
 	error_context_stack = errcb.previous;
