@@ -33,6 +33,9 @@
  * pg_database again: a database that is gone is forgotten, one that is
  * still there is served again.
  *
+ * A session that restores source tables from a dump registers here too,
+ * until it ends: meanwhile no ingestion starts in its database (restore.c).
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
@@ -76,6 +79,9 @@
 /* databases to look at again, remembered until the launcher takes them */
 #define SW_MAX_HINTS			64
 
+/* sessions restoring source tables at once */
+#define SW_MAX_RESTORERS		16
+
 /* how long a command waits for our workers to leave its database */
 #define SW_LEAVE_WAIT_MS		10000
 
@@ -115,12 +121,20 @@ typedef struct SwWanted
 	bool		dropped;		/* ... and it committed */
 } SwWanted;
 
+/* a session that restored source tables, until it ends */
+typedef struct SwRestorer
+{
+	pid_t		pid;			/* 0: free */
+	Oid			dboid;
+} SwRestorer;
+
 typedef struct SwDatabasesShared
 {
 	LWLock	   *lock;			/* protects all of it */
 	Latch	   *launcher_latch; /* NULL while no launcher runs */
 	bool		looked_at_all;	/* the launcher looked at every database once */
 	SwWanted	wanted[SW_MAX_WANTED];
+	SwRestorer	restorers[SW_MAX_RESTORERS];
 	int			nhints;
 	bool		hints_lost;		/* more than SW_MAX_HINTS came */
 	Oid			hints[SW_MAX_HINTS];
@@ -140,6 +154,7 @@ static ProcessUtility_hook_type prev_process_utility = NULL;
 static bool xact_callback_registered = false;
 static bool wanting = false;
 static bool look_again = false;
+static bool restoring = false;	/* this session restored source tables */
 
 static int
 entry_count(void)
@@ -697,6 +712,81 @@ sw_database_paused(Oid dboid)
 	wanted = wanted_locked(dboid);
 	LWLockRelease(shared->lock);
 	return wanted;
+}
+
+/* a session that restored source tables ends */
+static void
+restorer_detach(int code, Datum arg)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_MAX_RESTORERS; i++)
+		if (shared->restorers[i].pid == MyProcPid)
+			shared->restorers[i].pid = 0;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * This session restores source tables from a dump: until it ends, the
+ * database's new sources are not ingested (sw_database_restoring()).
+ * pg_restore and psql restore a dump in many transactions unless told
+ * otherwise, and the rest of a restored source (its hidden relations' rows,
+ * the sequence of batch ids, the offsets, the key's index) comes in later
+ * ones.  The session's end is the only sign that all of it came.
+ */
+void
+sw_database_restorer(void)
+{
+	bool		found = false;
+
+	if (shared == NULL || restoring)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SW_MAX_RESTORERS && !found; i++)
+	{
+		SwRestorer *r = &shared->restorers[i];
+
+		if (r->pid != 0 && kill(r->pid, 0) != 0 && errno == ESRCH)
+			r->pid = 0;			/* it ended without saying so */
+		if (r->pid == 0)
+		{
+			r->pid = MyProcPid;
+			r->dboid = MyDatabaseId;
+			found = true;
+		}
+	}
+	LWLockRelease(shared->lock);
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many sessions are restoring source tables"),
+				 errdetail("At most %d sessions can restore source tables at once.",
+						   SW_MAX_RESTORERS),
+				 errhint("Restore fewer databases at once.")));
+	before_shmem_exit(restorer_detach, (Datum) 0);
+	restoring = true;
+}
+
+/*
+ * Is a session restoring source tables into the database?  Then no
+ * ingestion starts there.
+ */
+bool
+sw_database_restoring(Oid dboid)
+{
+	bool		found = false;
+
+	if (shared == NULL)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < SW_MAX_RESTORERS && !found; i++)
+	{
+		SwRestorer *r = &shared->restorers[i];
+
+		found = r->pid != 0 && r->dboid == dboid &&
+			!(kill(r->pid, 0) != 0 && errno == ESRCH);
+	}
+	LWLockRelease(shared->lock);
+	return found;
 }
 
 /*

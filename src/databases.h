@@ -46,6 +46,8 @@ extern PGDLLEXPORT bool sw_database_enter(Oid dboid);
 /* CREATE EXTENSION, a source table made: the launcher is told at commit */
 extern void sw_database_extension_created(void);
 extern void sw_database_sources_changed(void);
+extern void sw_database_restorer(void);
+extern PGDLLEXPORT bool sw_database_restoring(Oid dboid);
 
 /* the launcher */
 extern void sw_databases_attach_launcher(void);

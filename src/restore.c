@@ -6,11 +6,14 @@
  * The extension's catalog (source_writes.source_tables and .batches, and
  * the sequence of batch ids) is dumped by pg_dump as the extension's
  * configuration, and the hidden relations as tables of the internal
- * schema, with their rows.  pg_restore creates a source table first, and
- * the event trigger gives it fresh, empty storage; then it restores the
- * hidden relations and the catalog's rows.  A trigger on the catalog
- * table sees the source's row arrive and swaps the storage: the fresh
- * relations go, the restored ones are the table's from then on.
+ * schema, with their rows.  pg_restore creates a source table first; then
+ * it restores the hidden relations and the catalog's rows.  A trigger on
+ * the catalog
+ * table sees the source's row arrive and gives the table the restored
+ * relations.  A table created with check_function_bodies off, as pg_dump's
+ * scripts do, got no storage (storage.c); one created otherwise got fresh,
+ * empty relations, which go.  No worker ingests into a restored source
+ * until the session that restored it ends (sw_database_restorer()).
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -33,6 +36,7 @@
 #include "utils/rel.h"
 
 #include "catalog.h"
+#include "databases.h"
 #include "storage.h"
 
 PG_FUNCTION_INFO_V1(source_writes_restore_catalog_row);
@@ -42,8 +46,8 @@ PG_FUNCTION_INFO_V1(source_writes_restore_catalog_row);
  * SQL (our own code inserts with CatalogTupleInsert, which fires no
  * triggers) is a row restored from a dump, naming hidden relations that
  * were restored from the same dump.  The source table was created earlier
- * in the restore, and got fresh, empty storage then; adopt the restored
- * relations instead, so that its rows and log come back, and drop the
+ * in the restore, with no storage, or with fresh, empty storage; adopt the
+ * restored relations, so that its rows and log come back, and drop the
  * fresh ones.  A row for a table that is not a source table is dropped
  * with a warning.
  */
@@ -130,6 +134,10 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 	sw_storage_depend(relid, restored[0]);
 	sw_storage_depend(relid, restored[1]);
 	CacheInvalidateRelcacheByRelid(relid);
+
+	/* nothing is ingested before the rest of the restore came */
+	sw_database_restorer();
+	sw_database_sources_changed();
 	relation_close(ftrel, NoLock);
 	return PointerGetDatum(tuple);
 }

@@ -164,6 +164,18 @@ sw_storage_sync(Oid relid, List *retyped)
 	st = sw_source_table(ftrel);
 
 	/*
+	 * A table that a restore creates (pg_dump's scripts turn
+	 * check_function_bodies off) gets no storage now: the restore brings it,
+	 * with the table's catalog row (restore.c).  Storage made now could be
+	 * ingested into before that, and would be dropped then.
+	 */
+	if (!exists && !check_function_bodies)
+	{
+		relation_close(ftrel, NoLock);
+		return NIL;
+	}
+
+	/*
 	 * Most commands hold the table ACCESS EXCLUSIVE already; those that take
 	 * a weaker lock change nothing the storage follows, and leave it as it
 	 * is without a stronger lock (raising it could deadlock with readers).

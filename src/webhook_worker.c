@@ -1773,6 +1773,14 @@ group_path(const char *path, List **paths)
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 			p->look_again = true;
 		}
+		else if (sw_database_restoring(MyDatabaseId))
+		{
+			/* its restore goes on: what it writes now would collide */
+			p->relid = relid;
+			p->status = 503;
+			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_RESTORING_TEXT);
+			p->look_again = true;
+		}
 		else if (!ConditionalLockRelationOid(source.current_rel, RowExclusiveLock) ||
 				 !ConditionalLockRelationOid(source.history_rel, RowExclusiveLock))
 		{

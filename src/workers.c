@@ -68,6 +68,9 @@
 #define SW_STATE_LEN		64
 #define SW_ERROR_LEN		256
 
+/* the state of the sources a restore holds (sw_database_restorer()) */
+#define SW_STATE_RESTORING	"waiting for the restore to end"
+
 /* slots beyond max_worker_processes */
 #define SW_EXTRA_SLOTS		64
 
@@ -234,6 +237,20 @@ report(int index, uint32 generation, const char *state, const char *error)
 	LWLockRelease(shared->lock);
 }
 
+/* does a source of the current database have a worker slot? */
+static bool
+has_slot(Oid relid)
+{
+	bool		found = false;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots && !found; i++)
+		found = shared->slots[i].relid == relid &&
+			shared->slots[i].dboid == MyDatabaseId;
+	LWLockRelease(shared->lock);
+	return found;
+}
+
 /*
  * The Kafka sources of the supervisor's database, and how many workers
  * each wants, as a list of SwWanted in the caller's memory context;
@@ -246,6 +263,7 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
 	ListCell   *lc;
+	bool		restoring = sw_database_restoring(MyDatabaseId);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -272,6 +290,9 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 			name = get_rel_name(source->relid);
 			if (workers == 0 || name == NULL)
 				continue;		/* dropped meanwhile */
+			/* while a restore goes on, only workers already at work go on */
+			if (restoring && !has_slot(source->relid))
+				continue;
 			old = MemoryContextSwitchTo(cxt);
 			w = palloc0(sizeof(SwWanted));
 			w->relid = source->relid;
@@ -1156,6 +1177,8 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 		state = error[0] ? "cannot start" : "not running";
 		state_error = error[0] ? error : NULL;
 	}
+	else if (sw_database_restoring(MyDatabaseId))
+		state = SW_STATE_RESTORING;
 	else if (pid != 0)
 		state = "listening";
 	else
@@ -1196,6 +1219,36 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 }
 
 /*
+ * A row of worker_status() for each Kafka source of the current database
+ * that the current user may read and that has no worker while a restore
+ * goes on (kafka_sources()).
+ */
+static void
+restore_reports(SwWorkerSlot *copy, int n, Tuplestorestate *result,
+				TupleDesc desc)
+{
+	ListCell   *lc;
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+		Datum		values[7] = {0};
+		bool		nulls[7] = {0};
+		bool		seen = false;
+
+		for (int i = 0; i < n && !seen; i++)
+			seen = copy[i].relid == source->relid;
+		if (seen || source->kind != SW_KIND_KAFKA || !may_read(source->relid))
+			continue;
+		values[0] = ObjectIdGetDatum(source->relid);
+		values[1] = CStringGetTextDatum(SW_STATE_RESTORING);
+		for (int i = 2; i < 7; i++)
+			nulls[i] = true;
+		tuplestore_putvalues(result, desc, values, nulls);
+	}
+}
+
+/*
  * source_writes.worker_status(): what the workers of the current database
  * report, a row per source the current user may read.
  */
@@ -1224,6 +1277,8 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 		source_report(copy, i, n, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	if (sw_database_restoring(MyDatabaseId))
+		restore_reports(copy, n, rsinfo->setResult, rsinfo->setDesc);
 	if (shared != NULL)
 		webhook_reports(rsinfo->setResult, rsinfo->setDesc);
 	return (Datum) 0;
