@@ -280,6 +280,18 @@ SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "v": "x"}', key => '{"region": "e
 SELECT * FROM test_decode(NULL::kv, '{"Id": 1, "region": null}', key => '{"region": "eu", "Id": 1}');
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"region": "eu", "Id": 1, "v": {"not": "read"}}',
                           tombstone => true);
+-- a key column the value leaves out takes the key's value, not its default,
+-- and the NOT NULL of its domain holds the key's value
+CREATE FOREIGN TABLE kdef (k int DEFAULT 7, v text) SERVER decode_kafka
+  OPTIONS (topic 'kdef', envelope 'upsert', key 'k');
+CREATE FOREIGN TABLE kdom (k required, v text) SERVER decode_kafka
+  OPTIONS (topic 'kdom', envelope 'upsert', key 'k');
+SELECT * FROM test_decode(NULL::kdef, '{"v": "x"}', key => '42');
+SELECT * FROM test_decode(NULL::kdom, '{"v": "x"}', key => 'k42');
+SELECT * FROM test_decode(NULL::kdom, '{"k": "k42", "v": "x"}', key => 'k42');
+SELECT * FROM test_decode(NULL::kdef, '{"k": 7, "v": "x"}', key => '42');
+SELECT * FROM test_decode(NULL::kdom, '{"v": "x"}');
+DROP FOREIGN TABLE kdef, kdom;
 SELECT * FROM test_decode(NULL::kv, NULL, key => '{"Id": 1}', tombstone => true);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM test_decode(NULL::kv, NULL, tombstone => true);

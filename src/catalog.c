@@ -566,7 +566,7 @@ sw_source_require(Oid relid, SwSource *source)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
 				 errmsg("source table \"%s\" has no storage", get_rel_name(relid)),
-				 errdetail("Storage is created by the extension's event triggers, which did not run for this table, or ran with check_function_bodies off, as in a restore, which brings the storage with the extension's catalog."),
+				 errdetail("The extension's event triggers create the storage. They did not run for this table, or ran with check_function_bodies off, as in a restore, which brings the storage with the extension's catalog."),
 				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled and check_function_bodies on, creates new, empty storage.")));
 }
 

@@ -281,7 +281,9 @@ sw_constraints_check(Relation ftrel)
 
 	if (constr == NULL || (!constr->has_not_null && constr->num_check == 0))
 		return;
-	sw_source_require(RelationGetRelid(ftrel), &source);
+	/* a table that a restore created has no storage yet, and no rows */
+	if (!sw_source_lookup(RelationGetRelid(ftrel), &source))
+		return;
 
 	estate = CreateExecutorState();
 	econtext = GetPerTupleExprContext(estate);

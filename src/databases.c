@@ -740,6 +740,8 @@ sw_database_restorer(void)
 
 	if (shared == NULL || restoring)
 		return;
+	before_shmem_exit(restorer_detach, (Datum) 0);
+	restoring = true;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < SW_MAX_RESTORERS && !found; i++)
 	{
@@ -756,37 +758,39 @@ sw_database_restorer(void)
 	}
 	LWLockRelease(shared->lock);
 	if (!found)
+	{
+		restoring = false;
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many sessions are restoring source tables"),
 				 errdetail("At most %d sessions can restore source tables at once.",
 						   SW_MAX_RESTORERS),
-				 errhint("Restore fewer databases at once.")));
-	before_shmem_exit(restorer_detach, (Datum) 0);
-	restoring = true;
+				 errhint("A session that restored source tables counts until it ends.")));
+	}
 }
 
 /*
- * Is a session restoring source tables into the database?  Then no
- * ingestion starts there.
+ * The pid of a session restoring source tables into the database, or 0:
+ * while there is one, no ingestion starts there.
  */
-bool
+pid_t
 sw_database_restoring(Oid dboid)
 {
-	bool		found = false;
+	pid_t		pid = 0;
 
 	if (shared == NULL)
-		return false;
+		return 0;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < SW_MAX_RESTORERS && !found; i++)
+	for (int i = 0; i < SW_MAX_RESTORERS && pid == 0; i++)
 	{
 		SwRestorer *r = &shared->restorers[i];
 
-		found = r->pid != 0 && r->dboid == dboid &&
-			!(kill(r->pid, 0) != 0 && errno == ESRCH);
+		if (r->pid != 0 && r->dboid == dboid &&
+			!(kill(r->pid, 0) != 0 && errno == ESRCH))
+			pid = r->pid;
 	}
 	LWLockRelease(shared->lock);
-	return found;
+	return pid;
 }
 
 /*

@@ -47,7 +47,7 @@ extern PGDLLEXPORT bool sw_database_enter(Oid dboid);
 extern void sw_database_extension_created(void);
 extern void sw_database_sources_changed(void);
 extern void sw_database_restorer(void);
-extern PGDLLEXPORT bool sw_database_restoring(Oid dboid);
+extern PGDLLEXPORT pid_t sw_database_restoring(Oid dboid);
 
 /* the launcher */
 extern void sw_databases_attach_launcher(void);

@@ -295,6 +295,14 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 						}
 						if (strcmp(obj->tag, "CREATE FOREIGN TABLE") == 0)
 						{
+							SwSource	source;
+
+							if (!sw_source_lookup(lfirst_oid(rc), &source))
+								ereport(NOTICE,
+										(errmsg("source table \"%s\" gets its storage from a restore",
+												get_rel_name(lfirst_oid(rc))),
+										 errdetail("With check_function_bodies off, as in a restore, a new source table gets no storage until the restore brings it."),
+										 errhint("Outside a restore, run ALTER FOREIGN TABLE on it with check_function_bodies on to give it new, empty storage.")));
 							sw_warn_if_not_preloaded();
 							/* the launcher serves the database, if it did not */
 							sw_database_sources_changed();

@@ -555,13 +555,20 @@ fill_metadata(DecodeRun *r, DecColumn *c)
 }
 
 /*
- * A data column that no field filled: its default, or NULL.
+ * A data column that no field filled: its default, or NULL.  A key column
+ * of an upsert source that the message key fills gets neither: it takes
+ * the key's value (check_key_agrees()).
  */
 static void
 fill_default(DecodeRun *r, DecColumn *c)
 {
 	r->col = c;
-	if (c->default_expr)
+	if (c->is_key && r->d->upsert && r->d->ndatakey > 0)
+	{
+		r->values[c->attidx] = (Datum) 0;
+		r->nulls[c->attidx] = true;
+	}
+	else if (c->default_expr)
 	{
 		bool		isnull;
 		Datum		value;
@@ -1366,10 +1373,7 @@ check_key(DecodeRun *r)
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 errmsg("null value in key column \"%s\" of upsert source table \"%s\"",
 						c->name, d->relname),
-				 c->source == SW_COLUMN_DATA &&
-				 (d->format == SW_FORMAT_JSON || d->format == SW_FORMAT_JSON_ARRAY)
-				 ? errdetail("The message value has no field \"%s\", or it is null.", c->field)
-				 : c->source == SW_COLUMN_KEY
+				 c->source == SW_COLUMN_KEY
 				 ? errdetail("The message has no key.")
 				 : c->source == SW_COLUMN_HEADER
 				 ? errdetail("The message has no header \"%s\", or it is null.", c->header)

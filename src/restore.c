@@ -8,12 +8,11 @@
  * configuration, and the hidden relations as tables of the internal
  * schema, with their rows.  pg_restore creates a source table first; then
  * it restores the hidden relations and the catalog's rows.  A trigger on
- * the catalog
- * table sees the source's row arrive and gives the table the restored
- * relations.  A table created with check_function_bodies off, as pg_dump's
- * scripts do, got no storage (storage.c); one created otherwise got fresh,
- * empty relations, which go.  No worker ingests into a restored source
- * until the session that restored it ends (sw_database_restorer()).
+ * the catalog table sees the source's row arrive and gives the table the
+ * restored relations.  A table created with check_function_bodies off, as
+ * pg_dump's scripts do, got no storage (storage.c); one created otherwise
+ * got fresh, empty relations, which go.  No worker ingests into a restored
+ * source until the session that restored it ends (sw_database_restorer()).
  *
  * Copyright (c) 2026, source_writes developers
  *

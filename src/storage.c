@@ -140,7 +140,7 @@ check_column_count(Relation ftrel, int natts)
 
 /*
  * Make the hidden relations and the catalog row of a source table match
- * the foreign table, creating them if it is new.  Called at the end of any
+ * the foreign table, creating them if it is new (but in a restore).  Called at the end of any
  * command that created or altered the table, with the names of the columns
  * whose type the command changed; errors abort the command, so nothing
  * half-done remains.  Returns the attnums of the columns added to a table

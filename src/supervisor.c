@@ -332,7 +332,8 @@ source_writes_supervisor_main(Datum main_arg)
 		/* a worker for each Kafka source, none for those that are gone */
 		supervise_workers(true);
 
-		if (sw_compaction_interval > 0)
+		/* no compaction while a restore brings a source's rows and log */
+		if (sw_compaction_interval > 0 && sw_database_restoring(MyDatabaseId) == 0)
 		{
 			TimestampTz now = GetCurrentTimestamp();
 			long		interval_ms = sw_compaction_interval * 1000L;

@@ -1773,7 +1773,7 @@ group_path(const char *path, List **paths)
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 			p->look_again = true;
 		}
-		else if (sw_database_restoring(MyDatabaseId))
+		else if (sw_database_restoring(MyDatabaseId) != 0)
 		{
 			/* its restore goes on: what it writes now would collide */
 			p->relid = relid;

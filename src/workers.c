@@ -18,7 +18,7 @@
  * The supervisor of each database (supervisor.c) supervises its
  * database's workers about once a second and whenever a worker starts or
  * stops (sw_workers_supervise()): it gives slots to each new Kafka source
- * and frees the slots of sources that are gone or now want another number
+ * (not while a restore goes on in the database) and frees the slots of sources that are gone or now want another number
  * of workers, starts a worker for each slot that has none, and starts a
  * worker that stopped again, at once if it left to take new options and
  * otherwise after a backoff that doubles with each failure, up to a
@@ -67,9 +67,6 @@
 
 #define SW_STATE_LEN		64
 #define SW_ERROR_LEN		256
-
-/* the state of the sources a restore holds (sw_database_restorer()) */
-#define SW_STATE_RESTORING	"waiting for the restore to end"
 
 /* slots beyond max_worker_processes */
 #define SW_EXTRA_SLOTS		64
@@ -263,11 +260,13 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
 	ListCell   *lc;
-	bool		restoring = sw_database_restoring(MyDatabaseId);
+	bool		restoring;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	/* after the snapshot: a restore registers before it commits */
+	restoring = sw_database_restoring(MyDatabaseId) != 0;
 	*extension = sw_catalog_exists();
 	if (*extension)
 	{
@@ -1138,6 +1137,13 @@ source_report(const SwWorkerSlot *copy, int from, int n, Datum *values, bool *nu
 	nulls[5] = nulls[6] = true;		/* requests: webhook sources' */
 }
 
+/* the state of the sources a restore holds (sw_database_restorer()) */
+static char *
+restoring_state(pid_t restorer)
+{
+	return psprintf("waiting for the restore by process %d to end", (int) restorer);
+}
+
 /*
  * A row of worker_status() for each webhook source of the current database
  * that the current user may read: the state of what serves it ("listening"
@@ -1158,6 +1164,7 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 	const char *state_error = NULL;
 	pid_t		server;
 	pid_t		pid;
+	pid_t		restorer;
 	int			n = 0;
 	ListCell   *lc;
 
@@ -1177,8 +1184,8 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 		state = error[0] ? "cannot start" : "not running";
 		state_error = error[0] ? error : NULL;
 	}
-	else if (sw_database_restoring(MyDatabaseId))
-		state = SW_STATE_RESTORING;
+	else if ((restorer = sw_database_restoring(MyDatabaseId)) != 0)
+		state = restoring_state(restorer);
 	else if (pid != 0)
 		state = "listening";
 	else
@@ -1224,8 +1231,8 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
  * goes on (kafka_sources()).
  */
 static void
-restore_reports(SwWorkerSlot *copy, int n, Tuplestorestate *result,
-				TupleDesc desc)
+restore_reports(SwWorkerSlot *copy, int n, pid_t restorer,
+				Tuplestorestate *result, TupleDesc desc)
 {
 	ListCell   *lc;
 
@@ -1241,7 +1248,7 @@ restore_reports(SwWorkerSlot *copy, int n, Tuplestorestate *result,
 		if (seen || source->kind != SW_KIND_KAFKA || !may_read(source->relid))
 			continue;
 		values[0] = ObjectIdGetDatum(source->relid);
-		values[1] = CStringGetTextDatum(SW_STATE_RESTORING);
+		values[1] = CStringGetTextDatum(restoring_state(restorer));
 		for (int i = 2; i < 7; i++)
 			nulls[i] = true;
 		tuplestore_putvalues(result, desc, values, nulls);
@@ -1258,6 +1265,7 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SwWorkerSlot *copy;
 	int			n;
+	pid_t		restorer;
 
 	InitMaterializedSRF(fcinfo, 0);
 	copy = copy_slots(&n);
@@ -1277,8 +1285,9 @@ source_writes_worker_status(PG_FUNCTION_ARGS)
 		source_report(copy, i, n, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	if (sw_database_restoring(MyDatabaseId))
-		restore_reports(copy, n, rsinfo->setResult, rsinfo->setDesc);
+	restorer = sw_database_restoring(MyDatabaseId);
+	if (restorer != 0)
+		restore_reports(copy, n, restorer, rsinfo->setResult, rsinfo->setDesc);
 	if (shared != NULL)
 		webhook_reports(rsinfo->setResult, rsinfo->setDesc);
 	return (Datum) 0;
