@@ -22,6 +22,7 @@ OBJS = \
 	src/log/constraints.o \
 	src/log/controller.o \
 	src/log/deliveries.o \
+	src/log/layout.o \
 	src/log/log.o \
 	src/log/notifier.o \
 	src/log/restore.o \
@@ -53,9 +54,9 @@ PROVE_TESTS = test/t/*.pl
 
 # the sources, by subsystem: src/log (the log and its commit protocol),
 # src/fdw, src/ingest, src/workers, src/kafka and src/webhook (the Kafka
-# and webhook libraries' own)
-PG_CPPFLAGS = -Isrc -Isrc/log -Isrc/fdw -Isrc/ingest -Isrc/workers \
-	-Isrc/webhook
+# and webhook libraries' own), each with one header that the others
+# include as "log/log.h", "fdw/fdw.h", ...
+PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o
 WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_server.o \

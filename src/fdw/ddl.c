@@ -48,12 +48,9 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "catalog.h"
-#include "constraints.h"
-#include "databases.h"
-#include "fdw_options.h"
-#include "storage.h"
-#include "workers.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
+#include "workers/workers.h"
 
 typedef struct DdlObject
 {

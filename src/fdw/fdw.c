@@ -16,9 +16,10 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "foreign/fdwapi.h"
 #include "nodes/nodes.h"
 
-#include "fdw.h"
+#include "fdw/fdw.h"
 #include "source_writes.h"
 
 PG_FUNCTION_INFO_V1(source_writes_fdw_handler);

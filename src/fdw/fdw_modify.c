@@ -74,10 +74,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "catalog.h"
-#include "fdw.h"
-#include "storage.h"
-#include "writer.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
 
 /* rows per ExecForeignBatchInsert call (multi-row INSERT, INSERT ... SELECT) */
 #define SW_INSERT_BATCH_SIZE	100

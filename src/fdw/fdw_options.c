@@ -45,7 +45,7 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "fdw_options.h"
+#include "fdw/fdw.h"
 
 #define SW_ANY_KIND		(SW_KIND_KAFKA | SW_KIND_WEBHOOK)
 

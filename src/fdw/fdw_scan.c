@@ -72,12 +72,8 @@
 #include "utils/snapmgr.h"
 #include "utils/spccache.h"
 
-#include "catalog.h"
-#include "controller.h"
-#include "fdw.h"
-#include "fdw_options.h"
-#include "log.h"
-#include "storage.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
 
 /* planner state, in baserel->fdw_private */
 typedef struct SwPlanInfo

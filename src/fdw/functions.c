@@ -40,10 +40,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
-#include "catalog.h"
-#include "compaction.h"
-#include "controller.h"
-#include "log.h"
+#include "log/log.h"
 
 /* columns of updates() */
 #define UPDATES_NATTS	5

@@ -113,7 +113,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "decode.h"
+#include "ingest/ingest.h"
 
 /* buffers kept between messages shrink back when a message grew them past this */
 #define SW_KEEP_BUFFER		(1024 * 1024)

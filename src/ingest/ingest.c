@@ -68,12 +68,8 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
-#include "catalog.h"
-#include "controller.h"
-#include "decode.h"
-#include "ingest.h"
-#include "storage.h"
-#include "writer.h"
+#include "ingest/ingest.h"
+#include "log/log.h"
 
 /* messages decoded in one subtransaction, then written */
 #define SW_INGEST_CHUNK		1000

@@ -32,9 +32,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "catalog.h"
-#include "controller.h"
-#include "fdw_options.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
 
 PG_FUNCTION_INFO_V1(source_writes_reset_offsets);
 

@@ -103,13 +103,11 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "databases.h"
-#include "fdw_options.h"
-#include "ingest.h"
+#include "fdw/fdw.h"
+#include "ingest/ingest.h"
+#include "log/log.h"
 #include "source_writes.h"
-#include "workers.h"
-#include "writer.h"
+#include "workers/workers.h"
 
 PG_MODULE_MAGIC;
 

@@ -78,7 +78,7 @@
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 
-#include "catalog.h"
+#include "log/log.h"
 
 /* columns of source_writes.batches */
 #define Anum_b_source		1

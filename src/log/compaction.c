@@ -43,10 +43,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "catalog.h"
-#include "compaction.h"
-#include "deliveries.h"
-#include "log.h"
+#include "log/log.h"
 
 /*
  * Compact a source: delete the history rows retracted before its since,

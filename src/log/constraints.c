@@ -47,9 +47,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "catalog.h"
-#include "constraints.h"
-#include "storage.h"
+#include "log/log.h"
 
 /*
  * Is type the domain, or a domain based on it?

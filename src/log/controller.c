@@ -58,9 +58,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "controller.h"
-#include "notifier.h"
-#include "stamps.h"
+#include "log/log.h"
 
 /* a batch of the current transaction */
 typedef struct SwWrite
@@ -105,15 +103,6 @@ sw_now_ms(void)
 {
 	return GetCurrentTimestamp() / 1000 +
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SW_MSECS_PER_DAY;
-}
-
-/*
- * The notification channel of a source: "source_writes_<oid>".
- */
-char *
-sw_channel_name(Oid relid)
-{
-	return psprintf("source_writes_%u", relid);
 }
 
 /*

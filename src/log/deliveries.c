@@ -37,8 +37,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "catalog.h"
-#include "deliveries.h"
+#include "log/log.h"
 
 /* columns of source_writes.deliveries */
 #define Anum_d_source		1

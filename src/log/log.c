@@ -56,8 +56,7 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
-#include "controller.h"
-#include "log.h"
+#include "log/log.h"
 
 /*
  * The committed batches of a source with ts >= from that the MVCC

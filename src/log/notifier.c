@@ -51,11 +51,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "controller.h"
-#include "databases.h"
-#include "notifier.h"
-#include "workers.h"
+#include "log/log.h"
+#include "workers/workers.h"
 
 /* databases whose notifiers can have work at once */
 #define SW_NOTIFY_DATABASES		64
@@ -135,6 +132,15 @@ sw_notifier_shmem_startup(void)
 		shared->lock = &(GetNamedLWLockTranche("source_writes"))->lock;
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * The notification channel of a source: "source_writes_<oid>".
+ */
+char *
+sw_channel_name(Oid relid)
+{
+	return psprintf("source_writes_%u", relid);
 }
 
 /*

@@ -35,9 +35,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "catalog.h"
-#include "databases.h"
-#include "storage.h"
+#include "log/log.h"
+#include "workers/workers.h"
 
 PG_FUNCTION_INFO_V1(source_writes_restore_catalog_row);
 

@@ -63,8 +63,8 @@
 #include "utils/hsearch.h"
 #include "utils/wait_event.h"
 
+#include "log/log.h"
 #include "source_writes.h"
-#include "stamps.h"
 
 /* sources named in a backend's entry, and in each chunk of further names */
 #define SW_STAMPER_SOURCES		8

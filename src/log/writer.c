@@ -79,10 +79,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
-#include "catalog.h"
-#include "controller.h"
-#include "storage.h"
-#include "writer.h"
+#include "log/log.h"
 
 /* rows and bytes of appended rows collected before they are written */
 #define SW_APPEND_BUFFER_ROWS	1000

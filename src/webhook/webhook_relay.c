@@ -69,9 +69,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "databases.h"
-#include "webhook_relay.h"
-#include "workers.h"
+#include "webhook/webhook.h"
+#include "workers/workers.h"
 
 /* what a relay's segment begins with */
 #define SW_RELAY_MAGIC			0x53575231

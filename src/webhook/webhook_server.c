@@ -100,7 +100,7 @@
 
 #include <microhttpd.h>
 
-#include "webhook_server.h"
+#include "webhook/webhook_server.h"
 
 /*
  * How long a connection may wait for a request: seconds from its opening

@@ -147,16 +147,13 @@
 #include "utils/syscache.h"
 #include "utils/timeout.h"
 
-#include "catalog.h"
-#include "databases.h"
-#include "deliveries.h"
-#include "fdw_options.h"
-#include "ingest.h"
+#include "fdw/fdw.h"
+#include "ingest/ingest.h"
+#include "log/log.h"
 #include "source_writes.h"
-#include "webhook_relay.h"
-#include "webhook_server.h"
-#include "workers.h"
-#include "writer.h"
+#include "webhook/webhook.h"
+#include "webhook/webhook_server.h"
+#include "workers/workers.h"
 
 PG_MODULE_MAGIC;
 

@@ -68,7 +68,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "databases.h"
+#include "workers/workers.h"
 
 /* entries and registered workers beyond max_worker_processes */
 #define SW_DATABASES_EXTRA		16

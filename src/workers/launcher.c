@@ -58,11 +58,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "databases.h"
-#include "launcher.h"
-#include "notifier.h"
+#include "log/log.h"
 #include "source_writes.h"
-#include "workers.h"
+#include "workers/workers.h"
 
 /* how often the launcher reads pg_database */
 #define SW_LAUNCHER_MS			1000

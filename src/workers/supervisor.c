@@ -46,12 +46,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "compaction.h"
-#include "databases.h"
-#include "fdw_options.h"
-#include "storage.h"
-#include "workers.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
+#include "workers/workers.h"
 
 /* blocks of a history heap compacted per transaction */
 #define SW_COMPACTION_CHUNK		1024

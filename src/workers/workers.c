@@ -57,10 +57,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "databases.h"
-#include "fdw_options.h"
-#include "workers.h"
+#include "fdw/fdw.h"
+#include "log/log.h"
+#include "workers/workers.h"
 
 /* how long a background worker's statistics may stay unreported */
 #define SW_STATS_INTERVAL_MS	1000

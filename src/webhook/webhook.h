@@ -1,20 +1,24 @@
 /*-------------------------------------------------------------------------
  *
- * webhook_relay.h
- *		  Webhook requests to other databases: the webhook server hands them
- *		  to a webhook worker of their database, and answers with its answer
+ * webhook.h
+ *		  The webhook worker's own header: what its files and the relays
+ *		  share (the HTTP server's threads have webhook_server.h)
+ *
+ * webhook_relay.c: webhook requests to other databases: the webhook
+ * server hands them to a webhook worker of their database, and answers
+ * with its answer.
  *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/webhook/webhook_relay.h
+ *		  src/webhook/webhook.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef SW_WEBHOOK_RELAY_H
-#define SW_WEBHOOK_RELAY_H
+#ifndef SW_WEBHOOK_H
+#define SW_WEBHOOK_H
 
-#include "webhook_server.h"
+#include "webhook/webhook_server.h"
 
 /* what a request is answered when its database's worker cannot write it now */
 #define SW_WEBHOOK_UNAVAILABLE_TEXT	"the server could not write the request now; send it again\n"
@@ -43,4 +47,4 @@ extern bool sw_relay_refresh_wanted(void);
 extern bool sw_relay_server_left(void);
 extern void sw_relay_leave(void);
 
-#endif							/* SW_WEBHOOK_RELAY_H */
+#endif							/* SW_WEBHOOK_H */
