@@ -14,6 +14,7 @@ OBJS = \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/rdkafka_allowlist.o \
 	src/ingest/decode.o \
 	src/ingest/ingest.o \
 	src/ingest/offsets.o \
