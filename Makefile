@@ -60,7 +60,10 @@ PROVE_TESTS = test/t/*.pl
 PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o
-WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_server.o \
+WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_answers.o \
+	src/webhook/webhook_group.o src/webhook/webhook_limits.o \
+	src/webhook/webhook_request.o src/webhook/webhook_tables.o \
+	src/webhook/webhook_tls.o src/webhook/webhook_server.o \
 	src/webhook/webhook_relay.o
 
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
