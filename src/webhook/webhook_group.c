@@ -354,6 +354,167 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
 #define SW_UNCONFIRMED_TEXT "closed without an answer: committed, but not confirmed by the synchronous standbys"
 
 /*
+ * Resolve the addresses of a round's requests, group[first] to
+ * group[n - 1]: each gets its table, or the answer to give it.
+ */
+static void
+resolve_round(GroupRequest *group, int first, int n, List **paths,
+			  MemoryContext group_cxt)
+{
+	for (int i = first; i < n; i++)
+	{
+		GroupPath  *p;
+		unsigned int table_id;
+
+		MemoryContextSwitchTo(group_cxt);
+
+		/*
+		 * Without its table's signature header, as to no table:
+		 * as fast, while the map is fresh (else its table says)
+		 */
+		if (!wh_limits_stale &&
+			sw_webhook_server_find(group[i].request, &table_id) == SW_WEBHOOK_UNSIGNED)
+		{
+			group[i].relid = table_id;
+			group[i].table = NULL;
+			group[i].status = 404;
+			group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
+			group[i].note = SW_UNSIGNED_NOTE;
+			log_refused(&group[i]);
+			continue;
+		}
+		p = group_path(group[i].request->path, paths);
+		group[i].relid = p->relid;
+		group[i].table = p->table;
+		group[i].status = p->status;
+		group[i].text = p->text;
+		if (p->table == NULL && OidIsValid(p->relid) &&
+			lacks_signature_header(p, group[i].request))
+		{
+			group[i].status = 404;
+			group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
+			group[i].note = SW_UNSIGNED_NOTE;
+			log_refused(&group[i]);
+		}
+	}
+}
+
+/*
+ * The next round of a group: the requests that came meanwhile (not while
+ * a reload waits, which waits for no request to be in hand), added to
+ * group[] after the *n it has, *first set to the first of them.  False
+ * when the group ends here: it is full, its time is up, none came, or the
+ * caches changed.
+ */
+static bool
+join_next_round(GroupRequest *group, volatile int *n, int *first,
+				List **paths, TimestampTz began, uint64 changes)
+{
+	SwRequest  *more;
+	ListCell   *lc;
+
+	if (*n >= SW_WEBHOOK_GROUP || wh_in_hand != NULL ||
+		ConfigReloadPending ||
+		TimestampDifferenceExceeds(began, GetCurrentTimestamp(),
+								   sw_webhook_join_time))
+		return false;
+	more = take_requests();
+	if (more == NULL)
+		return false;
+
+	/*
+	 * They were sent after the caches' last look: if a change that
+	 * matters came since the group began, they wait for the next
+	 * group, which looks again.  They are in hand before the look,
+	 * which may fail, so that they are written or answered all the
+	 * same.
+	 */
+	wh_in_hand = more;
+	AcceptInvalidationMessages();
+	if (wh_cache_changes != changes)
+		return false;
+	wh_in_hand = NULL;
+
+	/* linked to those being written, for stop_server() to answer */
+	group[*n - 1].request->next = more;
+	*first = *n;
+	for (SwRequest *r = more; r; r = r->next)
+	{
+		if (*n == SW_WEBHOOK_GROUP)
+		{
+			wh_in_hand = r;	/* for the next group */
+			group[*n - 1].request->next = NULL;
+			break;
+		}
+		group[(*n)++].request = r;
+	}
+	pgstat_report_activity(STATE_RUNNING,
+						   psprintf("writing %d webhook requests", *n));
+	/* they see what committed before they came */
+	PopActiveSnapshot();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	/*
+	 * An address that named no table, or one that was locked, is
+	 * looked up again: what kept it may have ended without a change
+	 * the caches count.  (One whose table failed to be prepared is
+	 * not: that may take the time a request may.)
+	 */
+	foreach(lc, *paths)
+	{
+		if (((GroupPath *) lfirst(lc))->look_again)
+			*paths = foreach_delete_current(*paths, lc);
+	}
+	return true;
+}
+
+/*
+ * Answer the requests of a group, and count them in the sources view: those
+ * of a group that did not commit 503.  The requests are not ours any more.
+ */
+static void
+answer_group(GroupRequest *group, int n, bool committed, bool replicated)
+{
+	int			unconfirmed = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!committed)
+		{
+			group[i].status = 503;
+			group[i].text = "the request could not be committed; send it again\n";
+		}
+
+		/*
+		 * Rows committed here, but maybe not on the synchronous standbys
+		 * that 200 stands for, as the wait for them was cut short; and 503
+		 * would have them sent again.  The connection is closed unanswered,
+		 * as PostgreSQL closes a session whose commit it cannot confirm when
+		 * it is terminated (after a cancel it confirms it with a warning).
+		 */
+		if (!replicated && group[i].status == 200)
+		{
+			group[i].status = 0;
+			group[i].text = SW_UNCONFIRMED_TEXT;
+			unconfirmed++;
+		}
+		if (OidIsValid(group[i].relid))
+			sw_webhook_worker_count(group[i].relid, group[i].status,
+									group[i].note ? group[i].note : group[i].text);
+		if (group[i].status == 0)
+			hang_up_request(group[i].request);
+		else
+			answer_request(group[i].request, group[i].status, group[i].text);
+	}
+	if (unconfirmed > 0)
+		ereport(WARNING,
+				(errmsg_plural("webhook server closed %d connection without an answer",
+							   "webhook server closed %d connections without an answer",
+							   unconfirmed, unconfirmed),
+				 errdetail("The requests are committed locally, but the wait for synchronous replication was cut short.")));
+}
+
+/*
  * Write the requests taken together in one transaction, then answer them:
  * after the commit, or 503 each if it failed.  The group is written in
  * rounds: the requests in hand first, then those that came while a round
@@ -362,7 +523,7 @@ write_table(TableEntry *e, GroupRequest *group, int n, MemoryContext group_cxt)
  * after such a change must not be written with what was prepared before
  * it).  Each round has a snapshot of its own, taken after its requests
  * came; its requests' addresses are resolved first, then each table's
- * requests written (write_table).  Requests left over wait in in_hand.
+ * requests written (write_table).  Requests left over wait in wh_in_hand.
  */
 void
 write_group(SwRequest *requests, MemoryContext group_cxt)
@@ -370,13 +531,11 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 	MemoryContext cxt = CurrentMemoryContext;
 	GroupRequest *group;
 	List	   *paths = NIL;
-	ListCell   *lc;
 	volatile int n = 0;
 	int			i = 0;
 	int			first = 0;		/* the round's first request */
 	TimestampTz began = 0;
 	uint64		changes = 0;
-	int			unconfirmed = 0;
 	volatile bool committed = false;
 	volatile bool replicated = true;
 	volatile bool holding = false;
@@ -401,103 +560,12 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 			forget_tables();
 		for (;;)
 		{
-			SwRequest  *more;
-
-			for (i = first; i < n; i++)
-			{
-				GroupPath  *p;
-				unsigned int table_id;
-
-				MemoryContextSwitchTo(group_cxt);
-
-				/*
-				 * Without its table's signature header, as to no table:
-				 * as fast, while the map is fresh (else its table says)
-				 */
-				if (!wh_limits_stale &&
-					sw_webhook_server_find(group[i].request, &table_id) == SW_WEBHOOK_UNSIGNED)
-				{
-					group[i].relid = table_id;
-					group[i].table = NULL;
-					group[i].status = 404;
-					group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
-					group[i].note = SW_UNSIGNED_NOTE;
-					log_refused(&group[i]);
-					continue;
-				}
-				p = group_path(group[i].request->path, &paths);
-				group[i].relid = p->relid;
-				group[i].table = p->table;
-				group[i].status = p->status;
-				group[i].text = p->text;
-				if (p->table == NULL && OidIsValid(p->relid) &&
-					lacks_signature_header(p, group[i].request))
-				{
-					group[i].status = 404;
-					group[i].text = SW_WEBHOOK_NOT_FOUND_TEXT;
-					group[i].note = SW_UNSIGNED_NOTE;
-					log_refused(&group[i]);
-				}
-			}
+			resolve_round(group, first, n, &paths, group_cxt);
 			for (TableEntry *e = wh_open_tables; e; e = e->next_open)
 				write_table(e, group + first, n - first, group_cxt);
 
-			/*
-			 * The next round: the requests that came meanwhile (not while
-			 * a reload waits, which waits for no request to be in hand)
-			 */
-			if (n >= SW_WEBHOOK_GROUP || wh_in_hand != NULL ||
-				ConfigReloadPending ||
-				TimestampDifferenceExceeds(began, GetCurrentTimestamp(),
-										   sw_webhook_join_time))
+			if (!join_next_round(group, &n, &first, &paths, began, changes))
 				break;
-			more = take_requests();
-			if (more == NULL)
-				break;
-
-			/*
-			 * They were sent after the caches' last look: if a change that
-			 * matters came since the group began, they wait for the next
-			 * group, which looks again.  They are in hand before the look,
-			 * which may fail, so that they are written or answered all the
-			 * same.
-			 */
-			wh_in_hand = more;
-			AcceptInvalidationMessages();
-			if (wh_cache_changes != changes)
-				break;
-			wh_in_hand = NULL;
-
-			/* linked to those being written, for stop_server() to answer */
-			group[n - 1].request->next = more;
-			first = n;
-			for (SwRequest *r = more; r; r = r->next)
-			{
-				if (n == SW_WEBHOOK_GROUP)
-				{
-					wh_in_hand = r;	/* for the next group */
-					group[n - 1].request->next = NULL;
-					break;
-				}
-				group[n++].request = r;
-			}
-			pgstat_report_activity(STATE_RUNNING,
-								   psprintf("writing %d webhook requests", n));
-			/* they see what committed before they came */
-			PopActiveSnapshot();
-			PushActiveSnapshot(GetTransactionSnapshot());
-
-			/*
-			 * An address that named no table, or one that was locked, is
-			 * looked up again: what kept it may have ended without a change
-			 * the caches count.  (One whose table failed to be prepared is
-			 * not: that may take the time a request may.)
-			 */
-			foreach(lc, paths)
-			{
-				if (((GroupPath *) lfirst(lc))->look_again)
-					paths = foreach_delete_current(paths, lc);
-			}
 		}
 
 		/*
@@ -541,41 +609,7 @@ write_group(SwRequest *requests, MemoryContext group_cxt)
 
 	/* answer and count; the requests are not ours any more */
 	wh_writing = NULL;
-	for (i = 0; i < n; i++)
-	{
-		if (!committed)
-		{
-			group[i].status = 503;
-			group[i].text = "the request could not be committed; send it again\n";
-		}
-
-		/*
-		 * Rows committed here, but maybe not on the synchronous standbys
-		 * that 200 stands for, as the wait for them was cut short; and 503
-		 * would have them sent again.  The connection is closed unanswered,
-		 * as PostgreSQL closes a session whose commit it cannot confirm when
-		 * it is terminated (after a cancel it confirms it with a warning).
-		 */
-		if (!replicated && group[i].status == 200)
-		{
-			group[i].status = 0;
-			group[i].text = SW_UNCONFIRMED_TEXT;
-			unconfirmed++;
-		}
-		if (OidIsValid(group[i].relid))
-			sw_webhook_worker_count(group[i].relid, group[i].status,
-									group[i].note ? group[i].note : group[i].text);
-		if (group[i].status == 0)
-			hang_up_request(group[i].request);
-		else
-			answer_request(group[i].request, group[i].status, group[i].text);
-	}
-	if (unconfirmed > 0)
-		ereport(WARNING,
-				(errmsg_plural("webhook server closed %d connection without an answer",
-							   "webhook server closed %d connections without an answer",
-							   unconfirmed, unconfirmed),
-				 errdetail("The requests are committed locally, but the wait for synchronous replication was cut short.")));
+	answer_group(group, n, committed, replicated);
 	if (holding)
 		RESUME_INTERRUPTS();
 	MemoryContextSwitchTo(cxt);

@@ -130,6 +130,109 @@ write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
 }
 
 /*
+ * Write the elements of a body of format json_array, each a message m;
+ * return how many.
+ */
+static int
+write_json_array(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
+				 char *where)
+{
+	const char *body = r->body ? r->body : "";
+	JsonSemAction sem = {0};
+	ArrayWriter w = {0};
+	JsonParseErrorType result;
+
+	if (body[strspn(body, " \t\r\n")] != '[')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("the body is not a JSON array"),
+				 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
+						 RelationGetRelationName(ftrel))));
+	w.lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
+										 GetDatabaseEncoding(), false);
+	w.ing = ing;
+	w.message = m;
+	w.where = where;
+	sem.semstate = &w;
+	sem.object_start = array_nest;
+	sem.object_end = array_unnest;
+	sem.array_start = array_nest;
+	sem.array_end = array_unnest;
+	sem.array_element_start = array_element_start;
+	sem.array_element_end = array_element_end;
+	wh_parsing_body = true;
+	result = pg_parse_json(w.lex, &sem);
+	wh_parsing_body = false;
+	if (result != JSON_SUCCESS)
+		bad_json(w.lex, result);
+	return w.n;
+}
+
+/*
+ * Write a body of format json: one JSON value, or else a value a line
+ * (NDJSON), each a message m; return how many.
+ */
+static int
+write_json_body(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
+				char *where)
+{
+	const char *body = r->body ? r->body : "";
+	JsonSemAction sem = {0};
+	const char *first_nl = memchr(body, '\n', r->body_len);
+	bool		one_value;
+	int			n = 0;
+
+	/* a line, blank space after it aside, is one value: parsed once */
+	one_value = body[strspn(body, " \t\r\n")] != '\0' &&
+		(first_nl == NULL ||
+		 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
+	if (!one_value)
+	{
+		wh_parsing_body = true;
+		one_value = pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
+															  GetDatabaseEncoding(), false),
+								  &sem) == JSON_SUCCESS;
+		wh_parsing_body = false;
+	}
+	if (one_value)
+	{
+		write_piece(ing, m, body, r->body_len);	/* one value */
+		n = 1;
+	}
+	else
+	{
+		/* NDJSON: a value a line; empty lines do not count */
+		size_t		at = 0;
+		int			line = 0;
+
+		while (at < r->body_len)
+		{
+			const char *nl = memchr(body + at, '\n', r->body_len - at);
+			size_t		end = nl ? (size_t) (nl - body) : r->body_len;
+			size_t		blank = 0;
+
+			line++;
+			while (at + blank < end && strchr(" \t\r", body[at + blank]))
+				blank++;
+			if (at + blank < end)
+			{
+				snprintf(where, SW_WHERE_BYTES, "line %d of the body", line);
+				write_piece(ing, m, body + at, end - at);
+				n++;
+			}
+			at = end + 1;
+		}
+	}
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("the body is empty"),
+				 errhint("Source table \"%s\" has format json: post an object, or one a line.",
+						 RelationGetRelationName(ftrel))));
+	return n;
+}
+
+/*
  * Write a request's body into its table: the messages its format makes of
  * it, each as it is found, through the table's ingestion (its batch begun
  * by the group), which raises the first error.  Returns how many rows.
@@ -165,90 +268,9 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 	error_context_stack = &errcb;
 
 	if (st->format == SW_FORMAT_JSON_ARRAY)
-	{
-		JsonSemAction sem = {0};
-		ArrayWriter w = {0};
-		JsonParseErrorType result;
-
-		if (body[strspn(body, " \t\r\n")] != '[')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("the body is not a JSON array"),
-					 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
-							 RelationGetRelationName(ftrel))));
-		w.lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
-											 GetDatabaseEncoding(), false);
-		w.ing = ing;
-		w.message = &m;
-		w.where = where;
-		sem.semstate = &w;
-		sem.object_start = array_nest;
-		sem.object_end = array_unnest;
-		sem.array_start = array_nest;
-		sem.array_end = array_unnest;
-		sem.array_element_start = array_element_start;
-		sem.array_element_end = array_element_end;
-		wh_parsing_body = true;
-		result = pg_parse_json(w.lex, &sem);
-		wh_parsing_body = false;
-		if (result != JSON_SUCCESS)
-			bad_json(w.lex, result);
-		n = w.n;
-	}
+		n = write_json_array(r, ftrel, ing, &m, where);
 	else if (st->format == SW_FORMAT_JSON)
-	{
-		JsonSemAction sem = {0};
-		const char *first_nl = memchr(body, '\n', r->body_len);
-		bool		one_value;
-
-		/* a line, blank space after it aside, is one value: parsed once */
-		one_value = body[strspn(body, " \t\r\n")] != '\0' &&
-			(first_nl == NULL ||
-			 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
-		if (!one_value)
-		{
-			wh_parsing_body = true;
-			one_value = pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
-																  GetDatabaseEncoding(), false),
-									  &sem) == JSON_SUCCESS;
-			wh_parsing_body = false;
-		}
-		if (one_value)
-		{
-			write_piece(ing, &m, body, r->body_len);	/* one value */
-			n = 1;
-		}
-		else
-		{
-			/* NDJSON: a value a line; empty lines do not count */
-			size_t		at = 0;
-			int			line = 0;
-
-			while (at < r->body_len)
-			{
-				const char *nl = memchr(body + at, '\n', r->body_len - at);
-				size_t		end = nl ? (size_t) (nl - body) : r->body_len;
-				size_t		blank = 0;
-
-				line++;
-				while (at + blank < end && strchr(" \t\r", body[at + blank]))
-					blank++;
-				if (at + blank < end)
-				{
-					snprintf(where, SW_WHERE_BYTES, "line %d of the body", line);
-					write_piece(ing, &m, body + at, end - at);
-					n++;
-				}
-				at = end + 1;
-			}
-		}
-		if (n == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("the body is empty"),
-					 errhint("Source table \"%s\" has format json: post an object, or one a line.",
-							 RelationGetRelationName(ftrel))));
-	}
+		n = write_json_body(r, ftrel, ing, &m, where);
 	else
 	{
 		write_piece(ing, &m, body, r->body_len);

@@ -60,6 +60,62 @@ pem_equal(const char *a, const char *b)
 }
 
 /*
+ * Whether the certificate or key file at path may be read: a regular file
+ * of a size we take, and for a key, owned and protected as PostgreSQL
+ * wants ssl_key_file.  *st is what stat() says of it.  When not, says why
+ * at elevel (below ERROR, returns).
+ */
+static bool
+pem_file_usable(const char *path, bool is_key, int elevel, struct stat *st)
+{
+	const char *what = is_key ? "private key" : "certificate";
+
+	if (stat(path, st) != 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not access webhook server %s file \"%s\": %m", what, path)));
+		return false;
+	}
+	if (!S_ISREG(st->st_mode))
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server %s file \"%s\" is not a regular file", what, path)));
+		return false;
+	}
+	if (is_key && st->st_uid != geteuid() && st->st_uid != 0)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server private key file \"%s\" must be owned by the database user or root",
+						path)));
+		return false;
+	}
+	if (is_key &&
+		((st->st_uid == geteuid() && (st->st_mode & (S_IRWXG | S_IRWXO))) ||
+		 (st->st_uid == 0 && (st->st_mode & (S_IWGRP | S_IXGRP | S_IRWXO)))))
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server private key file \"%s\" has group or world access",
+						path),
+				 errdetail("File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.")));
+		return false;
+	}
+	if (st->st_size > SW_WEBHOOK_MAX_PEM_FILE)
+	{
+		ereport(elevel,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("webhook server %s file \"%s\" is too large", what, path),
+				 errdetail("A certificate or key file may hold at most %d bytes.",
+						   SW_WEBHOOK_MAX_PEM_FILE)));
+		return false;
+	}
+	return true;
+}
+
+/*
  * Read the certificate or private key file that a TLS setting names,
  * whole, into TopMemoryContext; NULL if it cannot be used, after saying
  * why at elevel.  A relative path is relative to the data directory, our
@@ -79,48 +135,8 @@ read_pem_file(const char *path, bool is_key, int elevel)
 	size_t		len = 0;
 	ssize_t		n = 0;
 
-	if (stat(path, &st) != 0)
-	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not access webhook server %s file \"%s\": %m", what, path)));
+	if (!pem_file_usable(path, is_key, elevel, &st))
 		return NULL;
-	}
-	if (!S_ISREG(st.st_mode))
-	{
-		ereport(elevel,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("webhook server %s file \"%s\" is not a regular file", what, path)));
-		return NULL;
-	}
-	if (is_key && st.st_uid != geteuid() && st.st_uid != 0)
-	{
-		ereport(elevel,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("webhook server private key file \"%s\" must be owned by the database user or root",
-						path)));
-		return NULL;
-	}
-	if (is_key &&
-		((st.st_uid == geteuid() && (st.st_mode & (S_IRWXG | S_IRWXO))) ||
-		 (st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO)))))
-	{
-		ereport(elevel,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("webhook server private key file \"%s\" has group or world access",
-						path),
-				 errdetail("File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.")));
-		return NULL;
-	}
-	if (st.st_size > SW_WEBHOOK_MAX_PEM_FILE)
-	{
-		ereport(elevel,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("webhook server %s file \"%s\" is too large", what, path),
-				 errdetail("A certificate or key file may hold at most %d bytes.",
-						   SW_WEBHOOK_MAX_PEM_FILE)));
-		return NULL;
-	}
 
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0)

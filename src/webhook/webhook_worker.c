@@ -237,17 +237,15 @@ write_next_group(MemoryContext group_cxt)
 }
 
 /*
- * The webhook server: main_arg is the database it connects to, or
- * InvalidOid for none (then every request goes to a relay).
+ * Set the webhook server up: connect to database dboid (or to none), claim
+ * the server's place (or leave, if another has it), start the HTTP server
+ * and publish the first map of limits.  Returns the memory context of the
+ * groups.
  */
-void
-source_writes_webhook_main(Datum main_arg)
+static MemoryContext
+start_webhook_server(Oid dboid)
 {
-	Oid			dboid = DatumGetObjectId(main_arg);
-	WaitEventSet *events;
 	MemoryContext group_cxt;
-	TimestampTz last_wanted = GetCurrentTimestamp();
-	bool		looked;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -282,6 +280,45 @@ source_writes_webhook_main(Datum main_arg)
 				 errdetail("source_writes.webhook_bench_discard is on: requests are answered 200 and nothing is written."),
 				 errhint("It is for benchmarks only: turn it off and restart the server.")));
 #endif
+	return group_cxt;
+}
+
+/*
+ * Take in a reload once no request is in hand: the server may restart,
+ * and must not while it holds their connections suspended.  *events is
+ * made again if the server has a new pipe.
+ */
+static void
+reload_when_idle(WaitEventSet **events)
+{
+	if (ConfigReloadPending && wh_in_hand == NULL)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		override_settings();
+		if (reconfigure_server())
+		{
+			/* the server has a new pipe */
+			FreeWaitEventSet(*events);
+			*events = make_events();
+		}
+	}
+}
+
+/*
+ * The webhook server: main_arg is the database it connects to, or
+ * InvalidOid for none (then every request goes to a relay).
+ */
+void
+source_writes_webhook_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	WaitEventSet *events;
+	MemoryContext group_cxt;
+	TimestampTz last_wanted = GetCurrentTimestamp();
+	bool		looked;
+
+	group_cxt = start_webhook_server(dboid);
 
 	events = make_events();
 
@@ -298,22 +335,7 @@ source_writes_webhook_main(Datum main_arg)
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 
-		/*
-		 * A reload once no request is in hand: the server may restart, and
-		 * must not while it holds their connections suspended.
-		 */
-		if (ConfigReloadPending && wh_in_hand == NULL)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			override_settings();
-			if (reconfigure_server())
-			{
-				/* the server has a new pipe */
-				FreeWaitEventSet(events);
-				events = make_events();
-			}
-		}
+		reload_when_idle(&events);
 
 		/*
 		 * What came, after those left in hand (the server's pipe wakes the
