@@ -1016,134 +1016,129 @@ headers_looked_at(SwRequest *r, struct MHD_Connection *connection)
 }
 
 /*
- * libmicrohttpd's handler, called in its threads: first with the request
- * line and headers, then with each piece of the body, then once more when
- * the body is complete; and again after the main thread answered and
- * resumed the connection.  A request that waited for a look at its
- * table's limit is called again where it left: with its headers, or with
- * the same piece of its body.
+ * A request whose line and headers are in: keep them (*req_cls), and
+ * refuse at once what would be refused anyway, before its body comes.
  */
 static enum MHD_Result
-handle_request(void *cls, struct MHD_Connection *connection, const char *url,
-			   const char *method, const char *version, const char *upload_data,
-			   size_t *upload_data_size, void **req_cls)
+request_begins(struct MHD_Connection *connection, const char *url,
+			   const char *method, void **req_cls)
 {
-	SwRequest  *r = *req_cls;
+	SwRequest  *r;
+	const char *length;
+
+	/* its headers are in: unless it was cut meanwhile, its body comes */
+	if (!connection_state(connection, SW_CONN_RECEIVING))
+		return MHD_NO;
+	r = calloc(1, sizeof(SwRequest));
+	if (r == NULL)
+		return MHD_NO;
+	r->connection = connection;
+	r->method = copy_string(method);
+	r->path = copy_string(url);
+	r->received_ms = now_ms();
+	*req_cls = r;
+	if (r->method == NULL || r->path == NULL ||
+		MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0 ||
+		r->headers_lost)
+		return MHD_NO;		/* out of memory: the connection is closed */
+
+	/* what we refuse anyway, we answer before the body comes */
+	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
+		return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
+						   "only POST is allowed\n");
+	length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+										 MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (length && strtoull(length, NULL, 10) > SW_WEBHOOK_MAX_BODY)
+		return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
+						   "the body is too large\n");
+	return look_up_limit(r, connection, length);
+}
+
+/*
+ * A piece of a request's body: kept, unless the body goes over its limit
+ * (then the main thread looks again at the limit, or the connection is
+ * closed) or the server holds as much as it may (the request is refused
+ * when complete).
+ */
+static enum MHD_Result
+keep_body_piece(SwRequest *r, struct MHD_Connection *connection,
+				const char *upload_data, size_t *upload_data_size)
+{
+	size_t		n = *upload_data_size;
+
+	if (r->checking == SW_CHECK_BODY)
+	{
+		/* resumed with the main thread's verdict */
+		r->checking = SW_CHECK_NONE;
+		if (r->check_status)
+			return MHD_NO;	/* 413, or 503: no answer in a body, close */
+		(void) connection_state(connection, SW_CONN_RECEIVING);
+	}
+	if (!r->refusal && r->body_len + n > r->limit)
+	{
+		/*
+		 * Over the limit, with a body of unknown length: the main thread
+		 * looks if the map may be stale (this piece waits), else the
+		 * connection is closed at once, as no answer can be sent in the
+		 * middle of a body.
+		 */
+		if (!r->limit_sure)
+		{
+			r->declared = r->body_len + n;	/* with the piece that waits */
+			return wait_for_look(r, connection, SW_CHECK_BODY);
+		}
+		return MHD_NO;
+	}
+	*upload_data_size = 0;
+	if (r->refusal)
+		return MHD_YES;		/* not kept */
+	if (r->body_len + n + 1 > r->body_cap)
+	{
+		size_t		cap = r->body_cap ? r->body_cap : 4096;
+		size_t		growth;
+		char	   *body;
+		bool		over;
+
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		growth = counted_bytes(cap) - counted_bytes(r->body_cap);
+		pthread_mutex_lock(&queue_lock);
+		over = buffered + growth > SW_WEBHOOK_MAX_BUFFERED;
+		if (!over)
+			buffered += growth;
+		pthread_mutex_unlock(&queue_lock);
+		body = over ? NULL : realloc(r->body, cap);
+		if (body == NULL)
+		{
+			/* the server holds as much as it may: come again */
+			if (!over)
+			{
+				pthread_mutex_lock(&queue_lock);
+				buffered -= growth;
+				pthread_mutex_unlock(&queue_lock);
+			}
+			r->refusal = MHD_HTTP_SERVICE_UNAVAILABLE;
+			return MHD_YES;
+		}
+		r->body = body;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, upload_data, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return MHD_YES;
+}
+
+/*
+ * A complete request: unless its connection was cut meanwhile (a request
+ * whose client cannot have its answer is not written), suspend it and put
+ * it on the queue for the main thread, waking it.
+ */
+static enum MHD_Result
+queue_request(SwRequest *r, struct MHD_Connection *connection)
+{
 	bool		wake;
 
-	if (r == NULL)
-	{
-		const char *length;
-
-		/* its headers are in: unless it was cut meanwhile, its body comes */
-		if (!connection_state(connection, SW_CONN_RECEIVING))
-			return MHD_NO;
-		r = calloc(1, sizeof(SwRequest));
-		if (r == NULL)
-			return MHD_NO;
-		r->connection = connection;
-		r->method = copy_string(method);
-		r->path = copy_string(url);
-		r->received_ms = now_ms();
-		*req_cls = r;
-		if (r->method == NULL || r->path == NULL ||
-			MHD_get_connection_values(connection, MHD_HEADER_KIND, keep_header, r) < 0 ||
-			r->headers_lost)
-			return MHD_NO;		/* out of memory: the connection is closed */
-
-		/* what we refuse anyway, we answer before the body comes */
-		if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
-			return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
-							   "only POST is allowed\n");
-		length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
-											 MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (length && strtoull(length, NULL, 10) > SW_WEBHOOK_MAX_BODY)
-			return send_answer(connection, MHD_HTTP_CONTENT_TOO_LARGE,
-							   "the body is too large\n");
-		return look_up_limit(r, connection, length);
-	}
-
-	/* resumed after the main thread published the map */
-	if (r->checking == SW_CHECK_HEADERS)
-		return headers_looked_at(r, connection);
-
-	/* answered by the main thread: send it, or close without an answer */
-	if (r->answered)
-		return r->status == 0 ? MHD_NO :
-			send_answer(connection, r->status, r->text ? r->text : "");
-
-	/* a piece of the body */
-	if (*upload_data_size > 0)
-	{
-		size_t		n = *upload_data_size;
-
-		if (r->checking == SW_CHECK_BODY)
-		{
-			/* resumed with the main thread's verdict */
-			r->checking = SW_CHECK_NONE;
-			if (r->check_status)
-				return MHD_NO;	/* 413, or 503: no answer in a body, close */
-			(void) connection_state(connection, SW_CONN_RECEIVING);
-		}
-		if (!r->refusal && r->body_len + n > r->limit)
-		{
-			/*
-			 * Over the limit, with a body of unknown length: the main thread
-			 * looks if the map may be stale (this piece waits), else the
-			 * connection is closed at once, as no answer can be sent in the
-			 * middle of a body.
-			 */
-			if (!r->limit_sure)
-			{
-				r->declared = r->body_len + n;	/* with the piece that waits */
-				return wait_for_look(r, connection, SW_CHECK_BODY);
-			}
-			return MHD_NO;
-		}
-		*upload_data_size = 0;
-		if (r->refusal)
-			return MHD_YES;		/* not kept */
-		if (r->body_len + n + 1 > r->body_cap)
-		{
-			size_t		cap = r->body_cap ? r->body_cap : 4096;
-			size_t		growth;
-			char	   *body;
-			bool		over;
-
-			while (cap < r->body_len + n + 1)
-				cap *= 2;
-			growth = counted_bytes(cap) - counted_bytes(r->body_cap);
-			pthread_mutex_lock(&queue_lock);
-			over = buffered + growth > SW_WEBHOOK_MAX_BUFFERED;
-			if (!over)
-				buffered += growth;
-			pthread_mutex_unlock(&queue_lock);
-			body = over ? NULL : realloc(r->body, cap);
-			if (body == NULL)
-			{
-				/* the server holds as much as it may: come again */
-				if (!over)
-				{
-					pthread_mutex_lock(&queue_lock);
-					buffered -= growth;
-					pthread_mutex_unlock(&queue_lock);
-				}
-				r->refusal = MHD_HTTP_SERVICE_UNAVAILABLE;
-				return MHD_YES;
-			}
-			r->body = body;
-			r->body_cap = cap;
-		}
-		memcpy(r->body + r->body_len, upload_data, n);
-		r->body_len += n;
-		r->body[r->body_len] = '\0';
-		return MHD_YES;
-	}
-
-	/*
-	 * The request is complete: unless its connection was cut meanwhile (a
-	 * request whose client cannot have its answer is not written)
-	 */
 	if (!connection_state(connection, SW_CONN_HELD))
 		return MHD_NO;
 	if (r->refusal)
@@ -1183,6 +1178,41 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 					strerror(errno));
 	}
 	return MHD_YES;
+}
+
+/*
+ * libmicrohttpd's handler, called in its threads: first with the request
+ * line and headers, then with each piece of the body, then once more when
+ * the body is complete; and again after the main thread answered and
+ * resumed the connection.  A request that waited for a look at its
+ * table's limit is called again where it left: with its headers, or with
+ * the same piece of its body.
+ */
+static enum MHD_Result
+handle_request(void *cls, struct MHD_Connection *connection, const char *url,
+			   const char *method, const char *version, const char *upload_data,
+			   size_t *upload_data_size, void **req_cls)
+{
+	SwRequest  *r = *req_cls;
+
+	if (r == NULL)
+		return request_begins(connection, url, method, req_cls);
+
+	/* resumed after the main thread published the map */
+	if (r->checking == SW_CHECK_HEADERS)
+		return headers_looked_at(r, connection);
+
+	/* answered by the main thread: send it, or close without an answer */
+	if (r->answered)
+		return r->status == 0 ? MHD_NO :
+			send_answer(connection, r->status, r->text ? r->text : "");
+
+	/* a piece of the body */
+	if (*upload_data_size > 0)
+		return keep_body_piece(r, connection, upload_data, upload_data_size);
+
+	/* the request is complete */
+	return queue_request(r, connection);
 }
 
 /* libmicrohttpd is done with a connection's request: free it */
@@ -1237,6 +1267,73 @@ sw_webhook_server_tls_supported(void)
 }
 
 /*
+ * The connections the server keeps (conn_limit, conn_per_address and
+ * *connections), and libmicrohttpd's limit, which it returns: those and
+ * the ones being closed, in proportion when there are fewer file
+ * descriptors (fds) than it would open.
+ */
+static int
+set_connection_limits(int fds, int *connections)
+{
+	int			sockets;
+
+	sockets = fds - (SW_WEBHOOK_SERVER_FDS - SW_WEBHOOK_MAX_CONNECTIONS -
+					 SW_WEBHOOK_CLOSING_CONNECTIONS);
+	if (sockets > SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS)
+		sockets = SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS;
+	if (sockets < 2)
+		sockets = 2;
+	conn_limit = (int) ((int64_t) sockets * SW_WEBHOOK_MAX_CONNECTIONS /
+						(SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS));
+	if (conn_limit < 1)
+		conn_limit = 1;
+	conn_per_address = conn_limit * SW_WEBHOOK_MAX_PER_ADDRESS / SW_WEBHOOK_MAX_CONNECTIONS;
+	if (conn_per_address < 1)
+		conn_per_address = 1;
+	*connections = conn_limit;
+	return sockets;
+}
+
+/*
+ * Start libmicrohttpd on addr, with TLS if use_tls (its options in tls),
+ * for at most sockets sockets; NULL if it could not.
+ *
+ * poll(), not epoll: every request is suspended while the main thread
+ * writes it, and with epoll each suspension and each resumption is an
+ * epoll_ctl() call.  With bench/webhook's 32 keep-alive connections,
+ * the HTTP ceiling was about a fifth higher with poll(); with a
+ * connection per request, the two cost about the same.
+ *
+ * The limits of connections, in all and per address, are ours
+ * (notify_connection): libmicrohttpd's refuse a new connection when
+ * old ones only wait (so that 128 idle connections from one address
+ * locked out every other client of that address, a reverse proxy),
+ * where we close an old one (make_room).  Its limit only bounds
+ * the sockets, with those being closed.
+ */
+static struct MHD_Daemon *
+start_daemon(int port, struct addrinfo *addr, bool use_tls,
+			 struct MHD_OptionItem *tls, int sockets)
+{
+	return MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD |
+				MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+				(use_tls ? MHD_USE_TLS : 0) |
+				(addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				(uint16_t) port, NULL, NULL,
+				handle_request, NULL,
+				MHD_OPTION_EXTERNAL_LOGGER, keep_start_log, NULL,
+				MHD_OPTION_SOCK_ADDR, addr->ai_addr,
+				MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+				MHD_OPTION_NOTIFY_CONNECTION, notify_connection, NULL,
+				MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
+				MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned int) sockets,
+				MHD_OPTION_ARRAY, use_tls ? tls : &tls[3],
+				MHD_OPTION_END);
+}
+
+/*
  * Start serving on host:port, in libmicrohttpd's thread and the reaper's,
  * which are made with every signal blocked (PostgreSQL's handlers must run
  * in the main thread only).  With cert_pem and key_pem (PEM text, which
@@ -1266,25 +1363,7 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	int			rc;
 	static char error[256];
 
-	/*
-	 * The connections it keeps, and libmicrohttpd's limit: those and the
-	 * ones being closed, in proportion when there are fewer file
-	 * descriptors than it would open
-	 */
-	sockets = fds - (SW_WEBHOOK_SERVER_FDS - SW_WEBHOOK_MAX_CONNECTIONS -
-					 SW_WEBHOOK_CLOSING_CONNECTIONS);
-	if (sockets > SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS)
-		sockets = SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS;
-	if (sockets < 2)
-		sockets = 2;
-	conn_limit = (int) ((int64_t) sockets * SW_WEBHOOK_MAX_CONNECTIONS /
-						(SW_WEBHOOK_MAX_CONNECTIONS + SW_WEBHOOK_CLOSING_CONNECTIONS));
-	if (conn_limit < 1)
-		conn_limit = 1;
-	conn_per_address = conn_limit * SW_WEBHOOK_MAX_PER_ADDRESS / SW_WEBHOOK_MAX_CONNECTIONS;
-	if (conn_per_address < 1)
-		conn_per_address = 1;
-	*connections = conn_limit;
+	sockets = set_connection_limits(fds, connections);
 
 	shutting_down = false;
 	checks_waiting = 0;
@@ -1318,38 +1397,9 @@ sw_webhook_server_start(const char *host, int port, const char *cert_pem,
 	rc = pthread_create(&reaper, NULL, reap_connections, NULL);
 	reaper_running = rc == 0;
 
-	/*
-	 * poll(), not epoll: every request is suspended while the main thread
-	 * writes it, and with epoll each suspension and each resumption is an
-	 * epoll_ctl() call.  With bench/webhook's 32 keep-alive connections,
-	 * the HTTP ceiling was about a fifth higher with poll(); with a
-	 * connection per request, the two cost about the same.
-	 *
-	 * The limits of connections, in all and per address, are ours
-	 * (notify_connection): libmicrohttpd's refuse a new connection when
-	 * old ones only wait (so that 128 idle connections from one address
-	 * locked out every other client of that address, a reverse proxy),
-	 * where we close an old one (make_room).  Its limit only bounds
-	 * the sockets, with those being closed.
-	 */
 	daemon_handle = NULL;
 	if (reaper_running)
-		daemon_handle = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD |
-										 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-										 (use_tls ? MHD_USE_TLS : 0) |
-										 (addr->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-										 (uint16_t) port, NULL, NULL,
-										 handle_request, NULL,
-										 MHD_OPTION_EXTERNAL_LOGGER, keep_start_log, NULL,
-										 MHD_OPTION_SOCK_ADDR, addr->ai_addr,
-										 MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-										 MHD_OPTION_NOTIFY_CONNECTION, notify_connection, NULL,
-										 MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL,
-										 MHD_OPTION_CONNECTION_TIMEOUT,
-										 (unsigned int) SW_WEBHOOK_CONNECTION_TIMEOUT,
-										 MHD_OPTION_CONNECTION_LIMIT, (unsigned int) sockets,
-										 MHD_OPTION_ARRAY, use_tls ? tls : &tls[3],
-										 MHD_OPTION_END);
+		daemon_handle = start_daemon(port, addr, use_tls, tls, sockets);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	freeaddrinfo(addr);
 	pthread_mutex_lock(&start_log_lock);
