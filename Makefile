@@ -60,7 +60,8 @@ PROVE_TESTS = test/t/*.pl
 PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o
-WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_answers.o \
+WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
+	src/webhook/webhook_answers.o \
 	src/webhook/webhook_group.o src/webhook/webhook_limits.o \
 	src/webhook/webhook_request.o src/webhook/webhook_tables.o \
 	src/webhook/webhook_tls.o src/webhook/webhook_server.o \

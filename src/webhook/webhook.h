@@ -29,8 +29,12 @@
 /* what a request is answered when its database's worker cannot write it now */
 #define SW_WEBHOOK_UNAVAILABLE_TEXT	"the server could not write the request now; send it again\n"
 
+/* judges a request that waited for a look at its limit (webhook_limits.c) */
+typedef void (*SwJudgeCheck) (SwRequest *request, Oid dboid);
+
 /* the server's side (its main thread) */
-extern void sw_relay_server_start(Oid own_dboid, const char *own_database);
+extern void sw_relay_server_start(Oid own_dboid, const char *own_database,
+								  SwJudgeCheck judge);
 extern SwRequest *sw_relay_route(SwRequest *requests);
 extern SwRequest *sw_relay_route_checks(SwRequest *checks);
 extern bool sw_relay_set_own_limits(const SwBodyLimit *limits, int n);
@@ -39,8 +43,6 @@ extern void sw_relay_flush(void);
 extern void sw_relay_finish(void);
 extern void sw_relay_stop_all(void);
 
-/* webhook_worker.c: judge a request that waited for a look at its limit */
-extern void sw_webhook_judge_check(SwRequest *request, Oid dboid);
 
 /* the relay's side */
 extern Oid	sw_relay_attach(uint32 handle);
@@ -134,7 +136,7 @@ typedef struct GroupPath
  */
 #define SW_WEBHOOK_GROUP		PGPROC_MAX_CACHED_SUBXIDS
 
-/* webhook_worker.c */
+/* webhook_state.c */
 extern SwRequest *wh_checking;
 extern char *wh_database_name;
 extern SwRequest *wh_in_hand;
@@ -142,10 +144,9 @@ extern bool wh_relay_mode;
 extern MemoryContext wh_request_cxt;
 extern bool wh_server_gone;
 extern SwRequest *wh_writing;
-extern SwRequest *take_requests(void);
+extern uint64 wh_cache_changes;
 
 /* webhook_tables.c */
-extern uint64 wh_cache_changes;
 extern TableEntry *wh_open_tables;
 extern HTAB *wh_tables;
 extern bool wh_tables_changed;
@@ -167,14 +168,15 @@ extern int	check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 							  const char **key, uint8 *hash, char **text);
 
 /* webhook_group.c */
-extern void report_and_abort(MemoryContext cxt);
 extern void write_group(SwRequest *requests, MemoryContext group_cxt);
 
 /* webhook_answers.c */
+extern SwRequest *take_requests(void);
 extern void answer_request(SwRequest *r, int status, const char *text);
 extern void hang_up_request(SwRequest *r);
 extern void answer_unavailable(SwRequest *r);
 extern void resume_checked(SwRequest *r, int status);
+extern void report_and_abort(MemoryContext cxt);
 extern int	error_answer(ErrorData *edata, bool in_body,
 						 const char *decoder_where, const char *piece,
 						 char **text);
@@ -184,6 +186,7 @@ extern void log_refusal(Oid relid, const char *path, int status,
 extern void log_refused(GroupRequest *g);
 
 /* webhook_limits.c */
+extern void sw_webhook_judge_check(SwRequest *request, Oid dboid);
 extern bool wh_limits_stale;
 extern TimeoutId wh_request_timeout;
 extern void request_timeout_handler(void);

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * webhook_answers.c
- *		  The webhook worker's answers: to the server or a relay, what
- *		  an error tells the client, and the log of refusals
+ *		  The webhook worker's requests in and out: taken from the server
+ *		  or a relay and answered to it, what an error tells the client,
+ *		  and the log of refusals
  *
  * Refused requests are counted in the sources view, and logged at LOG at
  * most once a minute for each table (the others at DEBUG1): whoever can
@@ -26,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
 
@@ -48,6 +50,26 @@ typedef struct RefusalsLogged
 /* the tables whose refusals were logged, at most SW_REFUSALS_KEPT */
 #define SW_REFUSALS_KEPT		1024
 static HTAB *refusals_logged = NULL;
+
+/*
+ * The requests that came (a list, through next; NULL if none): from the
+ * server's threads, those to its own database (the others go to their
+ * relays, webhook_relay.c); in a relay, from the server.
+ */
+SwRequest *
+take_requests(void)
+{
+	SwRequest  *requests;
+
+	if (wh_relay_mode)
+		return sw_relay_take(&wh_server_gone);
+	requests = sw_webhook_server_take();
+#ifdef SW_BENCHMARK
+	if (sw_webhook_bench_discard)
+		return requests;		/* all of them discarded */
+#endif
+	return sw_relay_route(requests);
+}
 
 /* answer a request taken; it is not ours any more */
 void
@@ -142,6 +164,19 @@ error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
 	appendStringInfoChar(&s, '\n');
 	*text = s.data;
 	return 400;
+}
+
+/*
+ * After an error that ends the worker's transaction: log it, and abort
+ * the transaction, back in memory context cxt.
+ */
+void
+report_and_abort(MemoryContext cxt)
+{
+	MemoryContextSwitchTo(cxt);
+	EmitErrorReport();
+	FlushErrorState();
+	AbortOutOfAnyTransaction();
 }
 
 /*

@@ -278,19 +278,6 @@ write_together(TableEntry *t, GroupRequest *group, int n, int *failed)
 }
 
 /*
- * After an error that ends the worker's transaction: log it, and abort
- * the transaction, back in memory context cxt.
- */
-void
-report_and_abort(MemoryContext cxt)
-{
-	MemoryContextSwitchTo(cxt);
-	EmitErrorReport();
-	FlushErrorState();
-	AbortOutOfAnyTransaction();
-}
-
-/*
  * Write the group's requests to one table (those of group[0 .. n-1] whose
  * table it is), in the order they came, in one batch of the table: one
  * writer, which runs as the table's owner until the last of them is

@@ -170,6 +170,7 @@ typedef struct Sent
 static bool publish_map(void);
 static void follow_databases(void);
 
+static SwJudgeCheck judge_check = NULL;
 static Oid	own_dboid = InvalidOid;
 static char *own_database = NULL;
 static SwBodyLimit *own_limits = NULL;
@@ -286,13 +287,16 @@ path_database(const char *path, char *buf, size_t *len)
 
 /*
  * Start serving: the server's own database (InvalidOid and NULL: none),
- * whose requests it writes itself.
+ * whose requests it writes itself.  judge is what judges a request that
+ * waited for a relay's map (the worker's sw_webhook_judge_check(), given
+ * here so that this file does not call back into the worker's).
  */
 void
-sw_relay_server_start(Oid dboid, const char *database)
+sw_relay_server_start(Oid dboid, const char *database, SwJudgeCheck judge)
 {
 	HASHCTL		ctl;
 
+	judge_check = judge;
 	own_dboid = dboid;
 	own_database = database ? MemoryContextStrdup(TopMemoryContext, database) : NULL;
 	own_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes webhook map",
@@ -888,7 +892,7 @@ take_limits(Relay *relay, Reader *r)
 				(errmsg("webhook server has no memory for its map of body limits"),
 				 errdetail("Bodies are read before their table's max_body_bytes is checked.")));
 	foreach(lc, waiting)
-		sw_webhook_judge_check(lfirst(lc), relay->dboid);
+		judge_check(lfirst(lc), relay->dboid);
 	list_free(waiting);
 }
 

@@ -29,11 +29,6 @@
 #include "webhook/webhook.h"
 #include "workers/workers.h"
 
-/*
- * Changes taken in that may concern a group's requests, counted: of a
- * cached table, of the sources' addresses, of servers, functions, roles.
- */
-uint64 wh_cache_changes = 0;
 HTAB *wh_tables = NULL;		/* relid -> TableEntry */
 static MemoryContext tables_cxt = NULL;
 bool wh_tables_changed = false; /* some entry is no longer valid */

@@ -27,11 +27,12 @@
  * change ends the joining (what the group resolved and prepared would be
  * out of date for them).  Those that come later form the next group.
  *
- * The rest is in files of its own: webhook_tables.c (paths and tables),
- * webhook_request.c (checks and bodies), webhook_group.c (group commit),
- * webhook_answers.c (answers and the log of refusals),
- * webhook_limits.c (time and body limits) and webhook_tls.c (TLS and
- * reload); webhook.h is their header.
+ * The rest is in files of its own, each calling only those below it:
+ * webhook_group.c (group commit), webhook_tables.c (paths and tables),
+ * webhook_request.c (checks and bodies), webhook_limits.c (time and body
+ * limits), webhook_answers.c (taking requests, answering them, the log
+ * of refusals) and webhook_tls.c (TLS and reload); webhook_state.c
+ * holds what they share, and webhook.h is their header.
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -65,33 +66,6 @@ PGDLLEXPORT void source_writes_webhook_relay_main(Datum main_arg);
 /* how long the worker waits between looks at its latch and the server */
 #define SW_WEBHOOK_WAIT_MS		1000
 
-char *wh_database_name = NULL;	/* ours; NULL: none */
-bool wh_relay_mode = false; /* a relay: requests come from the server */
-bool wh_server_gone = false;	/* (a relay) the server left */
-SwRequest *wh_in_hand = NULL;	/* taken, not written yet */
-SwRequest *wh_writing = NULL;	/* being written, not answered yet */
-MemoryContext wh_request_cxt = NULL;	/* what writing a request takes */
-SwRequest *wh_checking = NULL;	/* taken for a look at their limit */
-
-/*
- * The requests that came (a list, through next; NULL if none): from the
- * server's threads, those to its own database (the others go to their
- * relays, webhook_relay.c); in a relay, from the server.
- */
-SwRequest *
-take_requests(void)
-{
-	SwRequest  *requests;
-
-	if (wh_relay_mode)
-		return sw_relay_take(&wh_server_gone);
-	requests = sw_webhook_server_take();
-#ifdef SW_BENCHMARK
-	if (sw_webhook_bench_discard)
-		return requests;		/* all of them discarded */
-#endif
-	return sw_relay_route(requests);
-}
 
 /*
  * When the worker leaves: answer what it holds, and stop the server.  A
@@ -267,7 +241,7 @@ start_webhook_server(Oid dboid)
 		proc_exit(0);			/* another one serves */
 
 	before_shmem_exit(stop_server, (Datum) 0);
-	sw_relay_server_start(dboid, wh_database_name);
+	sw_relay_server_start(dboid, wh_database_name, sw_webhook_judge_check);
 	group_cxt = prepare_writing();
 	start_configured_server();
 	if (OidIsValid(dboid))
