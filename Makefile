@@ -115,7 +115,13 @@ $(WEBHOOK_SHLIB): $(WEBHOOK_OBJS)
 
 install: install-kafka install-webhook
 
-.PHONY: install-kafka install-webhook
+# the tests' own module is built in place by test/run; clean it with us
+clean: clean-test-module
+
+.PHONY: install-kafka install-webhook clean-test-module
+clean-test-module:
+	$(MAKE) -C test/modules/source_writes_test PG_CONFIG='$(PG_CONFIG)' clean
+
 install-kafka: $(KAFKA_SHLIB) installdirs
 	$(INSTALL_SHLIB) $(KAFKA_SHLIB) '$(DESTDIR)$(pkglibdir)/$(KAFKA_SHLIB)'
 
