@@ -7,31 +7,33 @@
 EXTENSION = source_writes
 MODULE_big = source_writes
 OBJS = \
-	src/catalog.o \
-	src/compaction.o \
-	src/constraints.o \
-	src/controller.o \
-	src/databases.o \
-	src/ddl.o \
-	src/decode.o \
-	src/deliveries.o \
-	src/fdw.o \
-	src/fdw_modify.o \
-	src/fdw_options.o \
-	src/fdw_scan.o \
-	src/functions.o \
-	src/ingest.o \
-	src/launcher.o \
-	src/log.o \
-	src/notifier.o \
-	src/offsets.o \
-	src/restore.o \
 	src/source_writes.o \
-	src/stamps.o \
-	src/storage.o \
-	src/supervisor.o \
-	src/workers.o \
-	src/writer.o
+	src/fdw/ddl.o \
+	src/fdw/fdw.o \
+	src/fdw/fdw_modify.o \
+	src/fdw/fdw_options.o \
+	src/fdw/fdw_scan.o \
+	src/fdw/functions.o \
+	src/fdw/rdkafka_allowlist.o \
+	src/ingest/decode.o \
+	src/ingest/ingest.o \
+	src/ingest/offsets.o \
+	src/log/catalog.o \
+	src/log/compaction.o \
+	src/log/constraints.o \
+	src/log/controller.o \
+	src/log/deliveries.o \
+	src/log/layout.o \
+	src/log/log.o \
+	src/log/notifier.o \
+	src/log/restore.o \
+	src/log/stamps.o \
+	src/log/storage.o \
+	src/log/writer.o \
+	src/workers/databases.o \
+	src/workers/launcher.o \
+	src/workers/supervisor.o \
+	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
 	sql/source_writes--0.2.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
@@ -51,10 +53,23 @@ ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
+# the sources, by subsystem: src/log (the log and its commit protocol),
+# src/fdw, src/ingest, src/workers, src/kafka and src/webhook (the Kafka
+# and webhook libraries' own), each with one header that the others
+# include as "log/log.h", "fdw/fdw.h", ...
+PG_CPPFLAGS = -Isrc
+
+KAFKA_OBJS = src/kafka/kafka_worker.o
+WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
+	src/webhook/webhook_answers.o \
+	src/webhook/webhook_group.o src/webhook/webhook_limits.o \
+	src/webhook/webhook_request.o src/webhook/webhook_tables.o \
+	src/webhook/webhook_tls.o src/webhook/webhook_server.o \
+	src/webhook/webhook_relay.o
+
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
-	source_writes_kafka$(DLSUFFIX) src/kafka_worker.o \
-	source_writes_webhook$(DLSUFFIX) src/webhook_worker.o src/webhook_server.o \
-	src/webhook_relay.o
+	source_writes_kafka$(DLSUFFIX) $(KAFKA_OBJS) \
+	source_writes_webhook$(DLSUFFIX) $(WEBHOOK_OBJS)
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 override with_llvm = no
@@ -92,15 +107,21 @@ WEBHOOK_SHLIB = source_writes_webhook$(DLSUFFIX)
 
 all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
 
-$(KAFKA_SHLIB): src/kafka_worker.o
+$(KAFKA_SHLIB): $(KAFKA_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
 
-$(WEBHOOK_SHLIB): src/webhook_worker.o src/webhook_server.o src/webhook_relay.o
+$(WEBHOOK_SHLIB): $(WEBHOOK_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -pthread
 
 install: install-kafka install-webhook
 
-.PHONY: install-kafka install-webhook
+# the tests' own module is built in place by test/run; clean it with us
+clean: clean-test-module
+
+.PHONY: install-kafka install-webhook clean-test-module
+clean-test-module:
+	$(MAKE) -C test/modules/source_writes_test PG_CONFIG='$(PG_CONFIG)' clean
+
 install-kafka: $(KAFKA_SHLIB) installdirs
 	$(INSTALL_SHLIB) $(KAFKA_SHLIB) '$(DESTDIR)$(pkglibdir)/$(KAFKA_SHLIB)'
 

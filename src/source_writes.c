@@ -26,12 +26,9 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
-#include "databases.h"
-#include "launcher.h"
-#include "notifier.h"
-#include "stamps.h"
-#include "workers.h"
+#include "log/log.h"
 #include "source_writes.h"
+#include "workers/workers.h"
 
 PG_MODULE_MAGIC;
 

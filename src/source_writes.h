@@ -4,9 +4,9 @@
  *		  Settings of the source_writes extension and what every module uses
  *
  * A source table is a foreign table of our foreign data wrapper.  Its rows
- * live in hidden heaps (storage.h), its state in the extension's catalog
- * (catalog.h), and every committed write is a batch of its log, stamped
- * with a timestamp by the controller (controller.h).
+ * live in hidden heaps, its state in the extension's catalog, and every
+ * committed write is a batch of its log, stamped with a timestamp by the
+ * controller: all of which src/log/log.h declares.
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -52,8 +52,8 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
-#include "decode.h"
+#include "ingest/ingest.h"
+#include "log/log.h"
 
 PG_FUNCTION_INFO_V1(source_writes_test_decode);
 

@@ -42,8 +42,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "catalog.h"
-#include "writer.h"
+#include "log/log.h"
 
 PG_FUNCTION_INFO_V1(source_writes_test_write);
 

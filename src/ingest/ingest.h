@@ -1,0 +1,125 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest.h
+ *		  Ingestion: decoding messages into rows, and writing them into a
+ *		  source exactly once
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest/ingest.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_INGEST_H
+#define SW_INGEST_H
+
+#include "common/jsonapi.h"
+#include "executor/tuptable.h"
+#include "utils/relcache.h"
+
+#include "fdw/fdw.h"
+#include "source_writes.h"
+
+/*
+ * decode.c
+ * Turning one message into a row of a source table
+ *
+ * A decoder is made once per source table (sw_decoder_create), with
+ * everything a message needs prepared: input functions, typmods, defaults,
+ * the lookup of JSON fields, the COPY state for CSV.  Then each message is
+ * decoded into a virtual slot of the table's descriptor (sw_decode), or,
+ * for a tombstone of an upsert source, only its key (sw_decode_key).
+ * Decoding allocates in CurrentMemoryContext, which the caller resets
+ * between messages or batches; a message that cannot be decoded raises an
+ * ERROR that says what is wrong, with a context line that names the column,
+ * and leaves the decoder ready for the next message.  See decode.c for
+ * what each format and metadata column gives.
+ */
+
+/* one header of a message; value NULL for a null header */
+typedef struct SwHeader
+{
+	const char *name;			/* NUL-terminated */
+	const char *value;			/* len bytes, or NULL */
+	size_t		len;
+} SwHeader;
+
+/* a message to decode: Kafka's, or later a webhook request's */
+typedef struct SwMessage
+{
+	const char *value;			/* NULL: no value (a tombstone) */
+	size_t		value_len;
+	const char *key;			/* NULL: no key */
+	size_t		key_len;
+	int32		partition;
+	int64		offset;
+	int64		timestamp_ms;	/* ms since the Unix epoch; -1 if none; a
+								 * webhook request's arrival time */
+	const char *topic;			/* NULL for webhooks */
+	int			nheaders;
+	const SwHeader *headers;
+} SwMessage;
+
+typedef struct SwDecoder SwDecoder;
+
+/* everything prepared once per table (input functions, typmods, defaults, field lookup) */
+extern PGDLLEXPORT SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTable *st);
+
+/*
+ * decode a message into slot (a virtual slot with ftrel's descriptor) and
+ * store it; raises an ERROR that says what is wrong when the message cannot
+ * be decoded, or, on an upsert source, when its key does not name the
+ * row's key (the message key must give the key columns that are data
+ * columns the values the value gives them)
+ */
+extern PGDLLEXPORT void sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+
+/*
+ * after an error: whether the decoder's last call raised it, the context
+ * line it added (which names the column or part), and whether it was
+ * reading the message (not computing a default)
+ */
+extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message);
+
+/*
+ * upsert sources, a tombstone: fill only the key columns (other columns
+ * NULL) from the message, as sw_decode reads the message key: metadata
+ * key columns from the message's metadata (source 'key': the raw key),
+ * key columns that are data columns from the message key (a JSON object
+ * by field, another key as the value of the one such column); ERROR if a
+ * key column stays NULL
+ */
+extern PGDLLEXPORT void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+
+/* where PostgreSQL's JSON parser failed, and with which SQLSTATE, for errors */
+extern PGDLLEXPORT int	sw_json_error_byte(JsonLexContext *lex);
+extern PGDLLEXPORT int	sw_json_error_code(JsonParseErrorType err);
+
+/*
+ * ingest.c
+ * Writing messages into a source: decoded, checked, kept as errors
+ * when they cannot be, and consumed exactly once
+ */
+
+typedef struct SwIngest SwIngest;
+
+extern PGDLLEXPORT SwIngest *sw_ingest_create(Relation ftrel, SwOrigin origin);
+extern PGDLLEXPORT SwIngest *sw_ingest_remake(SwIngest *old, Relation ftrel);
+extern PGDLLEXPORT void sw_ingest_begin(SwIngest *ing, Relation ftrel);
+extern PGDLLEXPORT void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
+extern PGDLLEXPORT void sw_ingest_flush(SwIngest *ing);
+extern PGDLLEXPORT void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
+extern PGDLLEXPORT int64 sw_ingest_written(SwIngest *ing);
+extern PGDLLEXPORT bool sw_ingest_decode_failed(SwIngest *ing, const char **where,
+												bool *in_message);
+extern PGDLLEXPORT void sw_ingest_sub_end(SwIngest *ing, bool commit);
+extern PGDLLEXPORT bool sw_ingest_failed_flushing(SwIngest *ing);
+extern PGDLLEXPORT bool sw_ingest_full(SwIngest *ing);
+extern PGDLLEXPORT void sw_ingest_consumed(SwIngest *ing, int32 part, int64 from, int64 to,
+										   int64 lost);
+extern PGDLLEXPORT int64 sw_ingest_end(SwIngest *ing, int64 *kept);
+extern PGDLLEXPORT void sw_ingest_abort(SwIngest *ing);
+extern PGDLLEXPORT const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
+
+#endif							/* SW_INGEST_H */

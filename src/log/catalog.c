@@ -1,0 +1,1739 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		  The extension's catalog: which tables are sources, their frontiers
+ *		  and their batches
+ *
+ * Three tables of the extension hold the state of source tables:
+ * source_writes.source_tables (one row per source: kind, hidden relations,
+ * the frontiers it keeps), source_writes.batches (one row per committed
+ * batch: id, timestamp, origin, role, transaction, the batches still
+ * committing when it was stamped, where it wrote current rows) and
+ * source_writes.progress (the next offset of each partition a writer
+ * consumes).  source_writes.errors and source_writes.deliveries are kept
+ * by ingest.c and deliveries.c.  They are all ordinary heaps, read and
+ * written the way PostgreSQL treats its own catalogs: systable scans and
+ * CatalogTupleInsert and friends, no SPI, no privilege checks on behalf of
+ * the user.
+ *
+ * Readers see the catalog through an MVCC snapshot whose visibility rules
+ * are applied here, tuple by tuple, rather than by the scan: that way the
+ * reads take no SSI predicate locks, so SERIALIZABLE transactions never
+ * conflict on our bookkeeping.  A source's upper is worked out from the
+ * batches a snapshot sees (snapshot_upper()).  The controller reads the
+ * newest batches with a dirty snapshot, which sees those still committing
+ * (sw_catalog_stamp_state()); the rows that compaction and DDL update are
+ * read with SnapshotSelf under their locks, whatever the caller's
+ * isolation level.
+ *
+ * The catalog's own objects are found by name once per backend and
+ * trusted only if they are members of the extension.  What never changes
+ * about a source while it exists (SwSource) is cached per backend too; a
+ * relcache invalidation of the table, or of the catalog, drops the entry.
+ *
+ * "Is this a source table" is answered here as well: a foreign table whose
+ * server belongs to a wrapper with our handler.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/log/catalog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/index.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/tuptable.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "parser/parse_func.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/xid8.h"
+
+#include "log/log.h"
+
+/* columns of source_writes.batches */
+#define Anum_b_source		1
+#define Anum_b_batch		2
+#define Anum_b_ts			3
+#define Anum_b_origin		4
+#define Anum_b_role			5
+#define Anum_b_xid			6
+#define Anum_b_pending_ts	7
+#define Anum_b_pending_xid	8
+#define Anum_b_current_file 9
+#define Anum_b_current_blocks 10
+#define Anum_b_history_file 11
+#define Anum_b_history_blocks 12
+#define Natts_b				12
+
+/* where a batch row keeps its blocks of the current heap and the history */
+static const AttrNumber Anum_b_file[2] = {
+	[SW_CURRENT_HEAP] = Anum_b_current_file,
+	[SW_HISTORY_HEAP] = Anum_b_history_file
+};
+static const AttrNumber Anum_b_blocks[2] = {
+	[SW_CURRENT_HEAP] = Anum_b_current_blocks,
+	[SW_HISTORY_HEAP] = Anum_b_history_blocks
+};
+
+/* columns of source_writes.progress */
+#define Anum_p_source		1
+#define Anum_p_part			2
+#define Anum_p_next_offset	3
+#define Anum_p_topic		4	/* from 0.2 on, like the ones below */
+#define Anum_p_cluster_id	5
+#define Anum_p_lost			6
+#define Anum_p_stopped		7
+#define Natts_p				7
+
+/* the lock tag's objsubid: writers' stamping, compaction */
+#define SW_LOCK_STAMP		0
+#define SW_LOCK_COMPACT		1
+
+static const char *const origin_names[] = {
+	[SW_ORIGIN_USER] = "user",
+	[SW_ORIGIN_KAFKA] = "kafka",
+	[SW_ORIGIN_WEBHOOK] = "webhook",
+	[SW_ORIGIN_SYSTEM] = "system"
+};
+
+/* OIDs of the extension's catalog objects, once resolved */
+typedef struct SwCatalogOids
+{
+	bool		valid;
+	Oid			source_tables;
+	Oid			source_tables_pkey;
+	Oid			batches;
+	Oid			batches_ts;		/* index on (source, ts) */
+	Oid			progress;
+	Oid			progress_pkey;
+	Oid			errors;
+	Oid			errors_source;	/* index on (source, partition, "offset") */
+	Oid			deliveries;
+	Oid			deliveries_pkey;	/* on (source, key) */
+	Oid			deliveries_ts;	/* on (source, ts) */
+	Oid			batch_ids;		/* sequence of batch ids */
+	Oid			fdw_handler;
+} SwCatalogOids;
+
+static SwCatalogOids oids;
+
+/* the cache of SwSource, by the foreign table's OID */
+typedef struct SwSourceEntry
+{
+	Oid			relid;			/* hash key */
+	bool		valid;
+	SwSource	source;
+} SwSourceEntry;
+
+static HTAB *source_cache = NULL;
+static bool callback_registered = false;
+
+/*
+ * A relcache invalidation of a source table, or of one of its hidden heaps
+ * (an index made or dropped there), drops its cache entry; one of the catalog
+ * (the extension was dropped or recreated), or of everything, drops them
+ * all.  There are few entries: looking at each is cheap.
+ */
+static void
+invalidate_callback(Datum arg, Oid relid)
+{
+	bool		all = !OidIsValid(relid) || relid == oids.source_tables ||
+		relid == oids.batches;
+	HASH_SEQ_STATUS status;
+	SwSourceEntry *entry;
+
+	if (all)
+		oids.valid = false;
+	if (source_cache == NULL)
+		return;
+	hash_seq_init(&status, source_cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (all || entry->relid == relid || entry->source.current_rel == relid ||
+			entry->source.history_rel == relid)
+			entry->valid = false;
+}
+
+/*
+ * The OID of an object of ours in schema source_writes, InvalidOid if it
+ * is missing or not a member of the extension (a schema of that name made
+ * by somebody else is not trusted).
+ */
+static Oid
+member_relation(Oid extension, Oid nsp, const char *name)
+{
+	Oid			relid = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(relid) ||
+		getExtensionOfObject(RelationRelationId, relid) != extension)
+		return InvalidOid;
+	return relid;
+}
+
+/* the OID of an index of ours on one of our member tables */
+static Oid
+member_index(Oid table, Oid nsp, const char *name)
+{
+	Oid			index = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(index) || !OidIsValid(table) ||
+		IndexGetRelation(index, true) != table)
+		return InvalidOid;
+	return index;
+}
+
+/*
+ * Resolve the catalog's OIDs; false when the extension is not installed
+ * (or is being dropped).
+ */
+static bool
+resolve_catalog(void)
+{
+	Oid			extension;
+	Oid			nsp;
+	Oid			handler;
+
+	if (oids.valid)
+		return true;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
+		callback_registered = true;
+	}
+
+	extension = get_extension_oid("source_writes", true);
+	nsp = get_namespace_oid(SW_SCHEMA, true);
+	if (!OidIsValid(extension) || !OidIsValid(nsp))
+		return false;
+
+	oids.source_tables = member_relation(extension, nsp, "source_tables");
+	oids.source_tables_pkey = member_index(oids.source_tables, nsp, "source_tables_pkey");
+	oids.batches = member_relation(extension, nsp, "batches");
+	oids.batches_ts = member_index(oids.batches, nsp, "batches_source_ts");
+	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
+	oids.progress = member_relation(extension, nsp, "progress");
+	oids.progress_pkey = member_index(oids.progress, nsp, "progress_pkey");
+	oids.errors = member_relation(extension, nsp, "errors");
+	oids.errors_source = member_index(oids.errors, nsp, "errors_source");
+	oids.deliveries = member_relation(extension, nsp, "deliveries");
+	oids.deliveries_pkey = member_index(oids.deliveries, nsp, "deliveries_pkey");
+	oids.deliveries_ts = member_index(oids.deliveries, nsp, "deliveries_source_ts");
+	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
+										makeString("fdw_handler")),
+							 0, NULL, true);
+	oids.fdw_handler =
+		OidIsValid(handler) &&
+		getExtensionOfObject(ProcedureRelationId, handler) == extension
+		? handler : InvalidOid;
+
+	oids.valid = OidIsValid(oids.source_tables) &&
+		OidIsValid(oids.source_tables_pkey) &&
+		OidIsValid(oids.batches) &&
+		OidIsValid(oids.batches_ts) && OidIsValid(oids.batch_ids) &&
+		OidIsValid(oids.progress) && OidIsValid(oids.progress_pkey) &&
+		OidIsValid(oids.errors) && OidIsValid(oids.errors_source) &&
+		OidIsValid(oids.deliveries) && OidIsValid(oids.deliveries_pkey) &&
+		OidIsValid(oids.deliveries_ts) &&
+		OidIsValid(oids.fdw_handler);
+	return oids.valid;
+}
+
+static void
+require_catalog(void)
+{
+	if (!resolve_catalog())
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"source_writes\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION source_writes.")));
+}
+
+/*
+ * Is the catalog there?  (It is not while the extension is being dropped.)
+ */
+bool
+sw_catalog_exists(void)
+{
+	return resolve_catalog();
+}
+
+/*
+ * The OID of source_writes.source_tables.
+ */
+Oid
+sw_catalog_table_oid(void)
+{
+	require_catalog();
+	return oids.source_tables;
+}
+
+/*
+ * The table of kept errors, and its index on (source, partition, "offset").
+ */
+Oid
+sw_catalog_errors_oid(Oid *index)
+{
+	require_catalog();
+	*index = oids.errors_source;
+	return oids.errors;
+}
+
+/*
+ * The table of webhook deliveries' idempotency keys, and its indexes on
+ * (source, key) and (source, ts).
+ */
+Oid
+sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index)
+{
+	require_catalog();
+	*key_index = oids.deliveries_pkey;
+	*ts_index = oids.deliveries_ts;
+	return oids.deliveries;
+}
+
+/*
+ * Is this server one of ours, i.e. does its wrapper use our handler?
+ */
+bool
+sw_is_source_server(Oid serverid)
+{
+	ForeignServer *server;
+
+	if (!resolve_catalog())
+		return false;
+	server = GetForeignServer(serverid);
+	return GetForeignDataWrapper(server->fdwid)->fdwhandler == oids.fdw_handler;
+}
+
+/*
+ * Is this relation a source table: a foreign table on one of our servers?
+ */
+bool
+sw_is_source_table(Oid relid)
+{
+	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+		return false;
+	return sw_is_source_server(GetForeignServerIdByRelId(relid));
+}
+
+/*
+ * Does the MVCC snapshot see a tuple that a systable scan begun with
+ * SnapshotAny returned?  Testing visibility here, instead of handing the
+ * snapshot to the scan, keeps the scan from taking SSI predicate locks.
+ */
+static bool
+tuple_visible(SysScanDesc scan, HeapTuple tuple, Snapshot snapshot)
+{
+	Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+	bool		visible;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	visible = HeapTupleSatisfiesVisibility(tuple, snapshot, buffer);
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return visible;
+}
+
+/* the next tuple of such a scan that the MVCC snapshot sees */
+static HeapTuple
+next_visible(SysScanDesc scan, Snapshot snapshot)
+{
+	HeapTuple	tuple;
+
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		if (tuple_visible(scan, tuple, snapshot))
+			return tuple;
+	return NULL;
+}
+
+/* the same, for a scan begun with systable_beginscan_ordered(), backwards */
+static HeapTuple
+next_visible_backward(SysScanDesc scan, Snapshot snapshot)
+{
+	HeapTuple	tuple;
+
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (tuple_visible(scan, tuple, snapshot))
+			return tuple;
+	}
+	return NULL;
+}
+
+/*
+ * Begin a scan of source_tables for one relid: with SnapshotAny when the
+ * caller checks an MVCC snapshot itself, or with the given snapshot.
+ */
+static SysScanDesc
+begin_row_scan(Relation rel, Oid relid, Snapshot snapshot, ScanKey key)
+{
+	ScanKeyInit(key, Anum_st_relid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	return systable_beginscan(rel, oids.source_tables_pkey, true,
+							  IsMVCCSnapshot(snapshot) ? SnapshotAny : snapshot,
+							  1, key);
+}
+
+static HeapTuple
+next_row(SysScanDesc scan, Snapshot snapshot)
+{
+	return IsMVCCSnapshot(snapshot) ? next_visible(scan, snapshot)
+		: systable_getnext(scan);
+}
+
+static void
+row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
+		   SwFrontiers *frontiers)
+{
+	Datum		values[Natts_st];
+	bool		nulls[Natts_st];
+
+	heap_deform_tuple(tuple, desc, values, nulls);
+	if (source)
+	{
+		source->relid = DatumGetObjectId(values[Anum_st_relid - 1]);
+		source->kind = strcmp(TextDatumGetCString(values[Anum_st_kind - 1]),
+							  "webhook") == 0 ? SW_KIND_WEBHOOK : SW_KIND_KAFKA;
+		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
+		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
+		source->key_index = InvalidOid;
+	}
+	if (frontiers)
+	{
+		frontiers->upper = DatumGetInt64(values[Anum_st_upper - 1]);
+		frontiers->since = DatumGetInt64(values[Anum_st_since - 1]);
+		frontiers->retain = DatumGetInt64(values[Anum_st_retain - 1]);
+	}
+}
+
+/*
+ * Read the catalog row of a source with the snapshot; false if there is
+ * none.
+ */
+static bool
+read_row(Oid relid, Snapshot snapshot, SwSource *source, SwFrontiers *frontiers)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	if (!resolve_catalog())
+		return false;
+	rel = table_open(oids.source_tables, AccessShareLock);
+	scan = begin_row_scan(rel, relid, snapshot, &key);
+	tuple = next_row(scan, snapshot);
+	if (HeapTupleIsValid(tuple))
+	{
+		row_source(tuple, RelationGetDescr(rel), source, frontiers);
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The name of the unique index on the key of an upsert source, beside its
+ * current heap.
+ */
+void
+sw_key_index_name(const char *current_name, char *name)
+{
+	sw_meta_index_name(current_name, SW_KEY_INDEX_SUFFIX, name);
+}
+
+/*
+ * The name of an index we make beside a hidden relation.
+ */
+void
+sw_meta_index_name(const char *hidden_name, const char *suffix, char *name)
+{
+	snprintf(name, NAMEDATALEN, "%s_%s", hidden_name, suffix);
+}
+
+/*
+ * The OID of an index beside a hidden relation, by the name we gave it;
+ * InvalidOid if there is none (no key, or storage made before we made such
+ * indexes).
+ */
+static Oid
+meta_index(Oid hidden, const char *suffix)
+{
+	char	   *hidden_name = get_rel_name(hidden);
+	char		name[NAMEDATALEN];
+	Oid			index;
+
+	if (hidden_name == NULL)
+		return InvalidOid;
+	sw_meta_index_name(hidden_name, suffix, name);
+	index = get_relname_relid(name, get_rel_namespace(hidden));
+	if (!OidIsValid(index) || IndexGetRelation(index, true) != hidden)
+		return InvalidOid;
+	return index;
+}
+
+/*
+ * What never changes about a source table while it exists, from the cache
+ * or the catalog; false if it has no catalog row.  The caller holds a lock
+ * on the table, so that invalidations of its row (a restore swapping its
+ * storage) have been taken in before the cache is consulted.  The key
+ * index changes with the table's options, and is made or dropped in its
+ * current heap, whose invalidation drops the entry.
+ */
+bool
+sw_source_lookup(Oid relid, SwSource *source)
+{
+	SwSourceEntry *entry;
+	Snapshot	snapshot;
+	bool		found;
+
+	if (!resolve_catalog())
+		return false;
+	if (source_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(SwSourceEntry);
+		ctl.hcxt = CacheMemoryContext;
+		source_cache = hash_create("source_writes sources", 64, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+
+	entry = hash_search(source_cache, &relid, HASH_FIND, NULL);
+	if (entry && entry->valid)
+	{
+		*source = entry->source;
+		return true;
+	}
+
+	/*
+	 * A fresh catalog snapshot sees the row of a table created just now too,
+	 * and can be taken in parallel workers.
+	 */
+	snapshot = RegisterSnapshot(GetCatalogSnapshot(oids.source_tables));
+	found = read_row(relid, snapshot, source, NULL);
+	UnregisterSnapshot(snapshot);
+	if (!found)
+		return false;
+	source->key_index = meta_index(source->current_rel, SW_KEY_INDEX_SUFFIX);
+
+	entry = hash_search(source_cache, &relid, HASH_ENTER, &found);
+	entry->source = *source;
+	entry->valid = true;
+	return true;
+}
+
+/*
+ * The immutable facts of a source table, or an error if it has no storage
+ * (it was created while our event triggers could not run).
+ */
+void
+sw_source_require(Oid relid, SwSource *source)
+{
+	if (!sw_source_lookup(relid, source))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_TABLE_NOT_FOUND),
+				 errmsg("source table \"%s\" has no storage", get_rel_name(relid)),
+				 errdetail("The extension's event triggers create the storage. They did not run for this table, or ran with check_function_bodies off, as in a restore, which brings the storage with the extension's catalog."),
+				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled and check_function_bodies on, creates new, empty storage.")));
+}
+
+static int
+compare_sources(const ListCell *a, const ListCell *b)
+{
+	Oid			ra = ((SwSource *) lfirst(a))->relid;
+	Oid			rb = ((SwSource *) lfirst(b))->relid;
+
+	return ra < rb ? -1 : (ra > rb ? 1 : 0);
+}
+
+/*
+ * The sources of one server (or all, for InvalidOid), as SwSource
+ * pointers in OID order, as of the latest snapshot.
+ */
+List *
+sw_catalog_sources(Oid serverid)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Snapshot	snapshot;
+	List	   *result = NIL;
+
+	if (!resolve_catalog())
+		return NIL;
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.source_tables, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, SnapshotAny, 0, NULL);
+	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
+	{
+		SwSource   *source = palloc(sizeof(SwSource));
+
+		CHECK_FOR_INTERRUPTS();
+		row_source(tuple, RelationGetDescr(rel), source, NULL);
+		if (!OidIsValid(serverid) ||
+			(get_rel_relkind(source->relid) == RELKIND_FOREIGN_TABLE &&
+			 GetForeignServerIdByRelId(source->relid) == serverid))
+			result = lappend(result, source);
+		else
+			pfree(source);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	list_sort(result, compare_sources);
+	return result;
+}
+
+/*
+ * Is a transaction so old that it ended before any snapshot that can still
+ * exist was taken?  Running transactions and the xmin of snapshots are
+ * never 2^31 transactions behind the next id (wraparound protection), so
+ * for anything newer, 32-bit transaction ids compare soundly.
+ */
+static bool
+xid_is_ancient(FullTransactionId fxid)
+{
+	uint64		next = U64FromFullTransactionId(ReadNextFullTransactionId());
+
+	return next - U64FromFullTransactionId(fxid) >= ((uint64) 1 << 31);
+}
+
+/*
+ * Does an MVCC snapshot miss the batch of a transaction that was still
+ * committing when a batch it sees was stamped?  It does if it takes the
+ * transaction for running, unless that aborted: then there is no batch.
+ */
+static bool
+snapshot_misses(Snapshot snapshot, FullTransactionId fxid)
+{
+	TransactionId xid = XidFromFullTransactionId(fxid);
+
+	if (xid_is_ancient(fxid) || TransactionIdPrecedes(xid, snapshot->xmin) ||
+		!XidInMVCCSnapshot(xid, snapshot))
+		return false;
+	return TransactionIdIsInProgress(xid) || TransactionIdDidCommit(xid);
+}
+
+/*
+ * Did the transaction a batch row names write the row?  Not if the row was
+ * restored from a dump: then the transaction ids it holds, and where it
+ * says it wrote rows, mean nothing in this cluster.  The tuple's xmin is
+ * made full against the next transaction id, as a transaction still
+ * recent is; an older row compares unequal, and is taken for restored,
+ * which costs a reader some precision, never correctness.
+ */
+static bool
+row_is_own(HeapTuple tuple, Datum xid)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId xmin = HeapTupleHeaderGetRawXmin(tuple->t_data);
+	uint32		epoch = EpochFromFullTransactionId(next);
+
+	if (xmin > XidFromFullTransactionId(next) && epoch > 0)
+		epoch--;
+	return FullTransactionIdEquals(FullTransactionIdFromEpochAndXid(epoch, xmin),
+								   DatumGetFullTransactionId(xid));
+}
+
+/*
+ * The batches that a batch row names as pending, in the caller's memory
+ * context; returns how many.  A restored row names none that matter: every
+ * batch it names committed before the dump was taken, or never did.
+ */
+static int
+row_pending(TupleDesc desc, HeapTuple tuple, SwPending **pending)
+{
+	Datum		values[Natts_b];
+	bool		nulls[Natts_b];
+	Datum	   *ts;
+	Datum	   *xids;
+	int			n;
+	int			nxids;
+
+	heap_deform_tuple(tuple, desc, values, nulls);
+	*pending = NULL;
+	if (nulls[Anum_b_pending_ts - 1] || nulls[Anum_b_pending_xid - 1] ||
+		!row_is_own(tuple, values[Anum_b_xid - 1]))
+		return 0;
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_pending_ts - 1]),
+					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &ts, NULL, &n);
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_b_pending_xid - 1]),
+					  XID8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &xids, NULL, &nxids);
+	if (n != nxids)
+		elog(ERROR, "batch row of source table %u has %d pending timestamps and %d transactions",
+			 DatumGetObjectId(values[Anum_b_source - 1]), n, nxids);
+	*pending = palloc(sizeof(SwPending) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		(*pending)[i].ts = DatumGetInt64(ts[i]);
+		(*pending)[i].xid = DatumGetFullTransactionId(xids[i]);
+	}
+	return n;
+}
+
+static void
+add_pending(SwStampState *state, int64 ts, FullTransactionId xid)
+{
+	if (state->npending == state->maxpending)
+	{
+		state->maxpending *= 2;
+		state->pending = repalloc(state->pending,
+								  sizeof(SwPending) * state->maxpending);
+	}
+	state->pending[state->npending].ts = ts;
+	state->pending[state->npending].xid = xid;
+	state->npending++;
+}
+
+/*
+ * Begin a scan of the batches of a source with ts < before, newest first
+ * (read it with systable_getnext_ordered(), backwards).  With SnapshotAny,
+ * the caller tests visibility (next_visible_backward()).
+ */
+static SysScanDesc
+begin_batches_backward(Relation rel, Relation index, Oid relid, int64 before,
+					   Snapshot snapshot, ScanKey keys)
+{
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(before));
+	return systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+}
+
+/*
+ * The newest timestamp among the batches of a source that have not
+ * aborted, and the batches still committing: what the controller needs
+ * to stamp the next batch, under the source's stamp lock.  The batches are
+ * read newest first with a dirty snapshot, which sees the batches of
+ * transactions still running: those above the newest committed batch are
+ * committing, and below it, only the batches that it names as pending can
+ * still be.  The state's array of pending batches, if it has one, is kept
+ * (and grown as needed).  Returns false if the source has no batch.
+ */
+bool
+sw_catalog_stamp_state(Oid relid, SwStampState *state)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	SnapshotData dirty;
+	HeapTuple	tuple;
+
+	require_catalog();
+	state->top = 0;
+	state->npending = 0;
+	if (state->pending == NULL)
+	{
+		state->maxpending = 8;
+		state->pending = palloc(sizeof(SwPending) * state->maxpending);
+	}
+
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, &dirty, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		int64		ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts, desc, &isnull));
+		SwPending  *pending;
+		int			n;
+
+		if (state->top == 0)
+			state->top = ts;
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			add_pending(state, ts,
+						DatumGetFullTransactionId(heap_getattr(tuple, Anum_b_xid,
+															   desc, &isnull)));
+			continue;
+		}
+
+		/* the newest committed batch */
+		n = row_pending(desc, tuple, &pending);
+		for (int i = 0; i < n; i++)
+			if (!xid_is_ancient(pending[i].xid) &&
+				TransactionIdIsInProgress(XidFromFullTransactionId(pending[i].xid)))
+				add_pending(state, pending[i].ts, pending[i].xid);
+		break;
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return state->top != 0 || state->npending != 0;
+}
+
+/*
+ * The upper of a source as an MVCC snapshot sees it, if it sees a batch:
+ * the first timestamp at which it may miss one.  Say the newest batch it
+ * sees has timestamp ts.  Every batch before that one either committed
+ * before it was stamped, and the snapshot, which sees it committed, sees
+ * them too; or it was still committing then, and the batch names it as
+ * pending.  So the upper is ts + 1, or the timestamp of the first pending
+ * batch that the snapshot misses.
+ */
+static bool
+snapshot_upper(Oid relid, Snapshot snapshot, int64 *upper)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, SnapshotAny, keys);
+	tuple = next_visible_backward(scan, snapshot);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		SwPending  *pending;
+		int			n;
+
+		*upper = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+											RelationGetDescr(rel), &isnull)) + 1;
+		n = row_pending(RelationGetDescr(rel), tuple, &pending);
+		for (int i = 0; i < n; i++)
+			if (pending[i].ts < *upper && snapshot_misses(snapshot, pending[i].xid))
+				*upper = pending[i].ts;
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return HeapTupleIsValid(tuple);
+}
+
+/*
+ * The since that retention allows once upper has moved: it follows
+ * upper - retain_history and never goes back.
+ */
+int64
+sw_retained_since(int64 since, int64 upper, int64 retain_ms)
+{
+	if (retain_ms < 0 || upper - retain_ms <= since)
+		return since;
+	return upper - retain_ms;
+}
+
+/*
+ * The frontiers of a source as an MVCC snapshot sees them: its upper
+ * (from the batches), and its since, which follows upper - retain and
+ * never falls behind the since stored in its row; false if it has no
+ * catalog row.
+ */
+bool
+sw_catalog_frontiers(Oid relid, Snapshot snapshot, SwFrontiers *frontiers)
+{
+	int64		upper;
+
+	Assert(IsMVCCSnapshot(snapshot));
+	if (!read_row(relid, snapshot, NULL, frontiers))
+		return false;
+	if (snapshot_upper(relid, snapshot, &upper))
+		frontiers->upper = Max(upper, frontiers->since);
+	frontiers->since = sw_retained_since(frontiers->since, frontiers->upper,
+										 frontiers->retain);
+	return true;
+}
+
+/*
+ * Take the lock that serialises the stamping of batches of one source, and
+ * anything else that must not run while a batch is stamped (dropping the
+ * source).  It is a lock on the source as an object of our catalog, not on
+ * the foreign table, so it conflicts with nothing but itself.  Writers
+ * release it as soon as they have stamped (sw_catalog_unlock_source());
+ * others keep it until the end of the transaction.
+ */
+void
+sw_catalog_lock_source(Oid relid)
+{
+	require_catalog();
+	LockDatabaseObject(oids.source_tables, relid, SW_LOCK_STAMP, ExclusiveLock);
+}
+
+void
+sw_catalog_unlock_source(Oid relid)
+{
+	UnlockDatabaseObject(oids.source_tables, relid, SW_LOCK_STAMP, ExclusiveLock);
+}
+
+/*
+ * Take the lock that serialises compactions of one source until the end
+ * of the transaction, or report that another holds it when not waiting.
+ * Writers never take it.
+ */
+bool
+sw_catalog_lock_compaction(Oid relid, bool wait)
+{
+	require_catalog();
+	if (wait)
+	{
+		LockDatabaseObject(oids.source_tables, relid, SW_LOCK_COMPACT, ExclusiveLock);
+		return true;
+	}
+	return ConditionalLockDatabaseObject(oids.source_tables, relid,
+										 SW_LOCK_COMPACT, ExclusiveLock);
+}
+
+/*
+ * The latest version of the catalog row of a source, read with
+ * SnapshotSelf, which takes no SSI predicate locks: its stored frontiers
+ * (the upper it started with, and the since that compaction and changes
+ * of retain_history last stored).  False if the source has no catalog row
+ * (it was dropped).
+ */
+bool
+sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers)
+{
+	return read_row(relid, SnapshotSelf, NULL, frontiers);
+}
+
+/*
+ * Store a source's since, and the retention it follows from now on.  Only
+ * compaction and changes of the table (which conflict with compaction
+ * through the table's lock) do, so the row found with SnapshotSelf is its
+ * latest version and nobody else is updating it; it is updated in place of
+ * that version, the way PostgreSQL updates its own catalogs, whatever the
+ * caller's isolation level.
+ */
+void
+sw_catalog_set_since(Oid relid, int64 since, int64 retain)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Datum		values[Natts_st] = {0};
+	bool		nulls[Natts_st] = {0};
+	bool		replace[Natts_st] = {0};
+
+	require_catalog();
+	rel = table_open(oids.source_tables, RowExclusiveLock);
+	scan = begin_row_scan(rel, relid, SnapshotSelf, &key);
+	tuple = systable_getnext(scan);
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "source table %u has no catalog row", relid);
+
+	values[Anum_st_since - 1] = Int64GetDatum(since);
+	values[Anum_st_retain - 1] = Int64GetDatum(retain);
+	replace[Anum_st_since - 1] = replace[Anum_st_retain - 1] = true;
+	tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+	CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Add the catalog row of a new source table.
+ */
+void
+sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
+{
+	Relation	rel;
+	Datum		values[Natts_st];
+	bool		nulls[Natts_st] = {0};
+	HeapTuple	tuple;
+
+	require_catalog();
+	rel = table_open(oids.source_tables, RowExclusiveLock);
+	values[Anum_st_relid - 1] = ObjectIdGetDatum(source->relid);
+	values[Anum_st_kind - 1] =
+		CStringGetTextDatum(source->kind == SW_KIND_WEBHOOK ? "webhook" : "kafka");
+	values[Anum_st_current_rel - 1] = ObjectIdGetDatum(source->current_rel);
+	values[Anum_st_history_rel - 1] = ObjectIdGetDatum(source->history_rel);
+	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
+	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
+	values[Anum_st_retain - 1] = Int64GetDatum(frontiers->retain);
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Delete the rows of one of our catalog tables whose first column is the
+ * given OID.
+ */
+static void
+delete_rows(Oid table, Oid index, Oid key)
+{
+	Relation	rel = table_open(table, RowExclusiveLock);
+	SysScanDesc scan;
+	ScanKeyData skey;
+	HeapTuple	tuple;
+
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(key));
+	scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		CHECK_FOR_INTERRUPTS();
+		CatalogTupleDelete(rel, &tuple->t_self);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Remove the catalog row and batches of a dropped source table, if there
+ * are any; nothing when the extension itself is being dropped.  Under the
+ * source's lock, so that no writer stamps it meanwhile.  (Dropping the
+ * table invalidated its cache entries already.)
+ */
+void
+sw_catalog_delete(Oid relid)
+{
+	StaticAssertStmt(Anum_st_relid == 1 && Anum_b_source == 1 && Anum_p_source == 1,
+					 "the catalog tables are keyed by their first column");
+
+	if (!resolve_catalog())
+		return;
+	sw_catalog_lock_source(relid);
+	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
+	delete_rows(oids.batches, oids.batches_ts, relid);
+	delete_rows(oids.progress, oids.progress_pkey, relid);
+	delete_rows(oids.errors, oids.errors_source, relid);
+	delete_rows(oids.deliveries, oids.deliveries_pkey, relid);
+}
+
+/*
+ * Remove only the catalog row of a source, keeping its batches (a row
+ * restored from a dump replaces it).
+ */
+void
+sw_catalog_delete_row(Oid relid)
+{
+	require_catalog();
+	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
+	CacheInvalidateRelcacheByRelid(relid);
+}
+
+/*
+ * A new batch id.  Ids come from a sequence, so they are never reused,
+ * not after a crash and not after a dump is restored; they say nothing
+ * about order (the batch's timestamp does).
+ */
+int64
+sw_catalog_new_batch_id(void)
+{
+	require_catalog();
+	return nextval_internal(oids.batch_ids, false);
+}
+
+/*
+ * Add a block that a batch wrote a row into to its ranges: it extends or
+ * falls in a range, starts a new one, or, when there are as many as can be
+ * kept, widens the range nearest to it.
+ */
+void
+sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block)
+{
+	int			nearest = 0;
+	BlockNumber gap = InvalidBlockNumber;
+
+	if (ranges->n < 0)
+		return;
+	if (ranges->n == 0)
+		ranges->file = file;
+	else if (ranges->file != file)
+	{
+		ranges->n = -1;			/* the heap was rewritten */
+		return;
+	}
+	for (int i = ranges->n - 1; i >= 0; i--)
+	{
+		BlockNumber d;
+
+		if (block >= ranges->from[i] && block < ranges->to[i])
+			return;
+		if (block == ranges->to[i])
+		{
+			ranges->to[i]++;
+			return;
+		}
+		d = block < ranges->from[i] ? ranges->from[i] - block : block - ranges->to[i];
+		if (d < gap)
+		{
+			gap = d;
+			nearest = i;
+		}
+	}
+	if (ranges->n < SW_MAX_BLOCK_RANGES)
+	{
+		ranges->from[ranges->n] = block;
+		ranges->to[ranges->n] = block + 1;
+		ranges->n++;
+	}
+	else if (block < ranges->from[nearest])
+		ranges->from[nearest] = block;
+	else
+		ranges->to[nearest] = block + 1;
+}
+
+/*
+ * Put where a batch wrote rows of a hidden heap into its catalog row:
+ * both columns null if it is not known; an empty array (and no file) if
+ * the batch wrote none.
+ */
+static void
+set_blocks(Datum *values, bool *nulls, SwHeap heap, const SwBlockRanges *blocks)
+{
+	int			file = Anum_b_file[heap] - 1;
+	int			ranges = Anum_b_blocks[heap] - 1;
+	Datum		r[2 * SW_MAX_BLOCK_RANGES];
+
+	if (blocks->n < 0)
+	{
+		nulls[file] = nulls[ranges] = true;
+		return;
+	}
+	for (int i = 0; i < blocks->n; i++)
+	{
+		r[2 * i] = Int64GetDatum(blocks->from[i]);
+		r[2 * i + 1] = Int64GetDatum(blocks->to[i]);
+	}
+	nulls[file] = blocks->n == 0;
+	values[file] = ObjectIdGetDatum(blocks->file);
+	values[ranges] = PointerGetDatum(
+		construct_array(r, 2 * blocks->n, INT8OID, sizeof(int64),
+						FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * Record a batch of a source, stamped by the current (top) transaction,
+ * with the batches that were still committing when it was stamped and
+ * where it wrote current rows and history rows.
+ */
+void
+sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
+						int npending, const SwPending *pending,
+						const SwBlockRanges blocks[2])
+{
+	Relation	rel;
+	Datum		values[Natts_b];
+	bool		nulls[Natts_b] = {0};
+	HeapTuple	tuple;
+
+	require_catalog();
+	rel = table_open(oids.batches, RowExclusiveLock);
+	values[Anum_b_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_b_batch - 1] = Int64GetDatum(batch->batch);
+	values[Anum_b_ts - 1] = Int64GetDatum(batch->ts);
+	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[batch->origin]);
+	values[Anum_b_role - 1] = NameGetDatum(&batch->role);
+	values[Anum_b_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	if (npending == 0)
+		nulls[Anum_b_pending_ts - 1] = nulls[Anum_b_pending_xid - 1] = true;
+	else
+	{
+		Datum	   *ts = palloc(sizeof(Datum) * npending);
+		Datum	   *xids = palloc(sizeof(Datum) * npending);
+
+		for (int i = 0; i < npending; i++)
+		{
+			ts[i] = Int64GetDatum(pending[i].ts);
+			xids[i] = FullTransactionIdGetDatum(pending[i].xid);
+		}
+		values[Anum_b_pending_ts - 1] = PointerGetDatum(
+			construct_array(ts, npending, INT8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[Anum_b_pending_xid - 1] = PointerGetDatum(
+			construct_array(xids, npending, XID8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
+	set_blocks(values, nulls, SW_CURRENT_HEAP, &blocks[SW_CURRENT_HEAP]);
+	set_blocks(values, nulls, SW_HISTORY_HEAP, &blocks[SW_HISTORY_HEAP]);
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Does source_writes.progress have the columns of version 0.2 (what a
+ * partition's offset is a position in, why it is not followed, what was
+ * lost)?  Until ALTER EXTENSION ... UPDATE, a library of 0.2 finds the
+ * columns of 0.1, and keeps to them.
+ */
+static bool
+progress_has_identity(Relation rel)
+{
+	return RelationGetDescr(rel)->natts >= Anum_p_stopped;
+}
+
+bool
+sw_catalog_progress_has_identity(void)
+{
+	Relation	rel;
+	bool		result;
+
+	require_catalog();
+	rel = table_open(oids.progress, AccessShareLock);
+	result = progress_has_identity(rel);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+
+/* a text column of a progress row, NULL or a copy */
+static char *
+text_or_null(Datum value, bool isnull)
+{
+	return isnull ? NULL : TextDatumGetCString(value);
+}
+
+/* a progress row as a SwProgress, in the current memory context */
+static SwProgress *
+progress_from_tuple(Relation rel, HeapTuple tuple)
+{
+	Datum		values[Natts_p];
+	bool		nulls[Natts_p];
+	SwProgress *p = palloc0(sizeof(SwProgress));
+
+	Assert(RelationGetDescr(rel)->natts <= Natts_p);
+	heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+	p->part = DatumGetInt32(values[Anum_p_part - 1]);
+	p->next_offset = DatumGetInt64(values[Anum_p_next_offset - 1]);
+	if (progress_has_identity(rel))
+	{
+		p->topic = text_or_null(values[Anum_p_topic - 1], nulls[Anum_p_topic - 1]);
+		p->cluster_id = text_or_null(values[Anum_p_cluster_id - 1],
+									 nulls[Anum_p_cluster_id - 1]);
+		p->lost = DatumGetInt64(values[Anum_p_lost - 1]);
+		p->stopped = text_or_null(values[Anum_p_stopped - 1],
+								  nulls[Anum_p_stopped - 1]);
+	}
+	return p;
+}
+
+/*
+ * A new progress row: a partition, its next offset and what it is a
+ * position in (NULLs: not known yet); nothing lost, not stopped.
+ */
+static HeapTuple
+progress_tuple(Relation rel, Oid relid, int32 part, int64 next_offset,
+			   const char *topic, const char *cluster_id)
+{
+	Datum		values[Natts_p] = {0};
+	bool		nulls[Natts_p] = {0};
+
+	values[Anum_p_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_p_part - 1] = Int32GetDatum(part);
+	values[Anum_p_next_offset - 1] = Int64GetDatum(next_offset);
+	if (progress_has_identity(rel))
+	{
+		nulls[Anum_p_topic - 1] = topic == NULL;
+		if (topic)
+			values[Anum_p_topic - 1] = CStringGetTextDatum(topic);
+		nulls[Anum_p_cluster_id - 1] = cluster_id == NULL;
+		if (cluster_id)
+			values[Anum_p_cluster_id - 1] = CStringGetTextDatum(cluster_id);
+		values[Anum_p_lost - 1] = Int64GetDatum(0);
+		nulls[Anum_p_stopped - 1] = true;
+	}
+	return heap_form_tuple(RelationGetDescr(rel), values, nulls);
+}
+
+/* start a scan of the progress row of a partition, with a snapshot */
+static SysScanDesc
+scan_progress_row(Relation rel, Oid relid, int32 part, Snapshot snapshot)
+{
+	ScanKeyData keys[2];
+
+	ScanKeyInit(&keys[0], Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_p_part, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(part));
+	return systable_beginscan(rel, oids.progress_pkey, true, snapshot, 2, keys);
+}
+
+/*
+ * Move the progress of a partition of a source from the offset a batch
+ * started at to the one after its last, and count the offsets among them
+ * that the brokers had deleted before they could be ingested (lost): a
+ * compare-and-set, run by the controller under the source's stamp lock
+ * when it stamps the batch.  The row is read with a dirty snapshot, so
+ * that a batch of another writer stamped and still committing counts: its
+ * offsets are taken.  A partition without a row starts at any offset.
+ * Any mismatch is an error that rolls the batch back: its offsets were
+ * consumed by another writer, or moved by reset_offsets().
+ */
+void
+sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to, int64 lost)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	SnapshotData dirty;
+	HeapTuple	tuple;
+
+	require_catalog();
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.progress, RowExclusiveLock);
+	scan = scan_progress_row(rel, relid, part, &dirty);
+	tuple = systable_getnext(scan);
+
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		committing = TransactionIdIsValid(dirty.xmin) ||
+			TransactionIdIsValid(dirty.xmax);
+		SwProgress *stored = progress_from_tuple(rel, tuple);
+		Datum		values[Natts_p] = {0};
+		bool		nulls[Natts_p] = {0};
+		bool		replace[Natts_p] = {0};
+
+		if (committing || stored->next_offset != from)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("offsets of partition %d of source table \"%s\" were consumed by another writer",
+							part, get_rel_name(relid)),
+					 committing
+					 ? errdetail("Another batch that consumed the partition is committing.")
+					 : errdetail("The batch starts at offset " INT64_FORMAT ", but the partition's next offset is " INT64_FORMAT ".",
+								 from, stored->next_offset),
+					 errhint("Resume from the offsets stored in source_writes.progress.")));
+		values[Anum_p_next_offset - 1] = Int64GetDatum(to);
+		replace[Anum_p_next_offset - 1] = true;
+		if (lost > 0 && progress_has_identity(rel))
+		{
+			values[Anum_p_lost - 1] = Int64GetDatum(stored->lost + lost);
+			replace[Anum_p_lost - 1] = true;
+		}
+		tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+	}
+	else
+	{
+		tuple = progress_tuple(rel, relid, part, to, NULL, NULL);
+		if (lost > 0 && progress_has_identity(rel))
+		{
+			Datum		values[Natts_p] = {0};
+			bool		nulls[Natts_p] = {0};
+			bool		replace[Natts_p] = {0};
+
+			values[Anum_p_lost - 1] = Int64GetDatum(lost);
+			replace[Anum_p_lost - 1] = true;
+			tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		}
+		CatalogTupleInsert(rel, tuple);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The stored progress of each partition of a source, as a list of
+ * SwProgress in the caller's memory context, read with a fresh snapshot.
+ */
+List *
+sw_catalog_progress(Oid relid)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	List	   *result = NIL;
+	Snapshot	snapshot;
+
+	require_catalog();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.progress, AccessShareLock);
+	ScanKeyInit(&key, Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, oids.progress_pkey, true, snapshot, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		result = lappend(result, progress_from_tuple(rel, tuple));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	return result;
+}
+
+/*
+ * Let the workers of a source store where its new partitions start one at
+ * a time, until the end of the transaction: a lock on an object of our own
+ * catalog, which no user command takes (reset_offsets() takes it too).
+ */
+void
+sw_catalog_lock_progress(Oid relid)
+{
+	require_catalog();
+	LockDatabaseObject(oids.progress, relid, 0, ExclusiveLock);
+}
+
+/*
+ * Store where a partition that has no progress yet starts, without a
+ * batch, and what the offset is a position in (NULLs: not known); a no-op
+ * if it has some (another writer was first: its wins, and the caller
+ * reads it again).
+ */
+void
+sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
+						  const char *topic, const char *cluster_id)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	SnapshotData dirty;
+
+	require_catalog();
+	InitDirtySnapshot(dirty);
+	rel = table_open(oids.progress, RowExclusiveLock);
+	scan = scan_progress_row(rel, relid, part, &dirty);
+	if (!HeapTupleIsValid(systable_getnext(scan)))
+	{
+		HeapTuple	tuple = progress_tuple(rel, relid, part, next_offset,
+										   topic, cluster_id);
+
+		CatalogTupleInsert(rel, tuple);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * Store a partition's next offset, what it is a position in and why it is
+ * not followed (p->stopped; NULL: it is), keeping the count of what was
+ * lost; under the progress lock (sw_catalog_lock_progress()).  Does
+ * nothing where the catalog has no such columns (0.1's) but move the
+ * offset.  False if the partition has no row.
+ */
+bool
+sw_catalog_set_progress(Oid relid, const SwProgress *p)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Snapshot	snapshot;
+	bool		found;
+
+	require_catalog();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = table_open(oids.progress, RowExclusiveLock);
+	scan = scan_progress_row(rel, relid, p->part, snapshot);
+	tuple = systable_getnext(scan);
+	found = HeapTupleIsValid(tuple);
+	if (found)
+	{
+		Datum		values[Natts_p] = {0};
+		bool		nulls[Natts_p] = {0};
+		bool		replace[Natts_p] = {0};
+
+		values[Anum_p_next_offset - 1] = Int64GetDatum(p->next_offset);
+		replace[Anum_p_next_offset - 1] = true;
+		if (progress_has_identity(rel))
+		{
+			const char *texts[3] = {p->topic, p->cluster_id, p->stopped};
+			const AttrNumber attnums[3] = {Anum_p_topic, Anum_p_cluster_id, Anum_p_stopped};
+
+			for (int i = 0; i < 3; i++)
+			{
+				nulls[attnums[i] - 1] = texts[i] == NULL;
+				if (texts[i])
+					values[attnums[i] - 1] = CStringGetTextDatum(texts[i]);
+				replace[attnums[i] - 1] = true;
+			}
+		}
+		tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+		CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * Forget the progress of every partition of a source: it starts again as
+ * the first time, at its start_offset.  Under the progress lock.
+ */
+void
+sw_catalog_delete_progress(Oid relid)
+{
+	require_catalog();
+	delete_rows(oids.progress, oids.progress_pkey, relid);
+}
+
+static SwOrigin
+parse_origin(const char *name)
+{
+	for (int i = 0; i < lengthof(origin_names); i++)
+		if (strcmp(name, origin_names[i]) == 0)
+			return i;
+	elog(ERROR, "unknown batch origin \"%s\"", name);
+	return SW_ORIGIN_USER;		/* keep compiler quiet */
+}
+
+/*
+ * Start gathering where batches wrote rows in a hidden heap: nothing yet,
+ * known.
+ */
+void
+sw_written_blocks_init(SwWrittenBlocks *written)
+{
+	written->known = true;
+	written->file = InvalidOid;
+	written->npairs = 0;
+	written->maxpairs = 64;
+	written->pairs = palloc(sizeof(BlockNumber) * 2 * written->maxpairs);
+}
+
+/*
+ * Add where a batch wrote rows in a hidden heap to what was gathered.
+ */
+void
+sw_written_blocks_add(SwWrittenBlocks *written, const SwBlockRanges *ranges)
+{
+	if (!written->known)
+		return;
+	if (ranges->n < 0 ||
+		(ranges->n > 0 && OidIsValid(written->file) && written->file != ranges->file))
+	{
+		written->known = false;
+		return;
+	}
+	if (ranges->n > 0)
+		written->file = ranges->file;
+	for (int i = 0; i < ranges->n; i++)
+	{
+		if (written->npairs == written->maxpairs)
+		{
+			written->maxpairs *= 2;
+			written->pairs = repalloc(written->pairs,
+									  sizeof(BlockNumber) * 2 * written->maxpairs);
+		}
+		written->pairs[2 * written->npairs] = ranges->from[i];
+		written->pairs[2 * written->npairs + 1] = ranges->to[i];
+		written->npairs++;
+	}
+}
+
+/*
+ * Add where a batch row says its batch wrote rows in a hidden heap to what
+ * was gathered; a row that does not say, or was restored from a dump (own
+ * is false: the blocks were another heap's), makes it unknown.
+ */
+static void
+add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls,
+			   bool own)
+{
+	int			file = Anum_b_file[heap] - 1;
+	int			blocks = Anum_b_blocks[heap] - 1;
+	ArrayType  *array;
+	Datum	   *r;
+	int			n;
+	SwBlockRanges ranges;
+
+	if (!written->known)
+		return;
+	if (nulls[blocks] || !own)
+	{
+		written->known = false;
+		return;
+	}
+	array = DatumGetArrayTypeP(values[blocks]);
+	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &r, NULL, &n);
+	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES || (n > 0 && nulls[file]))
+		ranges.n = -1;
+	else
+	{
+		ranges.file = n > 0 ? DatumGetObjectId(values[file]) : InvalidOid;
+		ranges.n = n / 2;
+		for (int i = 0; i < ranges.n; i++)
+		{
+			ranges.from[i] = (BlockNumber) DatumGetInt64(r[2 * i]);
+			ranges.to[i] = (BlockNumber) DatumGetInt64(r[2 * i + 1]);
+		}
+	}
+	sw_written_blocks_add(written, &ranges);
+	pfree(r);
+	if ((Pointer) array != DatumGetPointer(values[blocks]))
+		pfree(array);
+}
+
+/*
+ * The committed batches of a source with ts >= from_ts that the MVCC
+ * snapshot sees, as a hash table from batch id to SwBatch in the caller's
+ * memory context; and, if written is not NULL, where they wrote rows: in
+ * the current heap, those before current_until; in the history, all.
+ */
+HTAB *
+sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
+						int64 current_until, SwWrittenBlocks written[2])
+{
+	Relation	rel;
+	HASHCTL		ctl;
+	HTAB	   *batches;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+
+	Assert(IsMVCCSnapshot(snapshot));
+	require_catalog();
+
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(SwBatch);
+	ctl.hcxt = CurrentMemoryContext;
+	batches = hash_create("source_writes batches", 256, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	rel = table_open(oids.batches, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_b_ts, BTGreaterEqualStrategyNumber, F_INT8GE,
+				Int64GetDatum(from_ts));
+	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 2, keys);
+	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
+	{
+		Datum		values[Natts_b];
+		bool		nulls[Natts_b];
+		int64		id;
+		SwBatch    *batch;
+
+		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		id = DatumGetInt64(values[Anum_b_batch - 1]);
+		batch = hash_search(batches, &id, HASH_ENTER, NULL);
+		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
+		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
+		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
+		if (written)
+		{
+			bool		own = row_is_own(tuple, values[Anum_b_xid - 1]);
+
+			if (batch->ts < current_until)
+				add_row_blocks(&written[SW_CURRENT_HEAP], SW_CURRENT_HEAP,
+							   values, nulls, own);
+			add_row_blocks(&written[SW_HISTORY_HEAP], SW_HISTORY_HEAP,
+						   values, nulls, own);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return batches;
+}
+
+/*
+ * How many batches of a source before a time the snapshot sees, counting
+ * no further than limit.
+ */
+int
+sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
+								int limit)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	int			n = 0;
+
+	require_catalog();
+	rel = table_open(oids.batches, AccessShareLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, before, SnapshotAny, keys);
+	while (n < limit && HeapTupleIsValid(next_visible_backward(scan, snapshot)))
+		n++;
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return n;
+}
+
+/*
+ * Fold the batches of a source before since into the newest of them: the
+ * others are deleted, so that the batches kept are those of the retained
+ * history, and one more.  Rows that a deleted batch added are taken for
+ * added before since by every reader of the log (see log.c); those it
+ * retracted, compaction has deleted.  The caller holds the source's
+ * compaction lock and passes the snapshot it compacted with.  Returns how
+ * many batches it deleted.
+ */
+int64
+sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+	int64		n = 0;
+	bool		newest = true;
+
+	require_catalog();
+	rel = table_open(oids.batches, RowExclusiveLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	scan = begin_batches_backward(rel, index, relid, since, SnapshotAny, keys);
+	while (HeapTupleIsValid(tuple = next_visible_backward(scan, snapshot)))
+	{
+		TM_FailureData tmfd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (newest)
+		{
+			newest = false;
+			continue;
+		}
+		/* an earlier compaction in this same command may have folded it */
+		switch (table_tuple_delete(rel, &tuple->t_self, GetCurrentCommandId(true),
+								   snapshot, InvalidSnapshot, true, &tmfd, false))
+		{
+			case TM_Ok:
+				n++;
+				break;
+			case TM_SelfModified:
+				break;
+			default:
+				elog(ERROR, "could not fold a batch of source table %u", relid);
+		}
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, RowExclusiveLock);
+	return n;
+}
+
+const char *
+sw_origin_name(SwOrigin origin)
+{
+	return origin_names[origin];
+}

@@ -1,0 +1,253 @@
+/*-------------------------------------------------------------------------
+ *
+ * layout.c
+ *		  Where a source table's columns are in its hidden relations, and
+ *		  reading their rows
+ *
+ * A hidden relation holds the foreign table's columns attnum for attnum,
+ * with our own columns ("$batch", "$retracted") between the columns the
+ * table was created with and those added later (see storage.c, which
+ * makes and alters the relations).  Everything that reads or writes a
+ * hidden row maps attnums through its layout, checked here once per
+ * backend until either relation changes.  This file is below storage.c
+ * and constraints.c: both use it, and it calls neither.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/log/layout.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "log/log.h"
+
+/*
+ * The type a hidden relation stores a column of the foreign table as: a
+ * domain's base type (and its typmod), else the column's own type.
+ */
+Oid
+sw_hidden_type(Form_pg_attribute fatt, int32 *typmod)
+{
+	*typmod = fatt->atttypmod;
+	return getBaseTypeAndTypmod(fatt->atttypid, typmod);
+}
+
+/*
+ * Where a hidden relation's own columns are, and whether it holds the
+ * foreign table's columns where and as it should (their names too, if
+ * asked).  When not, *column names the first column whose type differs,
+ * if that is the difference.
+ */
+bool
+sw_check_layout(Relation ftrel, Relation hidden, SwLayout *layout, bool names,
+				const char **column)
+{
+	TupleDesc	fdesc = RelationGetDescr(ftrel);
+	TupleDesc	hdesc = RelationGetDescr(hidden);
+
+	*column = NULL;
+	layout->meta = InvalidAttrNumber;
+	layout->nmeta = 0;
+	for (int i = 0; i < hdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(hdesc, i);
+
+		if (att->attisdropped)
+			continue;
+		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
+		{
+			layout->meta = att->attnum;
+			layout->nmeta++;
+		}
+		else if (strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
+			layout->nmeta++;
+	}
+	if (layout->meta == InvalidAttrNumber ||
+		hdesc->natts != fdesc->natts + layout->nmeta)
+		return false;
+
+	for (int k = 1; k <= fdesc->natts; k++)
+	{
+		Form_pg_attribute fatt = TupleDescAttr(fdesc, k - 1);
+		Form_pg_attribute hatt = TupleDescAttr(hdesc, sw_hidden_attnum(layout, k) - 1);
+		int32		typmod;
+
+		if (fatt->attisdropped != hatt->attisdropped)
+			return false;
+		if (fatt->attisdropped)
+			continue;
+		if (sw_hidden_type(fatt, &typmod) != hatt->atttypid ||
+			typmod != hatt->atttypmod ||
+			fatt->attcollation != hatt->attcollation)
+		{
+			*column = NameStr(fatt->attname);
+			return false;
+		}
+		if (names && strcmp(NameStr(fatt->attname), NameStr(hatt->attname)) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* a checked layout, cached per backend until either relation changes */
+typedef struct SwLayoutEntry
+{
+	Oid			key[2];			/* the foreign table, the hidden relation */
+	SwLayout	layout;
+} SwLayoutEntry;
+
+static HTAB *layout_cache = NULL;
+
+/*
+ * A relcache invalidation of a foreign table or a hidden relation (any
+ * DDL on it) drops the layouts checked with it; one of everything drops
+ * them all.
+ */
+static void
+layout_cache_callback(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	SwLayoutEntry *entry;
+
+	hash_seq_init(&status, layout_cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (!OidIsValid(relid) || entry->key[0] == relid || entry->key[1] == relid)
+			hash_search(layout_cache, entry->key, HASH_REMOVE, NULL);
+}
+
+/*
+ * Where a hidden relation's own columns are, after checking that the
+ * relation holds the foreign table's columns where and as it should.  A
+ * relation out of step (DDL ran while the event triggers could not) is an
+ * error: reading its tuples with the table's descriptor would be wrong or
+ * unsafe.  The check is made once per backend until either relation
+ * changes: each statement that reads or writes a source asks.
+ */
+void
+sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
+{
+	const char *column;
+	Oid			key[2] = {RelationGetRelid(ftrel), RelationGetRelid(hidden)};
+	SwLayoutEntry *entry;
+
+	if (layout_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(SwLayoutEntry);
+		ctl.hcxt = CacheMemoryContext;
+		layout_cache = hash_create("source_writes layouts", 64, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(layout_cache_callback, (Datum) 0);
+	}
+	entry = hash_search(layout_cache, key, HASH_FIND, NULL);
+	if (entry)
+	{
+		*layout = entry->layout;
+		return;
+	}
+
+	if (!sw_check_layout(ftrel, hidden, layout, false, &column))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the storage of source table \"%s\" is out of step with the table",
+						RelationGetRelationName(ftrel)),
+				 column
+				 ? errdetail("The type of column \"%s\" was changed while the extension's event triggers could not run.", column)
+				 : errdetail("The table was altered while the extension's event triggers could not run."),
+				 errhint("Run any ALTER FOREIGN TABLE on \"%s\" with event triggers enabled (not under session_replication_role = replica), e.g. the same command again; it brings the storage in step.",
+						 RelationGetRelationName(ftrel))));
+	entry = hash_search(layout_cache, key, HASH_ENTER, NULL);
+	entry->layout = *layout;
+}
+
+/*
+ * Copy the values of a row of the foreign table (natts attributes) into
+ * their places in a hidden row; our own columns are the caller's.
+ */
+void
+sw_to_hidden(const SwLayout *layout, int natts, const Datum *values,
+			 const bool *isnull, Datum *hvalues, bool *hisnull)
+{
+	int			before = Min(natts, layout->meta - 1);
+
+	memcpy(hvalues, values, before * sizeof(Datum));
+	memcpy(hisnull, isnull, before * sizeof(bool));
+	if (natts > before)
+	{
+		memcpy(hvalues + before + layout->nmeta, values + before,
+			   (natts - before) * sizeof(Datum));
+		memcpy(hisnull + before + layout->nmeta, isnull + before,
+			   (natts - before) * sizeof(bool));
+	}
+}
+
+/*
+ * The opposite: a row of the foreign table from a hidden row.
+ */
+void
+sw_from_hidden(const SwLayout *layout, int natts, const Datum *hvalues,
+			   const bool *hisnull, Datum *values, bool *isnull)
+{
+	int			before = Min(natts, layout->meta - 1);
+
+	memcpy(values, hvalues, before * sizeof(Datum));
+	memcpy(isnull, hisnull, before * sizeof(bool));
+	if (natts > before)
+	{
+		memcpy(values + before, hvalues + before + layout->nmeta,
+			   (natts - before) * sizeof(Datum));
+		memcpy(isnull + before, hisnull + before + layout->nmeta,
+			   (natts - before) * sizeof(bool));
+	}
+}
+
+/*
+ * Begin a scan of a hidden heap's rows as they are now, as DDL that checks
+ * or changes them needs them: under the latest snapshot, so that rows
+ * committed since the command's snapshot count too (the table is locked
+ * against writers meanwhile).
+ */
+void
+sw_rows_begin(SwRowScan *rs, Relation hidden)
+{
+	rs->snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rs->scan = table_beginscan(hidden, rs->snapshot, 0, NULL);
+	rs->slot = table_slot_create(hidden, NULL);
+}
+
+/*
+ * The next row, or NULL at the end; the slot holds it until the next call.
+ */
+TupleTableSlot *
+sw_rows_next(SwRowScan *rs)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (!table_scan_getnextslot(rs->scan, ForwardScanDirection, rs->slot))
+		return NULL;
+	return rs->slot;
+}
+
+/*
+ * End the scan, and let go of its snapshot.
+ */
+void
+sw_rows_end(SwRowScan *rs)
+{
+	ExecDropSingleTupleTableSlot(rs->slot);
+	table_endscan(rs->scan);
+	UnregisterSnapshot(rs->snapshot);
+}

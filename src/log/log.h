@@ -1,0 +1,557 @@
+/*-------------------------------------------------------------------------
+ *
+ * log.h
+ *		  The log and its commit protocol: the catalog, batches and their
+ *		  timestamps, the hidden relations, reading and writing the log
+ *
+ * One header for the files of src/log; a section per file, in the order
+ * in which they build on each other.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/log/log.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_LOG_H
+#define SW_LOG_H
+
+#include "access/attnum.h"
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "access/transam.h"
+#include "catalog/pg_attribute.h"
+#include "common/sha2.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+#include "nodes/pg_list.h"
+#include "storage/block.h"
+#include "utils/hsearch.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
+
+#include "source_writes.h"
+
+/*
+ * catalog.c
+ * The extension's catalog: which tables are sources, their frontiers
+ * and their batches
+ */
+
+/* schema of the extension's user-facing objects and catalog tables */
+#define SW_SCHEMA			"source_writes"
+
+/* columns of source_writes.source_tables */
+#define Anum_st_relid		1
+#define Anum_st_kind		2
+#define Anum_st_current_rel 3
+#define Anum_st_history_rel 4
+#define Anum_st_upper		5
+#define Anum_st_since		6
+#define Anum_st_retain		7
+#define Natts_st			7
+
+/*
+ * What never changes about a source table while it exists: its kind and
+ * its hidden relations.  Cached per backend.
+ */
+typedef struct SwSource
+{
+	Oid			relid;			/* the foreign table */
+	SwKind		kind;
+	Oid			current_rel;	/* hidden heap of current rows */
+	Oid			history_rel;	/* hidden heap of retracted rows */
+	Oid			key_index;		/* upsert sources: unique index on the key */
+} SwSource;
+
+/* the suffix of the name of the key index beside the current heap */
+#define SW_KEY_INDEX_SUFFIX			"key"
+
+/*
+ * The readable range of a source: since <= T < upper; and the retention
+ * (retain_history in ms, -1 for ever) that since follows.
+ */
+typedef struct SwFrontiers
+{
+	int64		since;
+	int64		upper;
+	int64		retain;
+} SwFrontiers;
+
+/*
+ * Where in a hidden heap a batch wrote rows: the heap's file, and up to
+ * SW_MAX_BLOCK_RANGES ranges of blocks [from, to).  A batch whose rows are
+ * too scattered gets wider ranges, never fewer blocks.  n is -1 where it
+ * is not known (the heap was rewritten while the batch wrote): readers
+ * then read the whole heap.  A batch has one for each hidden heap: the
+ * current rows it added, the history rows of those it retracted.
+ */
+#define SW_MAX_BLOCK_RANGES	16
+
+typedef struct SwBlockRanges
+{
+	Oid			file;
+	int			n;
+	BlockNumber from[SW_MAX_BLOCK_RANGES];
+	BlockNumber to[SW_MAX_BLOCK_RANGES];
+} SwBlockRanges;
+
+/* the hidden heaps of a source, as indexes of SwBlockRanges[2] and the like */
+typedef enum SwHeap
+{
+	SW_CURRENT_HEAP = 0,
+	SW_HISTORY_HEAP = 1
+} SwHeap;
+
+/*
+ * Where a set of batches wrote rows in one hidden heap, all together: the
+ * heap's file and [from, to) pairs of blocks, unsorted; or not known, when
+ * one of them does not say, or says it of another file.
+ */
+typedef struct SwWrittenBlocks
+{
+	bool		known;
+	Oid			file;			/* InvalidOid while no batch named one */
+	int			npairs;
+	int			maxpairs;
+	BlockNumber *pairs;
+} SwWrittenBlocks;
+
+extern void sw_block_ranges_add(SwBlockRanges *ranges, Oid file, BlockNumber block);
+extern void sw_written_blocks_init(SwWrittenBlocks *written);
+extern void sw_written_blocks_add(SwWrittenBlocks *written,
+								  const SwBlockRanges *ranges);
+
+/* a committed batch, as source_writes.batches keeps it */
+typedef struct SwBatch
+{
+	int64		batch;			/* its id; the hash key of loaded batches */
+	int64		ts;
+	SwOrigin	origin;
+	NameData	role;			/* who wrote it, as the role was named then */
+} SwBatch;
+
+/* a batch that was still committing when a later one was stamped */
+typedef struct SwPending
+{
+	int64		ts;
+	FullTransactionId xid;
+} SwPending;
+
+/* what the controller needs to know to stamp a batch of a source */
+typedef struct SwStampState
+{
+	int64		top;			/* the newest timestamp given, 0 if none */
+	int			npending;		/* the batches still committing */
+	int			maxpending;
+	SwPending  *pending;
+} SwStampState;
+
+extern PGDLLEXPORT bool sw_catalog_exists(void);
+extern bool sw_is_source_server(Oid serverid);
+extern PGDLLEXPORT bool sw_is_source_table(Oid relid);
+
+extern void sw_key_index_name(const char *current_name, char *name);
+extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
+							   char *name);
+extern PGDLLEXPORT bool sw_source_lookup(Oid relid, SwSource *source);
+extern void sw_source_require(Oid relid, SwSource *source);
+extern PGDLLEXPORT List *sw_catalog_sources(Oid serverid);
+
+extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
+								 SwFrontiers *frontiers);
+extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
+extern bool sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers);
+extern void sw_catalog_set_since(Oid relid, int64 since, int64 retain);
+extern void sw_catalog_lock_source(Oid relid);
+extern void sw_catalog_unlock_source(Oid relid);
+extern bool sw_catalog_lock_compaction(Oid relid, bool wait);
+extern bool sw_catalog_stamp_state(Oid relid, SwStampState *state);
+
+extern void sw_catalog_insert(const SwSource *source,
+							  const SwFrontiers *frontiers);
+extern void sw_catalog_delete(Oid relid);
+extern void sw_catalog_delete_row(Oid relid);
+
+extern int64 sw_catalog_new_batch_id(void);
+extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
+									int npending, const SwPending *pending,
+									const SwBlockRanges blocks[2]);
+extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
+									 int64 current_until,
+									 SwWrittenBlocks written[2]);
+extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
+										int64 to, int64 lost);
+extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
+											Snapshot snapshot, int limit);
+extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
+extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
+extern Oid	sw_catalog_table_oid(void);
+extern Oid	sw_catalog_errors_oid(Oid *index);
+extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
+
+/*
+ * A partition's stored progress: its next offset, and what that is a
+ * position in.  reset_offsets() may store one of these two instead of an
+ * offset, for the worker to look up (librdkafka's own values for them).
+ */
+#define SW_OFFSET_EARLIEST	(-2)
+#define SW_OFFSET_LATEST	(-1)
+
+/* why a partition's stored offset is not followed (progress.stopped) */
+#define SW_STOPPED_CLUSTER	"cluster changed"
+#define SW_STOPPED_PAST_END	"offsets past the end"
+
+typedef struct SwProgress
+{
+	int32		part;
+	int64		next_offset;	/* or SW_OFFSET_EARLIEST, SW_OFFSET_LATEST */
+	char	   *topic;			/* the topic it is an offset of; NULL: unknown */
+	char	   *cluster_id;		/* the cluster's id; NULL: unknown */
+	int64		lost;			/* offsets deleted before they were ingested */
+	char	   *stopped;		/* why it is not followed; NULL: it is */
+} SwProgress;
+
+extern PGDLLEXPORT bool sw_catalog_progress_has_identity(void);
+extern PGDLLEXPORT List *sw_catalog_progress(Oid relid);
+extern PGDLLEXPORT void sw_catalog_lock_progress(Oid relid);
+extern PGDLLEXPORT void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
+												  const char *topic, const char *cluster_id);
+extern PGDLLEXPORT bool sw_catalog_set_progress(Oid relid, const SwProgress *p);
+extern PGDLLEXPORT void sw_catalog_delete_progress(Oid relid);
+
+/*
+ * stamps.c
+ * Handing out batch timestamps in shared memory
+ */
+
+/* a source whose batch a committing transaction stamps */
+typedef struct SwStamping
+{
+	Oid			relid;
+	bool		in_memory;		/* stamped in shared memory, not by the catalog */
+	bool		pinned;			/* we hold a pin on its slot */
+	SwStampState state;			/* the newest ts before ours; the pending */
+} SwStamping;
+
+extern void sw_stamps_shmem_request(void);
+extern void sw_stamps_shmem_startup(void);
+extern bool sw_stamps_available(void);
+extern bool sw_stamps_install(Oid relid, int64 last_ts);
+extern void sw_stamps_pin(SwStamping *sources, int n);
+extern bool sw_stamps_take(SwStamping *sources, int n, int64 *ts);
+extern void sw_stamps_done(const SwStamping *sources, int n);
+extern void sw_stamps_unpin(SwStamping *sources, int n);
+
+/*
+ * controller.c
+ * The controller: batches, their timestamps, and the frontiers
+ */
+
+extern int64 sw_now_ms(void);
+/*
+ * A check that the controller runs when it stamps the batches of the
+ * committing transaction, under the stamp lock of the source it was
+ * registered for; it raises an error to roll the transaction back.
+ */
+typedef void (*SwCommitCheck) (Oid relid, void *arg);
+
+extern int64 sw_controller_batch(Oid relid, SwOrigin origin,
+								 SwBlockRanges **blocks);
+extern int64 sw_controller_batch_of(Oid relid, SwOrigin origin, Oid role,
+									 SwBlockRanges **blocks);
+extern void sw_controller_on_commit(Oid relid, SwCommitCheck check, void *arg);
+extern bool sw_controller_wrote(Oid relid, int64 batch);
+extern void sw_controller_history_blocks(Oid relid, SwWrittenBlocks *written);
+extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts);
+
+/*
+ * layout.c
+ * Where a source table's columns are in its hidden relations, and
+ * reading their rows
+ */
+
+/* schema of the hidden relations that hold the rows of source tables */
+#define SW_INTERNAL_SCHEMA	"source_writes_internal"
+
+/*
+ * The hidden relations hold the foreign table's columns as they were when
+ * it was created, attnum for attnum, then our own columns, then the
+ * columns added to the table later, again attnum for attnum after ours.
+ */
+#define SW_CURRENT_META		1	/* "$batch" */
+#define SW_HISTORY_META		2	/* "$batch", "$retracted" */
+#define SW_META_BATCH		"$batch"
+#define SW_META_RETRACTED	"$retracted"
+
+/* where a hidden relation's own columns are */
+typedef struct SwLayout
+{
+	AttrNumber	meta;			/* attnum of "$batch" */
+	int			nmeta;			/* how many of ours: SW_*_META */
+} SwLayout;
+
+/* the hidden attnum of the foreign table's attnum */
+static inline AttrNumber
+sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
+{
+	return attnum < layout->meta ? attnum : attnum + layout->nmeta;
+}
+
+/* a scan of a hidden heap's rows as they are now (the latest snapshot) */
+typedef struct SwRowScan
+{
+	Snapshot	snapshot;
+	struct TableScanDescData *scan;
+	TupleTableSlot *slot;
+} SwRowScan;
+
+extern Oid	sw_hidden_type(Form_pg_attribute fatt, int32 *typmod);
+extern bool sw_check_layout(Relation ftrel, Relation hidden, SwLayout *layout,
+							bool names, const char **column);
+extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
+extern void sw_to_hidden(const SwLayout *layout, int natts,
+						 const Datum *values, const bool *isnull,
+						 Datum *hvalues, bool *hisnull);
+extern void sw_from_hidden(const SwLayout *layout, int natts,
+						   const Datum *hvalues, const bool *hisnull,
+						   Datum *values, bool *isnull);
+extern void sw_rows_begin(SwRowScan *rs, Relation hidden);
+extern TupleTableSlot *sw_rows_next(SwRowScan *rs);
+extern void sw_rows_end(SwRowScan *rs);
+
+/*
+ * storage.c
+ * The hidden relations that hold a source table's rows, and keeping
+ * them in step with the foreign table
+ */
+
+/*
+ * What errors raised while working on a source's hidden relations may name
+ * of them, and the source's own names to say instead (see
+ * sw_storage_rethrow()).
+ */
+typedef struct SwHiddenNames
+{
+	const char *hidden[3];		/* key index, current heap, history heap */
+	const char *table;			/* the source table */
+	const char *schema;			/* ... and its schema */
+} SwHiddenNames;
+
+extern List *sw_storage_sync(Oid relid, List *retyped);
+extern void sw_storage_fill_added(Oid relid, List *attnums);
+extern void sw_storage_forget(Oid relid);
+extern void sw_storage_depend(Oid relid, Oid hiddenid);
+extern void sw_storage_hidden_names(Relation ftrel, const SwSource *source,
+									SwHiddenNames *names);
+extern void sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names);
+extern void sw_storage_rethrow(const SwHiddenNames *names,
+							   MemoryContext cxt) pg_attribute_noreturn();
+extern bool sw_storage_restore_dependencies(void);
+
+/*
+ * log.c
+ * Reading a source's log out of its hidden relations
+ */
+
+/*
+ * The committed batches of a source with ts >= from, as one snapshot sees
+ * them, and what a reader asks of them: the range [from, until).
+ */
+typedef struct SwBatchMap
+{
+	Oid			relid;
+	HTAB	   *batches;		/* batch id -> SwBatch */
+	int64		from;
+	int64		until;
+	SwWrittenBlocks written[2]; /* where they wrote rows, by SwHeap: in the
+								 * current heap those before until, in the
+								 * history all, and the reader's own */
+	int64		oldest_ts;		/* the oldest batch's ts, PG_INT64_MAX if none */
+} SwBatchMap;
+
+/* where a batch is, seen from a batch map */
+typedef enum SwLogWhen
+{
+	SW_LOG_BEFORE,				/* before from, or folded by compaction */
+	SW_LOG_IN,					/* in [from, until) */
+	SW_LOG_LATER				/* at or after until, or not committed yet */
+} SwLogWhen;
+
+/*
+ * What a hidden row says in the log, seen from a batch map: where the
+ * batch that added it is and, for history rows, the one that retracted
+ * it (SW_LOG_LATER for current rows), with the batches that are in range.
+ */
+typedef struct SwLogRow
+{
+	SwLogWhen	added;
+	SwLogWhen	retracted;
+	const SwBatch *added_batch; /* when SW_LOG_IN */
+	const SwBatch *retracted_batch; /* when SW_LOG_IN */
+} SwLogRow;
+
+extern SwBatchMap *sw_log_batches(Oid relid, int64 from, int64 until,
+								  Snapshot snapshot);
+extern void sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
+					   const SwLayout *layout, bool history, SwLogRow *row);
+
+/*
+ * Is the row in the contents at T?  With a map from T + 1: it was added by
+ * a batch at or before T and not retracted by one.
+ */
+static inline bool
+sw_log_row_present(const SwLogRow *row)
+{
+	return row->added == SW_LOG_BEFORE && row->retracted != SW_LOG_BEFORE;
+}
+
+/*
+ * A scan of a hidden heap, whole or of the blocks a batch map needs: the
+ * ranges [pairs[2i], pairs[2i + 1]) in order, when nranges >= 0.
+ */
+typedef struct SwBlockScan
+{
+	Relation	rel;
+	TableScanDesc scan;			/* NULL if there is nothing to read */
+	int			nranges;		/* -1: the whole heap */
+	BlockNumber *pairs;			/* the ranges, [from, to) pairs */
+	int			range;			/* the next range to read */
+} SwBlockScan;
+
+extern void sw_block_scan_begin(SwBlockScan *bs, Relation rel, Snapshot snapshot,
+								const SwBatchMap *map, SwHeap heap);
+extern void sw_block_scan_rescan(SwBlockScan *bs);
+extern bool sw_block_scan_next(SwBlockScan *bs, TupleTableSlot *slot);
+extern void sw_block_scan_end(SwBlockScan *bs);
+
+/*
+ * A scan of a source's hidden relations, current rows then history, that
+ * returns the rows with something in a batch map's range: added or
+ * retracted in it, or (a map from the beginning) added by a folded batch
+ * and not retracted by one.  Each relation is read whole, or only in the
+ * blocks that the map's batches wrote (sw_log_scan_written_blocks()).
+ */
+typedef struct SwLogScan
+{
+	Relation	rel[2];			/* current, history (either may be NULL) */
+	SwLayout	layout[2];
+	TupleTableSlot *slot[2];
+	bool		written;		/* read only the blocks the batches wrote */
+	int			which;			/* the relation being scanned */
+	bool		scanning;		/* ... and bscan is open on it */
+	SwBlockScan bscan;
+	Snapshot	snapshot;
+	const SwBatchMap *map;
+} SwLogScan;
+
+extern void sw_log_begin_scan(SwLogScan *ls, Relation ftrel, Relation current,
+							  Relation history, Snapshot snapshot,
+							  const SwBatchMap *map);
+extern void sw_log_scan_written_blocks(SwLogScan *ls);
+extern TupleTableSlot *sw_log_next(SwLogScan *ls, const SwLayout **layout,
+								   SwLogRow *row);
+extern void sw_log_end_scan(SwLogScan *ls);
+
+/*
+ * writer.c
+ * The one path that writes a source table's rows
+ */
+
+typedef struct SwWriter SwWriter;
+
+extern PGDLLEXPORT SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
+											EState *estate);
+extern PGDLLEXPORT void sw_writer_close(SwWriter *w);
+extern void sw_writer_log_as(SwWriter *w, Oid role);
+extern bool sw_writer_fires_row_triggers(SwWriter *w);
+extern bool sw_writer_failed_in_trigger(SwWriter *w);
+
+extern PGDLLEXPORT void sw_writer_check_constraints(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_complete_row(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_reset_checks(SwWriter *w);
+extern void sw_writer_safe_search_path(void);
+extern PGDLLEXPORT void sw_writer_forget_session_state(void);
+extern PGDLLEXPORT void sw_writer_commit_durably(bool watch);
+extern PGDLLEXPORT bool sw_writer_commit_replicated(void);
+extern PGDLLEXPORT void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
+extern PGDLLEXPORT bool sw_writer_append(SwWriter *w, TupleTableSlot *row);
+extern void sw_writer_flush(SwWriter *w);
+extern void sw_writer_use_bulk_state(SwWriter *w, BulkInsertState bistate);
+extern void sw_writer_allow_subtransactions(SwWriter *w);
+extern void sw_writer_sub_end(SwWriter *w, bool commit);
+extern bool sw_writer_failed_flushing(SwWriter *w);
+extern PGDLLEXPORT bool sw_writer_upsert(SwWriter *w, TupleTableSlot *row);
+extern PGDLLEXPORT bool sw_writer_tombstone(SwWriter *w, TupleTableSlot *key);
+extern TM_Result sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
+								  TupleTableSlot *row, TM_FailureData *tmfd,
+								  LockTupleMode *lockmode);
+extern TM_Result sw_writer_delete(SwWriter *w, ItemPointer tid, HeapTuple old,
+								  TM_FailureData *tmfd);
+extern void sw_writer_truncate(SwWriter *w);
+extern PGDLLEXPORT void sw_writer_consumed(SwWriter *w, int32 part, int64 from, int64 to);
+extern void sw_writer_consumed_lost(SwWriter *w, int32 part, int64 from,
+									int64 to, int64 lost);
+extern void sw_writer_write_history_now(SwWriter *w);
+
+extern ItemPointer sw_writer_last_tid(SwWriter *w);
+extern Relation sw_writer_current(SwWriter *w);
+extern bool sw_writer_has_key(SwWriter *w);
+extern void sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden,
+							 TupleTableSlot *row);
+
+/*
+ * constraints.c
+ * Constraints over the current rows of source tables
+ */
+
+extern void sw_domain_check_values(Relation current, AttrNumber hattnum, Oid domain);
+extern void sw_domain_altered(Oid domain);
+extern void sw_constraints_check(Relation ftrel);
+
+/*
+ * compaction.c
+ * Deleting the history that no readable time needs
+ */
+
+extern bool sw_compact(Oid relid, bool wait, BlockNumber start,
+					   BlockNumber nblocks, int64 *removed, BlockNumber *next);
+
+/*
+ * notifier.c
+ * Announcing the new upper of sources to listeners
+ */
+
+extern void sw_notifier_shmem_request(void);
+extern void sw_notifier_shmem_startup(void);
+extern char *sw_channel_name(Oid relid);
+extern void sw_notifier_wake(Oid dboid, Oid relid);
+extern void sw_notifier_attach_launcher(void);
+extern bool sw_notifier_start_requested(void);
+extern void sw_notifier_forget_database(Oid dboid);
+
+/*
+ * deliveries.c
+ * Idempotency keys of webhook deliveries
+ */
+
+/* the longest idempotency key taken, in bytes */
+#define SW_DELIVERY_KEY_MAX		255
+
+/* what is known of a delivery's key */
+typedef enum SwDeliveryState
+{
+	SW_DELIVERY_NEW,			/* not seen: write it */
+	SW_DELIVERY_REPEAT,			/* written, with the same body */
+	SW_DELIVERY_CONFLICT,		/* written, with another body */
+	SW_DELIVERY_CHANGING		/* another transaction is deleting it */
+} SwDeliveryState;
+
+extern PGDLLEXPORT SwDeliveryState sw_delivery_lookup(Oid relid, const char *key,
+													  const uint8 *body_sha256, int32 *rows);
+extern PGDLLEXPORT void sw_delivery_insert(Oid relid, const char *key, int64 received_ms,
+										   const uint8 *body_sha256, int32 rows);
+extern int64 sw_deliveries_forget(Oid relid, int64 before);
+
+#endif							/* SW_LOG_H */

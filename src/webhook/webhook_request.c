@@ -1,0 +1,496 @@
+/*-------------------------------------------------------------------------
+ *
+ * webhook_request.c
+ *		  The webhook worker's look at a request: its checks (signature,
+ *		  idempotency key) and its body, cut into messages
+ *
+ * A table with signature_header takes only requests signed with the
+ * secret of its owner's user mapping for its server (or the server's
+ * mapping for PUBLIC, as GetUserMapping() finds them): HMAC-SHA256 of the
+ * raw body, in hex or base64, after signature_prefix, compared in constant
+ * time.  A request with a wrong signature gets 403; one without the header
+ * gets what a request to no table gets (404, before its body is read, the
+ * server's threads looking at the map below), so that who does not sign
+ * cannot tell which signed tables there are; either writes nothing.
+ *
+ * A table with idempotency_header keeps the key each delivery carries in
+ * that header (deliveries.c), in the delivery's subtransaction.  A later
+ * delivery with a key that is kept writes nothing: it gets the first one's
+ * answer, or 422 if its body differs.  Requests of one group are written
+ * in turn, so repeats that arrive together are written once.
+ *
+ * Bodies, by the table's format: json, one JSON value (an object) or, if
+ * the body is not one, a value a line (NDJSON); json_array, each element
+ * of a JSON array; text and bytes, the whole body.  Each is one message
+ * for the decoder (decode.c), with the request's headers and its arrival
+ * time, written as it is found.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/webhook/webhook_request.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/defrem.h"
+#include "common/base64.h"
+#include "common/hmac.h"
+#include "mb/pg_wchar.h"
+
+#include "log/log.h"
+#include "webhook/webhook.h"
+
+/*
+ * Whether PostgreSQL's JSON parser is reading a request's body for the
+ * worker (and not writing an element it found): its errors (a body nested
+ * deeper than the stack allows) are the body's, as the decoder's are.
+ */
+bool wh_parsing_body = false;
+
+/*
+ * Writing the elements of a JSON array as PostgreSQL's parser finds them:
+ * its semantic actions' state.
+ */
+typedef struct ArrayWriter
+{
+	JsonLexContext *lex;
+	int			depth;
+	const char *start;			/* of the element at depth 1 */
+	SwIngest   *ing;
+	SwMessage  *message;
+	char	   *where;			/* the error context's text */
+	int			n;
+} ArrayWriter;
+
+static void
+array_nest(void *state)
+{
+	((ArrayWriter *) state)->depth++;
+}
+
+static void
+array_unnest(void *state)
+{
+	((ArrayWriter *) state)->depth--;
+}
+
+static void
+array_element_start(void *state, bool isnull)
+{
+	ArrayWriter *w = state;
+
+	if (w->depth == 1)
+		w->start = w->lex->token_start;
+}
+
+static void
+array_element_end(void *state, bool isnull)
+{
+	ArrayWriter *w = state;
+
+	if (w->depth != 1)
+		return;
+	w->message->value = w->start;
+	w->message->value_len = w->lex->prev_token_terminator - w->start;
+	snprintf(w->where, SW_WHERE_BYTES, "element %d of the body", ++w->n);
+	wh_parsing_body = false;
+	sw_ingest_write(w->ing, w->message);
+	wh_parsing_body = true;
+	strlcpy(w->where, "the body", SW_WHERE_BYTES);
+}
+
+/* a body that PostgreSQL's JSON parser cannot take: say where */
+static void
+bad_json(JsonLexContext *lex, JsonParseErrorType result)
+{
+	int			byte = sw_json_error_byte(lex);
+
+	ereport(ERROR,
+			(errcode(sw_json_error_code(result)),
+			 errmsg("invalid JSON in the body at byte %d", byte),
+			 errdetail("%s", json_errdetail(result, lex))));
+}
+
+/* an error context: which piece of a body is decoded */
+static void
+piece_context(void *arg)
+{
+	errcontext("%s", (char *) arg);
+}
+
+/* write one message of a body */
+static void
+write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
+{
+	m->value = value;
+	m->value_len = len;
+	sw_ingest_write(ing, m);
+}
+
+/*
+ * Write the elements of a body of format json_array, each a message m;
+ * return how many.
+ */
+static int
+write_json_array(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
+				 char *where)
+{
+	const char *body = r->body ? r->body : "";
+	JsonSemAction sem = {0};
+	ArrayWriter w = {0};
+	JsonParseErrorType result;
+
+	if (body[strspn(body, " \t\r\n")] != '[')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("the body is not a JSON array"),
+				 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
+						 RelationGetRelationName(ftrel))));
+	w.lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
+										 GetDatabaseEncoding(), false);
+	w.ing = ing;
+	w.message = m;
+	w.where = where;
+	sem.semstate = &w;
+	sem.object_start = array_nest;
+	sem.object_end = array_unnest;
+	sem.array_start = array_nest;
+	sem.array_end = array_unnest;
+	sem.array_element_start = array_element_start;
+	sem.array_element_end = array_element_end;
+	wh_parsing_body = true;
+	result = pg_parse_json(w.lex, &sem);
+	wh_parsing_body = false;
+	if (result != JSON_SUCCESS)
+		bad_json(w.lex, result);
+	return w.n;
+}
+
+/*
+ * Write a body of format json: one JSON value, or else a value a line
+ * (NDJSON), each a message m; return how many.
+ */
+static int
+write_json_body(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
+				char *where)
+{
+	const char *body = r->body ? r->body : "";
+	JsonSemAction sem = {0};
+	const char *first_nl = memchr(body, '\n', r->body_len);
+	bool		one_value;
+	int			n = 0;
+
+	/* a line, blank space after it aside, is one value: parsed once */
+	one_value = body[strspn(body, " \t\r\n")] != '\0' &&
+		(first_nl == NULL ||
+		 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
+	if (!one_value)
+	{
+		wh_parsing_body = true;
+		one_value = pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
+															  GetDatabaseEncoding(), false),
+								  &sem) == JSON_SUCCESS;
+		wh_parsing_body = false;
+	}
+	if (one_value)
+	{
+		write_piece(ing, m, body, r->body_len);	/* one value */
+		n = 1;
+	}
+	else
+	{
+		/* NDJSON: a value a line; empty lines do not count */
+		size_t		at = 0;
+		int			line = 0;
+
+		while (at < r->body_len)
+		{
+			const char *nl = memchr(body + at, '\n', r->body_len - at);
+			size_t		end = nl ? (size_t) (nl - body) : r->body_len;
+			size_t		blank = 0;
+
+			line++;
+			while (at + blank < end && strchr(" \t\r", body[at + blank]))
+				blank++;
+			if (at + blank < end)
+			{
+				snprintf(where, SW_WHERE_BYTES, "line %d of the body", line);
+				write_piece(ing, m, body + at, end - at);
+				n++;
+			}
+			at = end + 1;
+		}
+	}
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("the body is empty"),
+				 errhint("Source table \"%s\" has format json: post an object, or one a line.",
+						 RelationGetRelationName(ftrel))));
+	return n;
+}
+
+/*
+ * Write a request's body into its table: the messages its format makes of
+ * it, each as it is found, through the table's ingestion (its batch begun
+ * by the group), which raises the first error.  Returns how many rows.
+ * Which part of the body is being written goes into where (of
+ * SW_WHERE_BYTES), for the error's context and the caller.
+ */
+int
+write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
+{
+	const SwSourceTable *st = sw_ingest_source_table(ing);
+	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
+	const char *body = r->body ? r->body : "";
+	SwMessage	m = {0};
+	ErrorContextCallback errcb;
+	int			n = 0;
+
+	for (int i = 0; i < r->nheaders; i++)
+	{
+		headers[i].name = r->headers[i].name;
+		headers[i].value = r->headers[i].value;
+		headers[i].len = r->headers[i].value ? strlen(r->headers[i].value) : 0;
+	}
+	m.nheaders = r->nheaders;
+	m.headers = headers;
+	m.partition = -1;
+	m.offset = -1;
+	m.timestamp_ms = r->received_ms;
+
+	strlcpy(where, "the body", SW_WHERE_BYTES);
+	errcb.callback = piece_context;
+	errcb.arg = where;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	if (st->format == SW_FORMAT_JSON_ARRAY)
+		n = write_json_array(r, ftrel, ing, &m, where);
+	else if (st->format == SW_FORMAT_JSON)
+		n = write_json_body(r, ftrel, ing, &m, where);
+	else
+	{
+		write_piece(ing, &m, body, r->body_len);
+		n = 1;
+	}
+
+	error_context_stack = errcb.previous;
+	return n;
+}
+
+/* the value of a request's header, found in any case; NULL if none */
+const char *
+request_header(SwRequest *r, const char *name)
+{
+	const char *value = NULL;
+
+	for (int i = 0; i < r->nheaders; i++)
+		if (pg_strcasecmp(r->headers[i].name, name) == 0)
+			value = r->headers[i].value;
+	return value;
+}
+
+/*
+ * Check what the table can take of a request: 0 if it can, else the
+ * status to answer, with the text in *text: 413 for a body over its
+ * max_body_bytes, 415 for a content type its format cannot take (none
+ * given is taken).  Checked before the signature (no HMAC of a body the
+ * table would refuse anyway), so the texts tell nothing of the table's
+ * settings.
+ */
+int
+check_request(SwRequest *r, const SwSourceTable *st, char **text)
+{
+	const char *type = request_header(r, "Content-Type");
+	size_t		len;
+	bool		takes;
+
+	if (r->body_len > (size_t) st->max_body_bytes)
+	{
+		*text = pstrdup(SW_WEBHOOK_TOO_LARGE_TEXT);
+		return 413;
+	}
+	if (type == NULL || type[0] == '\0')
+		return 0;
+	len = strcspn(type, "; \t");
+#define TYPE_IS(t) (len == strlen(t) && pg_strncasecmp(type, t, len) == 0)
+	switch (st->format)
+	{
+		case SW_FORMAT_JSON:
+			takes = TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
+				TYPE_IS("application/ndjson") || TYPE_IS("text/plain");
+			break;
+		case SW_FORMAT_JSON_ARRAY:
+			takes = TYPE_IS("application/json") || TYPE_IS("text/plain");
+			break;
+		case SW_FORMAT_TEXT:
+			takes = len >= 5 && pg_strncasecmp(type, "text/", 5) == 0;
+			takes |= TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
+				TYPE_IS("application/xml") || TYPE_IS("application/x-www-form-urlencoded");
+			break;
+		default:
+			takes = true;		/* bytes take anything */
+			break;
+	}
+#undef TYPE_IS
+	if (!takes)
+	{
+		*text = psprintf("this table cannot take content type \"%.*s\"\n",
+						 (int) Min(len, 100), type);
+		return 415;
+	}
+	return 0;
+}
+
+/*
+ * Check a request's signature if the table wants one: 0 if it passes,
+ * else the status to answer (403 when it does not match; a request
+ * without the header is answered as to no table, 404, before this), with
+ * the text in *text.  Nothing of the secret is told.
+ */
+int
+check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **text)
+{
+	const char *value;
+	const char *secret = NULL;
+	UserMapping *mapping;
+	ListCell   *lc;
+	uint8		mac[PG_SHA256_DIGEST_LENGTH];
+	uint8		sent[PG_SHA256_DIGEST_LENGTH + 3] = {0};
+	int			sent_len = -1;
+	pg_hmac_ctx *ctx;
+	int			diff = 0;
+
+	if (st->signature_header == NULL)
+		return 0;
+	value = request_header(r, st->signature_header);
+	if (value == NULL)
+	{
+		*text = pstrdup(SW_WEBHOOK_NOT_FOUND_TEXT);
+		return 404;
+	}
+	if (st->signature_prefix)
+	{
+		size_t		len = strlen(st->signature_prefix);
+
+		if (strncmp(value, st->signature_prefix, len) != 0)
+		{
+			*text = psprintf("the signature in header \"%s\" does not begin with \"%s\"\n",
+							 st->signature_header, st->signature_prefix);
+			return 403;
+		}
+		value += len;
+	}
+
+	/* what was sent, as bytes */
+	if (st->signature_base64)
+	{
+		if (pg_b64_dec_len(strlen(value)) <= (int) sizeof(sent))
+			sent_len = pg_b64_decode(value, strlen(value), (char *) sent, sizeof(sent));
+	}
+	else if (strlen(value) == 2 * PG_SHA256_DIGEST_LENGTH)
+	{
+		sent_len = PG_SHA256_DIGEST_LENGTH;
+		for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		{
+			int			hi = sw_webhook_hex_digit(value[2 * i]);
+			int			lo = sw_webhook_hex_digit(value[2 * i + 1]);
+
+			if (hi < 0 || lo < 0)
+				sent_len = -1;
+			sent[i] = (uint8) (((hi & 0xf) << 4) | (lo & 0xf));
+		}
+	}
+
+	/* the owner's secret, and the body's HMAC */
+	mapping = GetUserMapping(ftrel->rd_rel->relowner, st->serverid);
+	foreach(lc, mapping->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "secret") == 0)
+			secret = defGetString(def);
+	}
+	if (secret == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("source table \"%s\" checks signatures, but its owner's user mapping for its server has no secret",
+						RelationGetRelationName(ftrel))));
+	ctx = pg_hmac_create(PG_SHA256);
+	if (ctx == NULL ||
+		pg_hmac_init(ctx, (const uint8 *) secret, strlen(secret)) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) (r->body ? r->body : ""), r->body_len) < 0 ||
+		pg_hmac_final(ctx, mac, sizeof(mac)) < 0)
+		elog(ERROR, "could not compute an HMAC: %s", pg_hmac_error(ctx));
+	pg_hmac_free(ctx);
+
+	/* in constant time */
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		diff |= mac[i] ^ sent[i];
+	if (sent_len != PG_SHA256_DIGEST_LENGTH || diff != 0)
+	{
+		*text = psprintf("the signature in header \"%s\" does not match the body\n",
+						 st->signature_header);
+		return 403;
+	}
+	return 0;
+}
+
+/*
+ * The idempotency key of a request to a table with idempotency_header, in
+ * *key (NULL if it has none, or the table takes none), and the SHA-256 of
+ * its body.  If the key was written already, or cannot be taken, returns
+ * the status to answer, with the text in *text, and the request writes
+ * nothing: 200 and the first delivery's answer for a repeat; 422 for a key
+ * that came with another body; 503 while another transaction changes it
+ * (the worker is the only one to write keys: compaction or a DROP);
+ * 400 for a key that is empty, too long or not text.  Else returns 0.
+ */
+int
+check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
+				  const char **key, uint8 *hash, char **text)
+{
+	pg_cryptohash_ctx *ctx;
+	size_t		len;
+	int32		rows;
+
+	*key = NULL;
+	if (st->idempotency_header == NULL ||
+		(*key = request_header(r, st->idempotency_header)) == NULL)
+		return 0;
+	len = strlen(*key);
+	if (len == 0 || len > SW_DELIVERY_KEY_MAX ||
+		!pg_verifymbstr(*key, len, true))
+	{
+		*text = psprintf("the idempotency key in header \"%s\" must be 1 to %d bytes of text\n",
+						 st->idempotency_header, SW_DELIVERY_KEY_MAX);
+		return 400;
+	}
+
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) r->body, r->body_len) < 0 ||
+		pg_cryptohash_final(ctx, hash, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute the SHA-256 of a webhook body: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+
+	switch (sw_delivery_lookup(relid, *key, hash, &rows))
+	{
+		case SW_DELIVERY_NEW:
+			return 0;
+		case SW_DELIVERY_REPEAT:
+			*text = psprintf("%d %s\n", rows, rows == 1 ? "row" : "rows");
+			return 200;
+		case SW_DELIVERY_CONFLICT:
+			*text = pstrdup("this idempotency key came before with another body\n");
+			return 422;
+		case SW_DELIVERY_CHANGING:
+			break;
+	}
+	*text = pstrdup("a delivery with this idempotency key is being changed; send it again\n");
+	return 503;
+}

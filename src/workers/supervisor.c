@@ -1,0 +1,360 @@
+/*-------------------------------------------------------------------------
+ *
+ * supervisor.c
+ *		  The source_writes background worker of a database
+ *
+ * The launcher (launcher.c) starts a supervisor in each database it finds.
+ * A supervisor that finds no extension there, or no source table, leaves
+ * at once, and says so (databases.c): the launcher starts it again when
+ * one is made.  Otherwise it stays, and runs a latch loop: it keeps an
+ * ingestion worker running for each Kafka source of its database
+ * (workers.c), checking on them about once a second and whenever one
+ * starts or stops, reports whether the database has webhook sources (for
+ * the webhook server), and every source_writes.compaction_interval
+ * compacts the sources that have a retain_history.  Each source is
+ * compacted a range of blocks per transaction, so that no transaction of
+ * ours runs long, and a source that somebody keeps locked (or keeps
+ * compacting) is skipped until the next pass rather than waited for; an
+ * error is logged and the pass goes on with the next source.  The
+ * supervisor reloads its settings on SIGHUP, stops on SIGTERM and when
+ * the postmaster dies; after DROP EXTENSION, or the drop of the last
+ * source table, it stops the database's workers and leaves.
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/workers/supervisor.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "fdw/fdw.h"
+#include "log/log.h"
+#include "workers/workers.h"
+
+/* blocks of a history heap compacted per transaction */
+#define SW_COMPACTION_CHUNK		1024
+
+/* how often the supervisor checks on the ingestion workers */
+#define SW_SUPERVISE_MS			1000
+
+PGDLLEXPORT void source_writes_supervisor_main(Datum main_arg);
+
+/* the name of the supervisor's database, for messages */
+static char *database_name = NULL;
+
+/* error context while a source is compacted */
+static void
+compaction_error_callback(void *arg)
+{
+	errcontext("compacting source table with OID %u", *(Oid *) arg);
+}
+
+/*
+ * Keep an ingestion worker running for each Kafka source, if it is time to
+ * check on them (or always, with force): between compaction chunks too,
+ * so that a long pass holds no source up.
+ */
+static void
+supervise_workers(bool force)
+{
+	static TimestampTz last = 0;
+	static bool announced = false;
+	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext tmp;
+	bool		extension = true;
+	bool		webhooks = false;
+	bool		any = true;
+
+	if (!force && !TimestampDifferenceExceeds(last, now, SW_SUPERVISE_MS))
+		return;
+	last = now;
+	tmp = AllocSetContextCreate(CurrentMemoryContext, "source_writes supervision",
+								ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(tmp);
+	AcceptInvalidationMessages();
+	sw_workers_supervise(&extension, &webhooks, &any);
+	MemoryContextSwitchTo(cxt);
+	MemoryContextDelete(tmp);
+	sw_database_report(!extension ? SW_DATABASE_NO_EXTENSION :
+					   !any ? SW_DATABASE_NO_SOURCES : SW_DATABASE_SERVED,
+					   webhooks);
+	if (!extension || !any)
+	{
+		/*
+		 * DROP EXTENSION, or no source table (left, or none yet): its
+		 * workers go, and so do we, to take no worker process while there
+		 * is nothing to serve (the launcher starts us again when a source
+		 * table is made)
+		 */
+		sw_workers_stop_all();
+		if (!extension)
+			ereport(LOG,
+					(errmsg("source_writes supervisor leaves database \"%s\"",
+							database_name),
+					 errdetail("The extension was dropped.")));
+		else
+			ereport(announced ? LOG : DEBUG1,
+					(errmsg("source_writes supervisor leaves database \"%s\"",
+							database_name),
+					 errdetail("The database has no source table.")));
+		proc_exit(0);
+	}
+	if (!announced)
+		ereport(LOG,
+				(errmsg("source_writes supervisor started for database \"%s\"", database_name)));
+	announced = true;
+}
+
+/*
+ * Compact one range of a source's history in its own transaction.  Returns
+ * the block to go on from, or InvalidBlockNumber when the source is done,
+ * was skipped, or failed (the error is logged).
+ */
+static BlockNumber
+compact_chunk(Oid relid, BlockNumber start)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorContextCallback errcallback;
+	BlockNumber next = InvalidBlockNumber;
+
+	errcallback.callback = compaction_error_callback;
+	errcallback.arg = &relid;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		int64		removed = 0;
+
+		PushActiveSnapshot(GetTransactionSnapshot());
+
+		/* the table may have been dropped since the list was made */
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			sw_retention_ms(relid) >= 0)
+		{
+			pgstat_report_activity(STATE_RUNNING, "compacting a source table");
+			if (!sw_compact(relid, false, start, SW_COMPACTION_CHUNK, &removed, &next))
+				ereport(DEBUG1,
+						(errmsg("skipped compacting \"%s\": it is locked",
+								get_rel_name(relid))));
+			else if (removed > 0)
+				ereport(DEBUG1,
+						(errmsg("compacted \"%s\": " INT64_FORMAT " history rows removed",
+								get_rel_name(relid), removed)));
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortOutOfAnyTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+		next = InvalidBlockNumber;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	error_context_stack = errcallback.previous;
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return next;
+}
+
+/*
+ * One compaction pass over the sources of the database.
+ */
+static void
+compaction_pass(void)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	List	   *sources = NIL;
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (sw_catalog_exists())
+	{
+		List	   *entries = sw_catalog_sources(InvalidOid);
+		MemoryContext old = MemoryContextSwitchTo(pass_cxt);
+
+		foreach(lc, entries)
+			sources = lappend_oid(sources, ((SwSource *) lfirst(lc))->relid);
+		MemoryContextSwitchTo(old);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(pass_cxt);
+
+	foreach(lc, sources)
+	{
+		BlockNumber next = 0;
+
+		do
+		{
+			CHECK_FOR_INTERRUPTS();
+			supervise_workers(false);
+			next = compact_chunk(lfirst_oid(lc), next);
+			sw_report_stats();	/* autovacuum sees the deletes as they go */
+		} while (next != InvalidBlockNumber);
+	}
+}
+
+/*
+ * Record the internal dependencies of the database's hidden relations that
+ * pg_upgrade did not carry (storage.c); false if some source was locked.
+ * An error is logged, and not tried again.
+ */
+static bool
+restore_dependencies(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		complete = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (sw_catalog_exists())
+			complete = sw_storage_restore_dependencies();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortOutOfAnyTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	return complete;
+}
+
+/*
+ * Is the extension in the database?  In a transaction of its own.
+ */
+static bool
+extension_exists(void)
+{
+	bool		exists;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	exists = sw_catalog_exists();
+	CommitTransactionCommand();
+	return exists;
+}
+
+/*
+ * The supervisor of one database (main_arg): started by the launcher.
+ */
+void
+source_writes_supervisor_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	MemoryContext pass_cxt;
+	TimestampTz last_pass = 0;
+	bool		dependencies_restored = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* a command that wants the database to itself: the launcher comes back */
+	if (!sw_database_enter(dboid))
+		proc_exit(0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("source_writes supervisor");
+	sw_worker_override_settings();
+	sw_database_supervisor_attach();
+
+	if (!extension_exists())
+	{
+		sw_database_report(SW_DATABASE_NO_EXTENSION, false);
+		proc_exit(0);
+	}
+	StartTransactionCommand();
+	database_name = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+	CommitTransactionCommand();
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes supervisor",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	for (;;)
+	{
+		long		timeout = -1;
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			sw_worker_override_settings();
+		}
+
+		sw_report_stats();
+
+		/* after pg_upgrade, what it did not carry (again, if it was locked) */
+		if (!dependencies_restored)
+			dependencies_restored = restore_dependencies();
+
+		/* a worker for each Kafka source, none for those that are gone */
+		supervise_workers(true);
+
+		/* no compaction while a restore brings a source's rows and log */
+		if (sw_compaction_interval > 0 && sw_database_restoring(MyDatabaseId) == 0)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+			long		interval_ms = sw_compaction_interval * 1000L;
+
+			if (TimestampDifferenceExceeds(last_pass, now, interval_ms))
+			{
+				MemoryContext old = MemoryContextSwitchTo(pass_cxt);
+
+				AcceptInvalidationMessages();
+				compaction_pass();
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(pass_cxt);
+				last_pass = now;
+			}
+			timeout = interval_ms -
+				TimestampDifferenceMilliseconds(last_pass, GetCurrentTimestamp());
+			timeout = Max(timeout, 1);
+		}
+
+		/* supervise the workers about once a second */
+		timeout = timeout < 0 ? SW_SUPERVISE_MS : Min(timeout, SW_SUPERVISE_MS);
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
