@@ -30,6 +30,7 @@ OBJS = \
 	src/log/stamps.o \
 	src/log/storage.o \
 	src/log/writer.o \
+	src/webhook/signature.o \
 	src/workers/databases.o \
 	src/workers/launcher.o \
 	src/workers/supervisor.o \
@@ -55,8 +56,9 @@ PROVE_TESTS = test/t/*.pl
 
 # the sources, by subsystem: src/log (the log and its commit protocol),
 # src/fdw, src/ingest, src/workers, src/kafka and src/webhook (the Kafka
-# and webhook libraries' own), each with one header that the others
-# include as "log/log.h", "fdw/fdw.h", ...
+# and webhook libraries' own, but for src/webhook/signature.c, which the
+# tests' module calls too), each with one header that the others include
+# as "log/log.h", "fdw/fdw.h", ...
 PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o

@@ -34,9 +34,8 @@
  */
 #include "postgres.h"
 
-#include "commands/defrem.h"
-#include "common/base64.h"
-#include "common/hmac.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "mb/pg_wchar.h"
 
 #include "log/log.h"
@@ -345,96 +344,47 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 	return 0;
 }
 
+/* the header of a request that a signature scheme asks for */
+static const char *
+signed_header(const SwSignedRequest *view, const char *name)
+{
+	return request_header((SwRequest *) view->arg, name);
+}
+
 /*
- * Check a request's signature if the table wants one: 0 if it passes,
- * else the status to answer (403 when it does not match; a request
- * without the header is answered as to no table, 404, before this), with
- * the text in *text.  Nothing of the secret is told.
+ * Check a request's signature if the table wants one, by its scheme
+ * (signature.c): 0 if it passes, else the status to answer (403 when it
+ * does not match; a request without the header is answered as to no
+ * table, 404, before this), with the text in *text.  Nothing of the
+ * secret is told.
  */
 int
 check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **text)
 {
-	const char *value;
-	const char *secret = NULL;
-	UserMapping *mapping;
-	ListCell   *lc;
-	uint8		mac[PG_SHA256_DIGEST_LENGTH];
-	uint8		sent[PG_SHA256_DIGEST_LENGTH + 3] = {0};
-	int			sent_len = -1;
-	pg_hmac_ctx *ctx;
-	int			diff = 0;
+	const SwSignatureScheme *scheme = sw_signature_scheme(st);
+	SwSignedRequest view;
 
-	if (st->signature_header == NULL)
+	if (scheme == NULL)
 		return 0;
-	value = request_header(r, st->signature_header);
-	if (value == NULL)
+	view.body = r->body ? r->body : "";
+	view.body_len = r->body_len;
+	view.header = signed_header;
+	view.arg = r;
+	switch (scheme->check(&view, ftrel, st))
 	{
-		*text = pstrdup(SW_WEBHOOK_NOT_FOUND_TEXT);
-		return 404;
-	}
-	if (st->signature_prefix)
-	{
-		size_t		len = strlen(st->signature_prefix);
-
-		if (strncmp(value, st->signature_prefix, len) != 0)
-		{
+		case SW_SIGNATURE_VALID:
+			break;
+		case SW_SIGNATURE_MISSING:
+			*text = pstrdup(SW_WEBHOOK_NOT_FOUND_TEXT);
+			return 404;
+		case SW_SIGNATURE_NO_PREFIX:
 			*text = psprintf("the signature in header \"%s\" does not begin with \"%s\"\n",
 							 st->signature_header, st->signature_prefix);
 			return 403;
-		}
-		value += len;
-	}
-
-	/* what was sent, as bytes */
-	if (st->signature_base64)
-	{
-		if (pg_b64_dec_len(strlen(value)) <= (int) sizeof(sent))
-			sent_len = pg_b64_decode(value, strlen(value), (char *) sent, sizeof(sent));
-	}
-	else if (strlen(value) == 2 * PG_SHA256_DIGEST_LENGTH)
-	{
-		sent_len = PG_SHA256_DIGEST_LENGTH;
-		for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
-		{
-			int			hi = sw_webhook_hex_digit(value[2 * i]);
-			int			lo = sw_webhook_hex_digit(value[2 * i + 1]);
-
-			if (hi < 0 || lo < 0)
-				sent_len = -1;
-			sent[i] = (uint8) (((hi & 0xf) << 4) | (lo & 0xf));
-		}
-	}
-
-	/* the owner's secret, and the body's HMAC */
-	mapping = GetUserMapping(ftrel->rd_rel->relowner, st->serverid);
-	foreach(lc, mapping->options)
-	{
-		DefElem    *def = lfirst(lc);
-
-		if (strcmp(def->defname, "secret") == 0)
-			secret = defGetString(def);
-	}
-	if (secret == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-				 errmsg("source table \"%s\" checks signatures, but its owner's user mapping for its server has no secret",
-						RelationGetRelationName(ftrel))));
-	ctx = pg_hmac_create(PG_SHA256);
-	if (ctx == NULL ||
-		pg_hmac_init(ctx, (const uint8 *) secret, strlen(secret)) < 0 ||
-		pg_hmac_update(ctx, (const uint8 *) (r->body ? r->body : ""), r->body_len) < 0 ||
-		pg_hmac_final(ctx, mac, sizeof(mac)) < 0)
-		elog(ERROR, "could not compute an HMAC: %s", pg_hmac_error(ctx));
-	pg_hmac_free(ctx);
-
-	/* in constant time */
-	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
-		diff |= mac[i] ^ sent[i];
-	if (sent_len != PG_SHA256_DIGEST_LENGTH || diff != 0)
-	{
-		*text = psprintf("the signature in header \"%s\" does not match the body\n",
-						 st->signature_header);
-		return 403;
+		case SW_SIGNATURE_MISMATCH:
+			*text = psprintf("the signature in header \"%s\" does not match the body\n",
+							 st->signature_header);
+			return 403;
 	}
 	return 0;
 }

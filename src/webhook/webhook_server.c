@@ -739,8 +739,8 @@ now_ms(void)
 }
 
 /*
- * The value of a hexadecimal digit, or -1.  The main thread decodes hex
- * signatures with it too.
+ * The value of a hexadecimal digit, or -1.  The relays decode paths with
+ * it too.
  */
 int
 sw_webhook_hex_digit(char c)
