@@ -1,0 +1,151 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_signature.c
+ *		  A door to the signature schemes for tests: a scheme's verdict on
+ *		  a request, as the webhook worker would check it
+ *
+ * A test creates it (see sql/signatures.sql); only superusers may call it:
+ *
+ *		CREATE FUNCTION test_signature(tab regclass, body bytea, headers jsonb)
+ *		RETURNS text
+ *		AS 'source_writes_test', 'source_writes_test_signature' LANGUAGE C;
+ *
+ * headers is an object of header names and their text values.  It returns
+ * the table's scheme and its verdict, e.g. "hmac: valid", or "none" for a
+ * table that checks no signature.  See doc/internals.md, "Source files".
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  test/modules/source_writes_test/test_signature.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "log/log.h"
+#include "webhook/webhook.h"
+
+PG_FUNCTION_INFO_V1(source_writes_test_signature);
+
+/* the headers of a request, from a jsonb object */
+typedef struct TestHeaders
+{
+	int			n;
+	char	  **names;
+	char	  **values;
+} TestHeaders;
+
+/* a header's value, found in any case, the last one if repeated */
+static const char *
+test_header(const SwSignedRequest *request, const char *name)
+{
+	const TestHeaders *h = request->arg;
+	const char *value = NULL;
+
+	for (int i = 0; i < h->n; i++)
+		if (pg_strcasecmp(h->names[i], name) == 0)
+			value = h->values[i];
+	return value;
+}
+
+/* the name/value pairs of a jsonb object of strings */
+static void
+read_headers(Jsonb *jb, TestHeaders *h)
+{
+	JsonbIterator *it = JsonbIteratorInit(&jb->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			room = 8;
+
+	h->n = 0;
+	h->names = palloc(sizeof(char *) * room);
+	h->values = palloc(sizeof(char *) * room);
+	if (!JB_ROOT_IS_OBJECT(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object of strings")));
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			if (h->n == room)
+			{
+				room *= 2;
+				h->names = repalloc(h->names, sizeof(char *) * room);
+				h->values = repalloc(h->values, sizeof(char *) * room);
+			}
+			h->names[h->n] = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+		else if (tok == WJB_VALUE)
+		{
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("headers must be a JSON object of strings")));
+			h->values[h->n++] = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+	}
+}
+
+Datum
+source_writes_test_signature(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	bytea	   *body = PG_GETARG_BYTEA_PP(1);
+	TestHeaders headers;
+	SwSignedRequest request;
+	const SwSignatureScheme *scheme;
+	const char *verdict = "?";
+	Relation	ftrel;
+	SwSourceTable *st;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may check signatures through source_writes_test_signature()")));
+	if (!sw_is_source_table(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	read_headers(PG_GETARG_JSONB_P(2), &headers);
+
+	ftrel = table_open(relid, AccessShareLock);
+	st = sw_source_table(ftrel);
+	scheme = sw_signature_scheme(st);
+	if (scheme == NULL)
+	{
+		table_close(ftrel, AccessShareLock);
+		PG_RETURN_TEXT_P(cstring_to_text("none"));
+	}
+
+	request.body = VARDATA_ANY(body);
+	request.body_len = VARSIZE_ANY_EXHDR(body);
+	request.header = test_header;
+	request.arg = &headers;
+	switch (scheme->check(&request, ftrel, st))
+	{
+		case SW_SIGNATURE_VALID:
+			verdict = "valid";
+			break;
+		case SW_SIGNATURE_MISSING:
+			verdict = "missing";
+			break;
+		case SW_SIGNATURE_NO_PREFIX:
+			verdict = "no prefix";
+			break;
+		case SW_SIGNATURE_MISMATCH:
+			verdict = "mismatch";
+			break;
+	}
+	table_close(ftrel, AccessShareLock);
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("%s: %s", scheme->name, verdict)));
+}
