@@ -619,6 +619,27 @@ sw_catalog_sources(Oid serverid)
 }
 
 /*
+ * The sources whose kind is one of kinds (SwKind bits), as SwSource
+ * pointers in OID order, as of the latest snapshot; none if the catalog is
+ * not there.
+ */
+List *
+sw_catalog_sources_of_kind(int kinds)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+
+		if (source->kind & kinds)
+			result = lappend(result, source);
+	}
+	return result;
+}
+
+/*
  * Is a transaction so old that it ended before any snapshot that can still
  * exist was taken?  Running transactions and the xmin of snapshots are
  * never 2^31 transactions behind the next id (wraparound protection), so

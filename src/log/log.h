@@ -148,7 +148,7 @@ typedef struct SwStampState
 	SwPending  *pending;
 } SwStampState;
 
-extern PGDLLEXPORT bool sw_catalog_exists(void);
+extern bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
 extern PGDLLEXPORT bool sw_is_source_table(Oid relid);
 
@@ -157,7 +157,8 @@ extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
 							   char *name);
 extern PGDLLEXPORT bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
-extern PGDLLEXPORT List *sw_catalog_sources(Oid serverid);
+extern List *sw_catalog_sources(Oid serverid);
+extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);

@@ -1193,14 +1193,14 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 		state_error = writer_error[0] ? writer_error : NULL;
 	}
 
-	foreach(lc, sw_catalog_sources(InvalidOid))
+	foreach(lc, sw_catalog_sources_of_kind(SW_KIND_WEBHOOK))
 	{
 		SwSource   *source = lfirst(lc);
 		SwWebhookCounts *c = NULL;
 		Datum		values[7];
 		bool		nulls[7] = {0};
 
-		if (source->kind != SW_KIND_WEBHOOK || !may_read(source->relid))
+		if (!may_read(source->relid))
 			continue;
 		for (int i = 0; i < n && c == NULL; i++)
 			if (counts[i].relid == source->relid)
@@ -1235,7 +1235,7 @@ restore_reports(SwWorkerSlot *copy, int n, pid_t restorer,
 {
 	ListCell   *lc;
 
-	foreach(lc, sw_catalog_sources(InvalidOid))
+	foreach(lc, sw_catalog_sources_of_kind(SW_KIND_KAFKA))
 	{
 		SwSource   *source = lfirst(lc);
 		Datum		values[7] = {0};
@@ -1244,7 +1244,7 @@ restore_reports(SwWorkerSlot *copy, int n, pid_t restorer,
 
 		for (int i = 0; i < n && !seen; i++)
 			seen = copy[i].relid == source->relid;
-		if (seen || source->kind != SW_KIND_KAFKA || !may_read(source->relid))
+		if (seen || !may_read(source->relid))
 			continue;
 		values[0] = ObjectIdGetDatum(source->relid);
 		values[1] = CStringGetTextDatum(restoring_state(restorer));
