@@ -29,6 +29,7 @@
 #include "storage/block.h"
 #include "utils/hsearch.h"
 #include "utils/relcache.h"
+#include "utils/resowner.h"
 #include "utils/snapshot.h"
 
 #include "source_writes.h"
@@ -454,6 +455,14 @@ extern void sw_log_scan_written_blocks(SwLogScan *ls);
 extern TupleTableSlot *sw_log_next(SwLogScan *ls, const SwLayout **layout,
 								   SwLogRow *row);
 extern void sw_log_end_scan(SwLogScan *ls);
+
+/*
+ * subxact.c
+ * Ending a subtransaction, and going back to where it began
+ */
+
+extern PGDLLEXPORT void sw_release_sub(MemoryContext cxt, ResourceOwner owner);
+extern PGDLLEXPORT void sw_roll_back_sub(MemoryContext cxt, ResourceOwner owner);
 
 /*
  * writer.c

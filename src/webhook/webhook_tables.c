@@ -385,9 +385,7 @@ group_path(const char *path, List **paths)
 			p->table = open_table(relid, owner);
 		}
 		check_request_clock();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -397,9 +395,7 @@ group_path(const char *path, List **paths)
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_roll_back_sub(cxt, owner);
 		p->table = NULL;
 		if (cancelled_by_clock(edata, timed_out))
 		{
