@@ -403,8 +403,8 @@ sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 		else
 			webhook_failures++;
 		webhook_start_after = webhook_failures == 0 ? 0 :
-			TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
-												 1000L << Min(webhook_failures - 1, 6)));
+			TimestampTzPlusMilliseconds(now, sw_backoff_ms(webhook_failures, 1000,
+														   SW_MAX_BACKOFF_MS));
 	}
 	LWLockAcquire(shared->lock, LW_SHARED);
 	running = shared->webhook_pid;
@@ -741,8 +741,8 @@ sw_workers_supervise(bool *extension, bool *webhooks, bool *any)
 			else
 				sup->failures++;
 			sup->start_after = sup->failures == 0 ? 0 :
-				TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
-													 1000L << Min(sup->failures - 1, 6)));
+				TimestampTzPlusMilliseconds(now, sw_backoff_ms(sup->failures, 1000,
+															   SW_MAX_BACKOFF_MS));
 		}
 		if (!OidIsValid(relid) || shared->slots[i].dboid != MyDatabaseId ||
 			now < sup->start_after)
