@@ -1354,20 +1354,14 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	TupleTableSlot *errors_slot;
 	int64		moved = 0;
 	int64		kept_again;
-	AclResult	acl;
 
 	if (!sw_source_lookup(relid, &source))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
 	/* it reads the kept payloads, writes rows and deletes errors */
-	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-	if (acl == ACLCHECK_OK)
-		acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT);
-	if (acl == ACLCHECK_OK)
-		acl = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	(void) sw_check_source_privilege(relid, GetUserId(),
+									 ACL_SELECT | ACL_INSERT | ACL_DELETE, false);
 	PreventCommandIfReadOnly("retry_errors()");
 
 	/* one retry of a source at a time; writers go on */

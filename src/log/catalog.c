@@ -68,6 +68,7 @@
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -343,6 +344,25 @@ sw_is_source_table(Oid relid)
 	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
 		return false;
 	return sw_is_source_server(GetForeignServerIdByRelId(relid));
+}
+
+/*
+ * Does role roleid hold every privilege in mode on source table relid?  If
+ * not, raise the usual "permission denied" error; or, with missing_ok,
+ * return false, as also when the table is gone.
+ */
+bool
+sw_check_source_privilege(Oid relid, Oid roleid, AclMode mode, bool missing_ok)
+{
+	bool		missing = false;
+
+	if (pg_class_aclmask_ext(relid, roleid, mode, ACLMASK_ALL,
+							 missing_ok ? &missing : NULL) == mode && !missing)
+		return true;
+	if (!missing_ok)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+	return false;
 }
 
 /*

@@ -152,6 +152,8 @@ typedef struct SwStampState
 extern bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
 extern PGDLLEXPORT bool sw_is_source_table(Oid relid);
+extern bool sw_check_source_privilege(Oid relid, Oid roleid, AclMode mode,
+									  bool missing_ok);
 
 extern void sw_key_index_name(const char *current_name, char *name);
 extern void sw_meta_index_name(const char *hidden_name, const char *suffix,

@@ -1032,10 +1032,7 @@ slot_lag(const SwWorkerSlot *slot)
 static bool
 may_read(Oid relid)
 {
-	bool		missing = false;
-
-	return pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &missing) == ACLCHECK_OK &&
-		!missing;
+	return sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, true);
 }
 
 /*
