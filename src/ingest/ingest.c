@@ -1355,10 +1355,7 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	int64		moved = 0;
 	int64		kept_again;
 
-	if (!sw_source_lookup(relid, &source))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	sw_source_resolve(relid, &source, false);
 	/* it reads the kept payloads, writes rows and deletes errors */
 	(void) sw_check_source_privilege(relid, GetUserId(),
 									 ACL_SELECT | ACL_INSERT | ACL_DELETE, false);

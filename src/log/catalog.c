@@ -590,6 +590,40 @@ sw_source_require(Oid relid, SwSource *source)
 				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled and check_function_bodies on, creates new, empty storage.")));
 }
 
+/*
+ * The source that relid names, in *source, for a function that was given
+ * it; if it names none, an error (with a hint that says what a source
+ * table is, if hint).
+ */
+void
+sw_source_resolve(Oid relid, SwSource *source, bool hint)
+{
+	if (!sw_source_lookup(relid, source))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
+				 hint ? errhint("Source tables are foreign tables on a source_writes server.") : 0));
+}
+
+/*
+ * Is a source of one of kinds (SwKind bits)?  If not: false with detail
+ * NULL, else an error that it is not a source of that kind, with detail.
+ */
+bool
+sw_source_check_kind(const SwSource *source, int kinds, const char *detail)
+{
+	if (source->kind & kinds)
+		return true;
+	if (detail)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source table \"%s\" is not a %s source",
+						get_rel_name(source->relid),
+						kinds == SW_KIND_KAFKA ? "Kafka" : "webhook"),
+				 errdetail_internal("%s", detail)));
+	return false;
+}
+
 static int
 compare_sources(const ListCell *a, const ListCell *b)
 {

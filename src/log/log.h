@@ -160,6 +160,9 @@ extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
 							   char *name);
 extern PGDLLEXPORT bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
+extern void sw_source_resolve(Oid relid, SwSource *source, bool hint);
+extern PGDLLEXPORT bool sw_source_check_kind(const SwSource *source, int kinds,
+											 const char *detail);
 extern List *sw_catalog_sources(Oid serverid);
 extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
 

@@ -76,7 +76,7 @@ path_source(const char *path)
 		return InvalidOid;
 	relid = get_relname_relid(parts[2], nsp);
 	if (!OidIsValid(relid) || !sw_source_lookup(relid, &source) ||
-		source.kind != SW_KIND_WEBHOOK)
+		!sw_source_check_kind(&source, SW_KIND_WEBHOOK, NULL))
 		return InvalidOid;
 	return relid;
 }

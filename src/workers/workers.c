@@ -1391,17 +1391,11 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	int64		left = -1;
 	bool		halted = false;
 
-	if (!sw_source_lookup(relid, &source))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	sw_source_resolve(relid, &source, false);
 	if (!may_read(relid))
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
-	if (source.kind != SW_KIND_KAFKA)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("source table \"%s\" is not a Kafka source", get_rel_name(relid)),
-				 errdetail("wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.")));
+	(void) sw_source_check_kind(&source, SW_KIND_KAFKA,
+								"wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.");
 	if (changed_by_us(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
