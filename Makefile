@@ -29,6 +29,7 @@ OBJS = \
 	src/log/restore.o \
 	src/log/stamps.o \
 	src/log/storage.o \
+	src/log/subxact.o \
 	src/log/writer.o \
 	src/webhook/signature.o \
 	src/workers/databases.o \

@@ -289,7 +289,7 @@ check_read_past(Relation ftrel)
 	Oid			roles[2] = {GetOuterUserId(), GetUserId()};
 
 	for (int i = 0; i < lengthof(roles); i++)
-		if (pg_class_aclcheck(RelationGetRelid(ftrel), roles[i], ACL_SELECT) != ACLCHECK_OK)
+		if (!sw_check_source_privilege(RelationGetRelid(ftrel), roles[i], ACL_SELECT, true))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied to read source table \"%s\" as of a time",

@@ -52,11 +52,7 @@
 static void
 check_source_privilege(Oid relid, AclMode mode)
 {
-	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), mode);
-
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
-					   get_rel_name(relid));
+	(void) sw_check_source_privilege(relid, GetUserId(), mode, false);
 	if (!sw_is_source_table(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

@@ -490,18 +490,6 @@ is_tombstone(SwIngest *ing, const SwMessage *msg)
 }
 
 /*
- * After a subtransaction the ingestion began in memory context cxt and
- * resource owner owner went through: release it, and go back to them.
- */
-static void
-release_sub(MemoryContext cxt, ResourceOwner owner)
-{
-	ReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-}
-
-/*
  * In the PG_CATCH of a subtransaction the ingestion began in memory context
  * cxt and resource owner owner: roll the subtransaction back (and what the
  * writer did in it, if writing) and return the error, copied into cxt.
@@ -517,9 +505,7 @@ roll_back_sub(SwIngest *ing, MemoryContext cxt, ResourceOwner owner, bool writin
 	sw_storage_rename_error(edata, &ing->names);
 	if (writing)
 		sw_writer_sub_end(ing->writer, false);
-	RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	sw_roll_back_sub(cxt, owner);
 	if (!writing)
 		sw_writer_reset_checks(ing->writer);
 	return edata;
@@ -611,7 +597,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 				sw_writer_complete_row(ing->writer, slot);
 			}
 		}
-		release_sub(cxt, owner);
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -674,7 +660,7 @@ write_run(SwIngest *ing, int from, int to, bool *done)
 			if (!done[i])
 				write_row(ing, ing->messages[i], ing->slots[i]);
 		sw_writer_sub_end(ing->writer, true);
-		release_sub(cxt, owner);
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -952,7 +938,7 @@ write_pending(SwIngest *ing)
 			clear_chunk(ing);
 		}
 		sw_writer_sub_end(ing->writer, true);
-		release_sub(cxt, owner);
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -1320,7 +1306,7 @@ retry_one(SwIngest *ing, Relation rel, SwKeptError *e, char **error)
 		else
 			retried = error_gone(result);
 		sw_writer_sub_end(ing->writer, true);
-		release_sub(cxt, owner);
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -1368,20 +1354,11 @@ source_writes_retry_errors(PG_FUNCTION_ARGS)
 	TupleTableSlot *errors_slot;
 	int64		moved = 0;
 	int64		kept_again;
-	AclResult	acl;
 
-	if (!sw_source_lookup(relid, &source))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	sw_source_resolve(relid, &source, false);
 	/* it reads the kept payloads, writes rows and deletes errors */
-	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-	if (acl == ACLCHECK_OK)
-		acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT);
-	if (acl == ACLCHECK_OK)
-		acl = pg_class_aclcheck(relid, GetUserId(), ACL_DELETE);
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	(void) sw_check_source_privilege(relid, GetUserId(),
+									 ACL_SELECT | ACL_INSERT | ACL_DELETE, false);
 	PreventCommandIfReadOnly("retry_errors()");
 
 	/* one retry of a source at a time; writers go on */

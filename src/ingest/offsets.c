@@ -76,16 +76,8 @@ source_writes_reset_offsets(PG_FUNCTION_ARGS)
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
 					   get_rel_name(relid));
-	if (!sw_source_lookup(relid, &source))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
-				 errhint("Source tables are foreign tables on a source_writes server.")));
-	if (source.kind != SW_KIND_KAFKA)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("source table \"%s\" is not a Kafka source", get_rel_name(relid)),
-				 errdetail("Only Kafka sources have offsets.")));
+	sw_source_resolve(relid, &source, true);
+	(void) sw_source_check_kind(&source, SW_KIND_KAFKA, "Only Kafka sources have offsets.");
 	PreventCommandIfReadOnly("reset_offsets()");
 	named = sw_parse_start_offset("offsets", value, &latest);
 

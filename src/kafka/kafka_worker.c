@@ -1621,7 +1621,7 @@ try_batch(int *failures)
 
 	/* the whole backoff: wait_for() requests set the latch meanwhile */
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(SW_MAX_RETRY_MS, 500L << Min(*failures, 6)));
+										   sw_backoff_ms(*failures, 1000, SW_MAX_RETRY_MS));
 	while (!ConfigReloadPending)
 	{
 		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);

@@ -68,6 +68,7 @@
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -346,6 +347,25 @@ sw_is_source_table(Oid relid)
 }
 
 /*
+ * Does role roleid hold every privilege in mode on source table relid?  If
+ * not, raise the usual "permission denied" error; or, with missing_ok,
+ * return false, as also when the table is gone.
+ */
+bool
+sw_check_source_privilege(Oid relid, Oid roleid, AclMode mode, bool missing_ok)
+{
+	bool		missing = false;
+
+	if (pg_class_aclmask_ext(relid, roleid, mode, ACLMASK_ALL,
+							 missing_ok ? &missing : NULL) == mode && !missing)
+		return true;
+	if (!missing_ok)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+	return false;
+}
+
+/*
  * Does the MVCC snapshot see a tuple that a systable scan begun with
  * SnapshotAny returned?  Testing visibility here, instead of handing the
  * snapshot to the scan, keeps the scan from taking SSI predicate locks.
@@ -570,6 +590,40 @@ sw_source_require(Oid relid, SwSource *source)
 				 errhint("Any ALTER FOREIGN TABLE on it, with the event triggers enabled and check_function_bodies on, creates new, empty storage.")));
 }
 
+/*
+ * The source that relid names, in *source, for a function that was given
+ * it; if it names none, an error (with a hint that says what a source
+ * table is, if hint).
+ */
+void
+sw_source_resolve(Oid relid, SwSource *source, bool hint)
+{
+	if (!sw_source_lookup(relid, source))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
+				 hint ? errhint("Source tables are foreign tables on a source_writes server.") : 0));
+}
+
+/*
+ * Is a source of one of kinds (SwKind bits)?  If not: false with detail
+ * NULL, else an error that it is not a source of that kind, with detail.
+ */
+bool
+sw_source_check_kind(const SwSource *source, int kinds, const char *detail)
+{
+	if (source->kind & kinds)
+		return true;
+	if (detail)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source table \"%s\" is not a %s source",
+						get_rel_name(source->relid),
+						kinds == SW_KIND_KAFKA ? "Kafka" : "webhook"),
+				 errdetail_internal("%s", detail)));
+	return false;
+}
+
 static int
 compare_sources(const ListCell *a, const ListCell *b)
 {
@@ -615,6 +669,27 @@ sw_catalog_sources(Oid serverid)
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 	list_sort(result, compare_sources);
+	return result;
+}
+
+/*
+ * The sources whose kind is one of kinds (SwKind bits), as SwSource
+ * pointers in OID order, as of the latest snapshot; none if the catalog is
+ * not there.
+ */
+List *
+sw_catalog_sources_of_kind(int kinds)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, sw_catalog_sources(InvalidOid))
+	{
+		SwSource   *source = lfirst(lc);
+
+		if (source->kind & kinds)
+			result = lappend(result, source);
+	}
 	return result;
 }
 

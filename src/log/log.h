@@ -29,6 +29,7 @@
 #include "storage/block.h"
 #include "utils/hsearch.h"
 #include "utils/relcache.h"
+#include "utils/resowner.h"
 #include "utils/snapshot.h"
 
 #include "source_writes.h"
@@ -148,16 +149,22 @@ typedef struct SwStampState
 	SwPending  *pending;
 } SwStampState;
 
-extern PGDLLEXPORT bool sw_catalog_exists(void);
+extern bool sw_catalog_exists(void);
 extern bool sw_is_source_server(Oid serverid);
 extern PGDLLEXPORT bool sw_is_source_table(Oid relid);
+extern bool sw_check_source_privilege(Oid relid, Oid roleid, AclMode mode,
+									  bool missing_ok);
 
 extern void sw_key_index_name(const char *current_name, char *name);
 extern void sw_meta_index_name(const char *hidden_name, const char *suffix,
 							   char *name);
 extern PGDLLEXPORT bool sw_source_lookup(Oid relid, SwSource *source);
 extern void sw_source_require(Oid relid, SwSource *source);
-extern PGDLLEXPORT List *sw_catalog_sources(Oid serverid);
+extern void sw_source_resolve(Oid relid, SwSource *source, bool hint);
+extern PGDLLEXPORT bool sw_source_check_kind(const SwSource *source, int kinds,
+											 const char *detail);
+extern List *sw_catalog_sources(Oid serverid);
+extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);
@@ -453,6 +460,14 @@ extern void sw_log_scan_written_blocks(SwLogScan *ls);
 extern TupleTableSlot *sw_log_next(SwLogScan *ls, const SwLayout **layout,
 								   SwLogRow *row);
 extern void sw_log_end_scan(SwLogScan *ls);
+
+/*
+ * subxact.c
+ * Ending a subtransaction, and going back to where it began
+ */
+
+extern PGDLLEXPORT void sw_release_sub(MemoryContext cxt, ResourceOwner owner);
+extern PGDLLEXPORT void sw_roll_back_sub(MemoryContext cxt, ResourceOwner owner);
 
 /*
  * writer.c

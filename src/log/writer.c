@@ -924,8 +924,8 @@ static void
 report_duplicate_key(SwWriter *w, TupleTableSlot *row)
 {
 	TupleDesc	desc = RelationGetDescr(w->current);
-	bool		may_read = pg_class_aclcheck(RelationGetRelid(w->ftrel),
-											 GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+	bool		may_read = sw_check_source_privilege(RelationGetRelid(w->ftrel),
+													 GetUserId(), ACL_SELECT, true);
 	StringInfoData names;
 	StringInfoData values;
 

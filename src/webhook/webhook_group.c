@@ -132,9 +132,7 @@ roll_back_requests(TableEntry *t, GroupRequest *g, const char *where,
 	edata = CopyErrorData();
 	FlushErrorState();
 	sw_ingest_sub_end(t->ing, false);
-	RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	sw_roll_back_sub(cxt, owner);
 	MemoryContextReset(wh_request_cxt);
 	if (g == NULL)
 	{
@@ -204,9 +202,7 @@ write_request(GroupRequest *g)
 		check_and_write(g, cxt, where);
 		sw_ingest_sub_end(g->table->ing, true);
 		check_request_clock();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_release_sub(cxt, owner);
 		MemoryContextReset(wh_request_cxt);
 		if (g->refused)
 			log_refused(g);
@@ -255,9 +251,7 @@ write_together(TableEntry *t, GroupRequest *group, int n, int *failed)
 		start_request_clock();
 		sw_ingest_sub_end(t->ing, true);
 		check_request_clock();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_release_sub(cxt, owner);
 		MemoryContextReset(wh_request_cxt);
 	}
 	PG_CATCH();

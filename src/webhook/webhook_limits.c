@@ -189,7 +189,7 @@ publish_limits(void)
 	ListCell   *lc;
 
 	wh_limits_stale = false;		/* changes taken in from now on make it stale */
-	sources = sw_catalog_exists() ? sw_catalog_sources(InvalidOid) : NIL;
+	sources = sw_catalog_sources_of_kind(SW_KIND_WEBHOOK);
 	limits = palloc(sizeof(SwBodyLimit) * Max(list_length(sources), 1));
 	schemas = palloc(sizeof(Oid) * Max(list_length(sources), 1));
 	foreach(lc, sources)
@@ -199,8 +199,6 @@ publish_limits(void)
 		char	   *schema;
 		int			bytes;
 
-		if (source->kind != SW_KIND_WEBHOOK)
-			continue;
 		table = get_rel_name(source->relid);
 		schemas[n] = get_rel_namespace(source->relid);
 		schema = get_namespace_name(schemas[n]);

@@ -676,8 +676,8 @@ lose_relay(Relay *relay, bool backoff)
 	else
 		relay->failures++;
 	relay->start_after = relay->failures == 0 ? 0 :
-		TimestampTzPlusMilliseconds(now, Min(SW_RELAY_MAX_BACKOFF_MS,
-											 1000L << Min(relay->failures - 1, 6)));
+		TimestampTzPlusMilliseconds(now, sw_backoff_ms(relay->failures, 1000,
+													   SW_RELAY_MAX_BACKOFF_MS));
 	sw_database_set_webhook_writer(relay->dboid, 0, "starting", NULL);
 }
 

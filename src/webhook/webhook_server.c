@@ -1169,14 +1169,7 @@ queue_request(SwRequest *r, struct MHD_Connection *connection)
 	pthread_mutex_unlock(&queue_lock);
 
 	if (wake)
-	{
-		char		byte = 0;
-
-		/* a full pipe wakes the main thread as well */
-		if (write(wake_pipe[1], &byte, 1) < 0 && errno != EAGAIN)
-			fprintf(stderr, "source_writes webhook server: could not wake the worker: %s\n",
-					strerror(errno));
-	}
+		wake_worker();
 	return MHD_YES;
 }
 

@@ -76,7 +76,7 @@ path_source(const char *path)
 		return InvalidOid;
 	relid = get_relname_relid(parts[2], nsp);
 	if (!OidIsValid(relid) || !sw_source_lookup(relid, &source) ||
-		source.kind != SW_KIND_WEBHOOK)
+		!sw_source_check_kind(&source, SW_KIND_WEBHOOK, NULL))
 		return InvalidOid;
 	return relid;
 }
@@ -385,9 +385,7 @@ group_path(const char *path, List **paths)
 			p->table = open_table(relid, owner);
 		}
 		check_request_clock();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
@@ -397,9 +395,7 @@ group_path(const char *path, List **paths)
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		sw_roll_back_sub(cxt, owner);
 		p->table = NULL;
 		if (cancelled_by_clock(edata, timed_out))
 		{

@@ -315,8 +315,8 @@ supervise_database(LauncherDatabase *db, TimestampTz now, int *looking,
 		{
 			db->failures++;
 			db->start_after =
-				TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
-													 1000L << Min(db->failures - 1, 6)));
+				TimestampTzPlusMilliseconds(now, sw_backoff_ms(db->failures, 1000,
+															   SW_MAX_BACKOFF_MS));
 		}
 	}
 

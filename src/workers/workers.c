@@ -403,8 +403,8 @@ sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 		else
 			webhook_failures++;
 		webhook_start_after = webhook_failures == 0 ? 0 :
-			TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
-												 1000L << Min(webhook_failures - 1, 6)));
+			TimestampTzPlusMilliseconds(now, sw_backoff_ms(webhook_failures, 1000,
+														   SW_MAX_BACKOFF_MS));
 	}
 	LWLockAcquire(shared->lock, LW_SHARED);
 	running = shared->webhook_pid;
@@ -741,8 +741,8 @@ sw_workers_supervise(bool *extension, bool *webhooks, bool *any)
 			else
 				sup->failures++;
 			sup->start_after = sup->failures == 0 ? 0 :
-				TimestampTzPlusMilliseconds(now, Min(SW_MAX_BACKOFF_MS,
-													 1000L << Min(sup->failures - 1, 6)));
+				TimestampTzPlusMilliseconds(now, sw_backoff_ms(sup->failures, 1000,
+															   SW_MAX_BACKOFF_MS));
 		}
 		if (!OidIsValid(relid) || shared->slots[i].dboid != MyDatabaseId ||
 			now < sup->start_after)
@@ -1032,10 +1032,7 @@ slot_lag(const SwWorkerSlot *slot)
 static bool
 may_read(Oid relid)
 {
-	bool		missing = false;
-
-	return pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &missing) == ACLCHECK_OK &&
-		!missing;
+	return sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, true);
 }
 
 /*
@@ -1193,14 +1190,14 @@ webhook_reports(Tuplestorestate *result, TupleDesc desc)
 		state_error = writer_error[0] ? writer_error : NULL;
 	}
 
-	foreach(lc, sw_catalog_sources(InvalidOid))
+	foreach(lc, sw_catalog_sources_of_kind(SW_KIND_WEBHOOK))
 	{
 		SwSource   *source = lfirst(lc);
 		SwWebhookCounts *c = NULL;
 		Datum		values[7];
 		bool		nulls[7] = {0};
 
-		if (source->kind != SW_KIND_WEBHOOK || !may_read(source->relid))
+		if (!may_read(source->relid))
 			continue;
 		for (int i = 0; i < n && c == NULL; i++)
 			if (counts[i].relid == source->relid)
@@ -1235,7 +1232,7 @@ restore_reports(SwWorkerSlot *copy, int n, pid_t restorer,
 {
 	ListCell   *lc;
 
-	foreach(lc, sw_catalog_sources(InvalidOid))
+	foreach(lc, sw_catalog_sources_of_kind(SW_KIND_KAFKA))
 	{
 		SwSource   *source = lfirst(lc);
 		Datum		values[7] = {0};
@@ -1244,7 +1241,7 @@ restore_reports(SwWorkerSlot *copy, int n, pid_t restorer,
 
 		for (int i = 0; i < n && !seen; i++)
 			seen = copy[i].relid == source->relid;
-		if (seen || source->kind != SW_KIND_KAFKA || !may_read(source->relid))
+		if (seen || !may_read(source->relid))
 			continue;
 		values[0] = ObjectIdGetDatum(source->relid);
 		values[1] = CStringGetTextDatum(restoring_state(restorer));
@@ -1394,17 +1391,11 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 	int64		left = -1;
 	bool		halted = false;
 
-	if (!sw_source_lookup(relid, &source))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid))));
+	sw_source_resolve(relid, &source, false);
 	if (!may_read(relid))
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
-	if (source.kind != SW_KIND_KAFKA)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("source table \"%s\" is not a Kafka source", get_rel_name(relid)),
-				 errdetail("wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.")));
+	(void) sw_source_check_kind(&source, SW_KIND_KAFKA,
+								"wait_for() waits for a worker to ingest a topic; a webhook source answers each request after its commit.");
 	if (changed_by_us(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -94,6 +94,17 @@ extern void sw_launcher_register(void);
  * their supervisors keep them running, and what they report
  */
 
+/*
+ * How long to wait before trying again what failed failures times in a
+ * row (1 or more): first_ms after the first failure, twice as long after
+ * each next one (six times at the most), and never more than max_ms.
+ */
+static inline long
+sw_backoff_ms(int failures, long first_ms, long max_ms)
+{
+	return Min(max_ms, first_ms << Min(failures - 1, 6));
+}
+
 /* partitions a worker reports (it ingests any number) */
 #define SW_MAX_REPORTED_PARTITIONS	256
 
