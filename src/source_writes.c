@@ -3,10 +3,7 @@
  * source_writes.c
  *		  Module load: settings, and whether the workers can run
  *
- * The extension works in any backend that loads it: source tables can be
- * created, read and edited.  Ingestion and notifications need background
- * workers and shared memory, which exist only when the library is in
- * shared_preload_libraries.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,10 +3,7 @@
  * source_writes.h
  *		  Settings of the source_writes extension and what every module uses
  *
- * A source table is a foreign table of our foreign data wrapper.  Its rows
- * live in hidden heaps, its state in the extension's catalog, and every
- * committed write is a batch of its log, stamped with a timestamp by the
- * controller: all of which src/log/log.h declares.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

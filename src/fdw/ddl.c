@@ -3,23 +3,7 @@
  * ddl.c
  *		  Event triggers that keep source tables' storage in step with DDL
  *
- * The extension installs two event triggers.  At ddl_command_end, a
- * source table in a temporary schema is refused, every source table a
- * command created or altered is synced with its hidden relations
- * (storage.c), and its current rows get the values of the columns added
- * to it, as a plain table's rows would (a batch of origin 'system'),
- * servers and user mappings are checked against
- * their kind, ALTER TABLE that adds or validates a constraint checks the
- * current rows, as does ALTER DOMAIN for source tables whose columns have
- * the domain, and creating a server or a source table reminds
- * the user when the workers cannot run.  At sql_drop, dropped source tables
- * lose their catalog row and whatever is left of their storage.  Event
- * triggers fire whether or not the library is preloaded, and they run
- * inside the command's transaction, so a failure undoes the whole command.
- *
- * They run as whoever issued the command, with that role's search_path:
- * the queries they run are fully qualified and run with search_path set
- * to pg_catalog, so that nothing a role put on its path runs in them.
+ * See doc/internals.md, "Storage layout" (Event triggers).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,8 +3,7 @@
  * fdw.c
  *		  The foreign data wrapper's handler
  *
- * Source tables are foreign tables of our wrapper.  The handler assembles
- * the callbacks: reading (fdw_scan.c) and writing (fdw_modify.c).
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,6 +4,8 @@
  *		  The foreign data wrapper: its callbacks, and the options of its
  *		  servers, user mappings and source tables
  *
+ * See doc/internals.md, "Source files".
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION

@@ -3,43 +3,8 @@
  * fdw_modify.c
  *		  INSERT, UPDATE, DELETE, COPY and TRUNCATE on source tables
  *
- * The modify callbacks are the executor's side of a writer (writer.c),
- * which writes the source's hidden heaps inside the user's transaction as
- * the user's batch, origin 'user' (see controller.c, which stamps the
- * batch at commit):
- *
- *	INSERT		adds a row to the current heap; a multi-row INSERT, INSERT
- *				... SELECT and COPY add them in groups;
- *	DELETE		deletes the row instance the scan returned (its ctid) from
- *				the current heap and adds it to the history heap;
- *	UPDATE		does both at once: the current tuple is updated in place
- *				(a new tuple version, HOT where possible) and the old
- *				values go to the history heap;
- *	TRUNCATE	retracts every current row as DELETE does, so that readers
- *				whose snapshot is older still see them, and their log.
- *
- * What is the executor's stays here.  Conflicts are PostgreSQL's.  When a
- * concurrent transaction changed the row first, REPEATABLE READ and
- * SERIALIZABLE get a serialization failure; READ COMMITTED does what
- * ExecUpdate() and ExecDelete() do for a table: lock the row's latest
- * version, check with EvalPlanQual that it still qualifies, and apply the
- * UPDATE (recomputed from that version) or the DELETE to it, or skip a row
- * that was deleted.  Either way a row instance is retracted once.  The
- * table's NOT NULL and CHECK constraints and a partition's bounds are
- * checked with the executor's result relation.
- *
- * Upsert sources keep a unique index on their key columns in the current
- * heap; inserting an existing key, or updating a key onto one, is a
- * unique_violation that names the source, not the index.  Keys compare
- * with the key types' equality (1.0 and 1.00 are one numeric key).
- *
- * PostgreSQL's errors about what is done to the hidden heaps (the context
- * of a lock wait, a deadlock) would name them: the callbacks say them of
- * the source table instead, as they would read for a plain table.
- *
- * Memory stays bounded whatever the number of rows: the writer writes in
- * groups, and each row's work here is done in a memory context that is
- * reset for the next.
+ * See doc/internals.md, "Writing and the stamping protocol"
+ * (The executor's side).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,14 +4,7 @@
  *		  Validation of the options of source_writes servers, user mappings,
  *		  source tables and their columns
  *
- * Options are checked twice.  The FDW validator sees one object's options
- * alone: it checks names and values, and for servers everything, since a
- * server's options say its kind.  A table's or a column's options only make
- * full sense next to the server's kind and the table's columns, so
- * sw_source_table() checks them all together; the DDL event trigger runs it
- * at the end of every command that creates or alters a source table.  The
- * librdkafka properties ("rdkafka.<name>") of servers and user mappings
- * are checked against their allowlist, in rdkafka_allowlist.c.
+ * See doc/internals.md, "Storage layout" (Options).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,30 +3,7 @@
  * fdw_scan.c
  *		  Planning and scanning source tables, EXPLAIN and ANALYZE
  *
- * A source table is read straight from its hidden heap of current rows
- * with a table AM scan under the query's snapshot.  The hidden heap starts
- * with the table's columns, attnum for attnum, so a row of the table is the
- * first columns of a heap tuple: the scan deforms the heap tuple as far as
- * the query needs and hands the values on in a virtual tuple of the
- * table's own shape (our columns at the end are never deformed; columns
- * added after the table was created are copied to their places).  Where
- * the needed columns are where the table has them, the scan slot shares
- * the arrays the heap tuple is deformed into, and a row costs a sequential
- * scan's work and no copy; otherwise, one copy of the needed datums.
- * The slot's tts_tid is the heap tuple's ctid: the row identity that UPDATE
- * and DELETE use, visible as the ctid system column, and that row locks
- * (FOR UPDATE and the other strengths) lock the hidden tuple by.  Large
- * tables are scanned in parallel, like plain ones.
- *
- * With source_writes.as_of = T, the scan returns the contents at T
- * instead: current rows whose batch is at or before T, and history rows
- * inserted at or before T and retracted after it.  The readable range is
- * checked in two steps around the snapshot: T < upper before it is taken,
- * so that every batch at or before T has committed and the snapshot sees
- * it; T >= since after, with the snapshot, so that a compaction that the
- * snapshot sees (and whose deleted history it misses) has also moved the
- * since it sees.  The same T thus gives the same rows whenever it is read,
- * or an error.
+ * See doc/internals.md, "Reading the log" (Scans).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,14 +4,7 @@
  *		  The SQL functions of schema source_writes: frontiers(), updates(),
  *		  channel() and compact()
  *
- * Each checks the caller's privilege on the table first (SELECT to read a
- * source's contents, log and frontiers; DELETE to compact it), so that a
- * role without it learns nothing about the table from an error.
- *
- * frontiers() and updates() read the catalog with the calling statement's
- * snapshot, as a query of a table does: in one statement, or in a
- * REPEATABLE READ transaction, the log that updates() returns holds every
- * batch below the upper that frontiers() returns.
+ * See doc/internals.md, "Reading the log" (Functions).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -5,7 +5,7 @@
  *		  options of servers, user mappings, source tables and columns) and
  *		  rdkafka_allowlist.c (the librdkafka properties they may set)
  *
- * Private to src/fdw; other subsystems include fdw/fdw.h.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

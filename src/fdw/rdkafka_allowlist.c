@@ -4,12 +4,7 @@
  *		  The librdkafka properties that Kafka servers and user mappings may
  *		  set, and the checks of their values
  *
- * Servers and user mappings pass properties to librdkafka as options
- * "rdkafka.<name>".  Only those of the allowlist below are accepted, with
- * their types, ranges and choices, and who may set them: credentials only
- * in user mappings, files and the server's own credentials only by a
- * superuser.  The validator (fdw_options.c) asks here for each such
- * option; nothing here calls librdkafka.
+ * See doc/internals.md, "Storage layout" (Options).
  *
  * Copyright (c) 2026, source_writes developers
  *

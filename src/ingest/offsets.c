@@ -3,16 +3,7 @@
  * offsets.c
  *		  reset_offsets(): say where a Kafka source goes on ingesting
  *
- * A Kafka source's stored offsets are positions in one topic of one
- * cluster (source_writes.progress).  When they cannot be followed (the
- * brokers are another cluster, a partition ends before its offset), its
- * worker stops, and only an explicit choice makes it go on: this function,
- * which stores where each partition goes on (earliest, latest, or given
- * offsets) in the caller's transaction.  The brokers are not asked here,
- * backends do not talk to them: "earliest" and "latest" are stored as
- * such, and the worker looks them up when it starts again, which the
- * commit makes it do.  The change is a batch of origin "system" of the
- * log, by the calling role, although it writes no rows.
+ * See doc/internals.md, "Workers and processes" (Kafka workers).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,59 +3,7 @@
  * kafka_worker.c
  *		  The background worker that ingests a Kafka source's topic
  *
- * This is the library source_writes_kafka, the only one linked with
- * librdkafka: backends that read and edit source tables never map it.  The
- * launcher starts one worker per Kafka source, or as many as its option
- * workers says, each with its share of the partitions (workers.c).  A
- * worker consumes its partitions and writes each batch of messages in a
- * transaction of its own, through an ingestion (ingest.c) that decodes
- * them as the table's owner, keeps what cannot be decoded as errors, and
- * consumes their offsets in the same transaction.  A batch takes what the
- * brokers hold, up to a bound: on an upsert source, whose batches keep
- * only the last message of each key, the more it takes the fewer rows it
- * writes.
- *
- * Exactly once: the worker does not trust the broker with its position.
- * It assigns itself the topic's partitions explicitly, at the offsets
- * stored in source_writes.progress, and each batch moves them with a
- * compare-and-set when it is stamped (sw_writer_consumed()).  Whatever
- * happens (a crash, a kill -9, a second worker for the same source), a
- * message is in the table once or, if its batch did not commit, not at
- * all and consumed again.  After a failed batch the worker goes back to
- * the stored offsets.
- *
- * Where a partition starts is stored when the worker first sees it: the
- * table's start_offset for the partitions of its first start, the
- * earliest offset for partitions found later.  Partitions are found
- * through metadata, refreshed every few seconds (and at once while the
- * topic does not exist yet).
- *
- * A stored offset is a position in one topic of one Kafka cluster, and
- * progress says which: offsets of another topic (the table's option topic
- * changed) are dropped, and the source starts at its start_offset as the
- * first time.  Offsets that cannot be followed, those of another cluster
- * (the brokers were replaced) or beyond the end of their partition (the
- * topic was deleted and created again), stop the worker, durably, until
- * reset_offsets() says where it goes on: it ingests nothing, its state
- * says why, and wait_for() fails.  Offsets that the brokers deleted before
- * they could be ingested (retention) are consumed, counted and reported.
- * Offsets that bring no message (transaction markers, aborted messages,
- * which read_committed hides) are consumed as librdkafka passes them.
- *
- * librdkafka's threads never run PostgreSQL code: they are created with
- * every signal blocked, and its callbacks (errors, logs) are served by
- * rd_kafka_poll() in our thread.  Between batches the worker sleeps on a
- * wait event set: its latch (wait_for() requests, signals), a pipe that
- * librdkafka writes to when messages or events arrive on an empty queue,
- * and the postmaster's death.
- *
- * The worker leaves when its source is dropped (the launcher frees its
- * slot), and to take new options when the table, its server or a user
- * mapping changes (the launcher starts it again at once): an invalidation
- * makes it read them again, and it leaves only if they differ (a GRANT or
- * an ANALYZE of the table does not restart it).  SIGHUP reloads the
- * configuration; SIGTERM stops it between two batches or in one, which
- * then rolls back.
+ * See doc/internals.md, "Workers and processes" (Kafka workers).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,35 +4,7 @@
  *		  The extension's catalog: which tables are sources, their frontiers
  *		  and their batches
  *
- * Three tables of the extension hold the state of source tables:
- * source_writes.source_tables (one row per source: kind, hidden relations,
- * the frontiers it keeps), source_writes.batches (one row per committed
- * batch: id, timestamp, origin, role, transaction, the batches still
- * committing when it was stamped, where it wrote current rows) and
- * source_writes.progress (the next offset of each partition a writer
- * consumes).  source_writes.errors and source_writes.deliveries are kept
- * by ingest.c and deliveries.c.  They are all ordinary heaps, read and
- * written the way PostgreSQL treats its own catalogs: systable scans and
- * CatalogTupleInsert and friends, no SPI, no privilege checks on behalf of
- * the user.
- *
- * Readers see the catalog through an MVCC snapshot whose visibility rules
- * are applied here, tuple by tuple, rather than by the scan: that way the
- * reads take no SSI predicate locks, so SERIALIZABLE transactions never
- * conflict on our bookkeeping.  A source's upper is worked out from the
- * batches a snapshot sees (snapshot_upper()).  The controller reads the
- * newest batches with a dirty snapshot, which sees those still committing
- * (sw_catalog_stamp_state()); the rows that compaction and DDL update are
- * read with SnapshotSelf under their locks, whatever the caller's
- * isolation level.
- *
- * The catalog's own objects are found by name once per backend and
- * trusted only if they are members of the extension.  What never changes
- * about a source while it exists (SwSource) is cached per backend too; a
- * relcache invalidation of the table, or of the catalog, drops the entry.
- *
- * "Is this a source table" is answered here as well: a foreign table whose
- * server belongs to a wrapper with our handler.
+ * See doc/internals.md, "The catalog".
  *
  * Copyright (c) 2026, source_writes developers
  *

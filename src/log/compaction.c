@@ -3,22 +3,7 @@
  * compaction.c
  *		  Deleting the history that no readable time needs
  *
- * A source's since follows upper - retain_history: the controller moves it
- * when it stamps a batch.  History rows retracted before since are needed
- * by no read at or after since, so compaction deletes them, and VACUUM (or
- * autovacuum) reclaims the space.
- *
- * Compaction reads the committed since and deletes with ordinary heap
- * deletes, so it takes no lock that writers take: writers only insert
- * history rows and never delete them, and the since it works from was
- * stamped by a writer that has committed.  It serialises with other
- * compactions of the same source through a lock of its own.  A reader as
- * of T checks T against since after taking its snapshot (see fdw_scan.c):
- * if a compaction committed before that snapshot, the reader sees the since
- * it worked from and refuses T; if not, the reader's snapshot still sees
- * the rows.  Compaction works through the history heap a range of blocks
- * at a time, so that the background worker can commit in between, and can
- * be cancelled at any row.
+ * See doc/internals.md, "Reading the log" (Compaction).
  *
  * Copyright (c) 2026, source_writes developers
  *

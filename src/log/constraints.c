@@ -4,19 +4,7 @@
  *		  Constraints over the current rows of source tables: the tables'
  *		  own, and their columns' domains
  *
- * The hidden relations store a column of a domain type as the domain's
- * base type (see storage.c), so that PostgreSQL's own checks of a domain's
- * columns, which would reach the history too, pass them by.  Instead the
- * current rows, which are what a plain table would hold, are checked here:
- * when a column's type becomes a domain, as converting a plain table's
- * column would check them, and after ALTER DOMAIN adds or validates a
- * constraint or NOT NULL, with the errors PostgreSQL gives for a plain
- * table.  The history keeps the past as it was.
- *
- * A source table's own NOT NULL and CHECK constraints hold for the rows
- * written to it (fdw_modify.c checks them), and for the rows it has when
- * a constraint is added or validated, or a column added: those are
- * checked here, as ALTER TABLE checks a plain table's rows.
+ * See doc/internals.md, "Storage layout".
  *
  * Copyright (c) 2026, source_writes developers
  *

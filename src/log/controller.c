@@ -3,42 +3,7 @@
  * controller.c
  *		  The controller: gives each committing batch its timestamp
  *
- * Every write to a source is part of a batch: what one role wrote to one
- * source in one transaction, with one origin (user edits, Kafka, webhooks,
- * the system).  A batch gets an id from a sequence at its first write; the
- * rows it inserts carry the id in "$batch", the rows it retracts in
- * "$retracted".  Rows are written inside the transaction, so MVCC gives
- * read-your-writes, savepoints and rollback.  A transaction that switches
- * roles (SET ROLE, SECURITY DEFINER functions) writes one batch per role,
- * so that the log names who made each edit.
- *
- * A transaction's batches get their timestamp at pre-commit, one for all
- * the sources it wrote,
- *
- *		ts = GREATEST(now in ms, newest timestamp of every source + 1),
- *
- * handed out in shared memory under a lock held for a few instructions
- * (stamps.c), together with the list of each source's batches still
- * committing; the controller records each batch with both.  Nothing it
- * takes is held through the commit's flush: concurrent writers of a
- * source wait for each other only while they stamp.  Timestamps are thus
- * unique and increasing per source in stamping order.  The heavyweight
- * stamp lock of a source (taken in OID order, in one pass) serves the
- * rest: the checks writers register (sw_controller_on_commit()), filling a
- * source's slot from its newest batches, and stamping by the catalog alone
- * when there is no shared memory or no slot, holding the lock until the
- * batch row is written.
- *
- * A source's upper is not stored: it follows from the batches a snapshot
- * sees (see snapshot_upper() in catalog.c).  It passes a batch's timestamp
- * once the batch and every batch before it have committed, so a read at a
- * time below it is final.  A transaction that rolls back, or writes only
- * in rolled-back subtransactions, leaves no batch.
- *
- * Listeners learn of new uppers from the notifier (notifier.c), which the
- * controller tells of each commit that wrote a source: a NOTIFY sent by the
- * writer itself would hold PostgreSQL's database-wide notification lock
- * through its commit, and queue every writer behind it.
+ * See doc/internals.md, "Writing and the stamping protocol".
  *
  * Copyright (c) 2026, source_writes developers
  *

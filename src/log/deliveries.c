@@ -3,18 +3,8 @@
  * deliveries.c
  *		  Idempotency keys of webhook deliveries
  *
- * A webhook source with idempotency_header set keeps the key of each
- * delivery it writes in source_writes.deliveries, in the same
- * subtransaction as the delivery's rows: the key is there exactly when
- * the rows were written.  A later delivery with a key that is there
- * writes nothing, and is answered like the first (or refused, if its body
- * is not the first one's).  Keys are looked up with a dirty snapshot, so
- * that one written earlier in the same transaction counts, and one that
- * another transaction is deleting (compaction, a DROP) is seen as such;
- * the unique index on (source, key) stands behind the lookup.
- *
- * Keys are kept while the source's history reaches back to them:
- * compaction forgets those received before the source's since.
+ * See doc/internals.md, "Writing and the stamping protocol"
+ * (Idempotency keys).
  *
  * Copyright (c) 2026, source_writes developers
  *

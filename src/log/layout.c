@@ -4,13 +4,7 @@
  *		  Where a source table's columns are in its hidden relations, and
  *		  reading their rows
  *
- * A hidden relation holds the foreign table's columns attnum for attnum,
- * with our own columns ("$batch", "$retracted") between the columns the
- * table was created with and those added later (see storage.c, which
- * makes and alters the relations).  Everything that reads or writes a
- * hidden row maps attnums through its layout, checked here once per
- * backend until either relation changes.  This file is below storage.c
- * and constraints.c: both use it, and it calls neither.
+ * See doc/internals.md, "Storage layout".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,42 +3,7 @@
  * log.c
  *		  Reading a source's log out of its hidden relations
  *
- * The log is derived, not stored twice.  A current row is the update
- * (row, ts(batch), +1); a history row is that and (row, ts(retracted), -1).
- * Batch timestamps come from source_writes.batches.  Read under one MVCC
- * snapshot, each row instance is seen exactly once, either current or in
- * the history, and only batches that committed count.
- *
- * Every reader of the past asks the same question of a hidden row: where,
- * seen from a time, are the batches that added and retracted it?  A batch
- * map (the batches from a time on) and sw_log_row() answer it: a batch in
- * the map is in the range asked about or after it; a batch that is not
- * is before it, or folded by compaction (see compaction.c), which is
- * before since and so before any time a reader may ask about; except the
- * reader's own batches, not committed yet, which are after every time.
- * Each reader picks its range:
- *
- *	as of T		from T + 1: the row is in the contents if a batch before
- *				added it and none before retracted it;
- *	updates		[since, until): +1 for the row's addition, -1 for its
- *				retraction, where the batch is in range (and, reading from
- *				the beginning, +1 for rows added by folded batches);
- *	compaction	from since: a history row retracted before is needed by
- *				no readable time.
- *
- * A map holds the batches from a time on, not those before it: its size,
- * and the cost of loading it, follow the part of the log that is read.
- * Each batch says in which blocks of the hidden heaps it wrote rows, and a
- * tuple stays in the block it was written to until its heap is rewritten,
- * so the rows a reader needs are found without reading older ones (a
- * SwBlockScan): the current rows that the map's batches added, in the
- * blocks they wrote in the current heap; the history rows that they (and
- * the reader's own batches) retracted, in the blocks they wrote in the
- * history.  A row added from a time on and retracted is retracted from
- * that time on too, so those are all the rows with something from that
- * time on.  A heap rewritten since (VACUUM FULL, ALTER ... TYPE) or a
- * batch restored from a dump, whose blocks were another heap's, makes the
- * reader read that heap whole.
+ * See doc/internals.md, "Reading the log".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,8 +4,7 @@
  *		  The log and its commit protocol: the catalog, batches and their
  *		  timestamps, the hidden relations, reading and writing the log
  *
- * One header for the files of src/log; a section per file, in the order
- * in which they build on each other.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,27 +3,7 @@
  * notifier.c
  *		  Announcing the new upper of sources to listeners
  *
- * A client follows the log of a source by listening on its channel
- * (source_writes.channel()) and reading updates(since => the last upper it
- * was told).  Writers do not send the notification themselves: PostgreSQL
- * holds a lock for the whole cluster from the moment a transaction that
- * queued a NOTIFY prepares to commit until its commit record is flushed,
- * so notifying writers would commit one at a time.  Instead, a writer whose
- * stamped batch committed (or aborted) records the source in shared
- * memory, and the notifier of its database, a background worker, wakes
- * up, reads the upper of each source recorded and notifies its channel in
- * one transaction of its own, at most one every SW_NOTIFY_ROUND_MS.
- * Notifications are thus coalesced: a listener learns of every upper that
- * moves, or of a later one, and never of an upper it could not read yet.
- * The notifier commits without waiting for its commit record to be
- * flushed: what it announces was committed by the writers, and a crash
- * that lost a notification ended the listener's session too.
- *
- * The launcher starts the notifier of a database when a commit there
- * needs one (not while a command wants the database to itself: DROP
- * DATABASE...); a notifier that has had nothing to do for a second exits.  Without
- * shared_preload_libraries there is no shared memory and no notifier: the
- * log can still be read, but nobody is told when it grows.
+ * See doc/internals.md, "Writing and the stamping protocol" (Notifications).
  *
  * Copyright (c) 2026, source_writes developers
  *

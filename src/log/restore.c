@@ -3,16 +3,7 @@
  * restore.c
  *		  Giving a source table its storage back after pg_restore
  *
- * The extension's catalog (source_writes.source_tables and .batches, and
- * the sequence of batch ids) is dumped by pg_dump as the extension's
- * configuration, and the hidden relations as tables of the internal
- * schema, with their rows.  pg_restore creates a source table first; then
- * it restores the hidden relations and the catalog's rows.  A trigger on
- * the catalog table sees the source's row arrive and gives the table the
- * restored relations.  A table created with check_function_bodies off, as
- * pg_dump's scripts do, got no storage (storage.c); one created otherwise
- * got fresh, empty relations, which go.  No worker ingests into a restored
- * source until the session that restored it ends (sw_database_restorer()).
+ * See doc/internals.md, "Storage layout" (Restore).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,46 +3,7 @@
  * stamps.c
  *		  Handing out batch timestamps in shared memory
  *
- * The controller gives a committing batch the timestamp
- *
- *		ts = GREATEST(now in ms, the source's last timestamp + 1)
- *
- * and records with it the batches of the source that were given one and
- * have not finished committing (catalog.c says what readers make of
- * them).  With the library preloaded, both live here, in a slot per source
- * in shared memory, under one lightweight lock held for a few
- * instructions: writers of a source wait for each other only that long,
- * never for each other's commit record to be flushed, so their commits
- * reach disk together.  A transaction's batches are no longer committing
- * once it has committed or aborted (sw_stamps_done(), from the
- * controller's callback after commit, when the commit is visible to every
- * new snapshot).
- *
- * A slot is filled from the catalog the first time a source is stamped
- * after the server started, or after its slot was taken for another
- * source: under the source's heavyweight stamp lock, from its newest batch
- * rows, once the batches still committing have finished.  Without shared
- * memory, or when no slot can be had, the controller stamps with the
- * catalog alone, holding that lock until the batch row is written (see
- * controller.c); a slot is only installed under that lock, and is only
- * taken for another source when no batch it stamped is still committing,
- * so the two ways never mix for one source.
- *
- * The batches still committing are kept once per backend, not per slot: a
- * backend commits one transaction at a time, which has one timestamp for
- * all the sources it stamps.  Each backend has an entry (its transaction,
- * the timestamp, the sources it stamped in shared memory), and the entries
- * of the transactions committing are listed together; a source's batches
- * still committing are those of the listed entries that name it.  An entry
- * names its first SW_STAMPER_SOURCES sources itself, and the others in
- * chunks of names from a shared pool: enough that every backend can have
- * one while one transaction has those for every slot.  A transaction that
- * finds too few free waits until a committing one gives its chunks back.
- * (A list of batches still committing must not name a batch of another
- * source: its timestamp may be below those of batches of the source that
- * readers have already seen, and the upper they compute would go back.)
- * So the shared memory grows with max_connections and
- * source_writes.stamp_slots, not with their product.
+ * See doc/internals.md, "Writing and the stamping protocol" (Stamping).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,40 +4,7 @@
  *		  The hidden relations that hold a source table's rows, and keeping
  *		  them in step with the foreign table
  *
- * Each source table has two heaps in schema source_writes_internal:
- *
- *		current_<oid>_<tag>		the table's columns, "$batch", later columns
- *		history_<oid>_<tag>		the table's columns, "$batch", "$retracted",
- *								later columns
- *
- * where <oid> is the foreign table's OID when they were made and <tag> a
- * random number, so that storage restored from a dump never collides with
- * storage made meanwhile.  The catalog row of the source names them by OID;
- * their names only serve people looking at them.
- *
- * They have the same owner as the foreign table and depend on it
- * internally, like a table's TOAST relation: dropping the foreign table
- * (directly, with its server, schema or the extension) drops them, and they
- * cannot be dropped alone.  Should that dependency be lost (pg_upgrade does
- * not carry it over), the next ALTER records it again and a DROP of the
- * table drops them all the same.
- *
- * The foreign table's columns are mirrored attnum by attnum, dropped ones
- * included: the columns it had when it was created come first, our own
- * columns follow, and columns added later come after them (see SwLayout).
- * A column of a domain type is stored as the domain's base type: domain
- * constraints apply to the table's current rows, which are checked here,
- * not to its history.  sw_storage_sync() restores all that after any DDL
- * by comparing the two descriptors: a new attnum is an added column, a
- * dropped one a drop, a different name a rename and a different type a
- * conversion of the stored rows, with the semantics of ALTER TABLE ...
- * TYPE on a plain table.  Because it compares states rather than replaying
- * commands, one function serves CREATE, every form of ALTER and inherited
- * changes alike, and running it twice changes nothing.  The current rows
- * then get the values of columns added to the table, as a plain table's
- * rows would (sw_storage_fill_added()), in a batch of the log.  Readers
- * and writers check that the two still match (sw_storage_layout()), since
- * DDL run while event triggers are off leaves them apart.
+ * See doc/internals.md, "Storage layout".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,7 +3,7 @@
  * subxact.c
  *		  Ending a subtransaction, and going back to where it began
  *
- * See doc/internals.md.
+ * See doc/internals.md, "Writing and the stamping protocol" (Ingestion).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -3,48 +3,7 @@
  * writer.c
  *		  The one path that writes a source table's rows
  *
- * Everything that changes a source goes through a writer: the FDW's
- * INSERT, UPDATE, DELETE, COPY and TRUNCATE, and the ingestion workers.  A
- * writer is opened on a source for an origin (user, kafka, webhook,
- * system) and a role, and writes into the source's hidden heaps inside the
- * caller's transaction, tagging rows with the batch of that origin and
- * role (see controller.c, which stamps the batch at commit):
- *
- *	insert, append	a row goes into the current heap with "$batch" = our
- *					batch; appended rows are buffered and written many at a
- *					time (a multi-insert, in a memory context of its own that
- *					is reset after each group);
- *	update, delete	the current tuple is updated (a new version) or deleted,
- *					and the old values go to the history heap with
- *					"$retracted" = our batch;
- *	upsert			on a source with a key (envelope 'upsert'): the current
- *					row of the key, if any, is updated to the new row (a new
- *					tuple version, as INSERT ... ON CONFLICT DO UPDATE makes)
- *					and its old values retracted, or else the new row added;
- *					a transaction that holds the key is waited for, as
- *					INSERT ... ON CONFLICT waits;
- *	tombstone		retracts the current row of a key, if there is one;
- *	truncate		retracts every current row.
- *
- * A row inserted and retracted by the same transaction leaves no history:
- * a transaction is one instant, and within it the pair cancels out.
- * Retractions are collected and written to the history heap in groups too.
- *
- * A writer that ingests (any origin but a user's: a background worker,
- * or retry_errors(), writes as the table's owner) runs as the owner, in a
- * security-restricted operation with a search_path of pg_catalog, from
- * open to close, also when the owner is the current user: whatever user
- * code it runs (CHECK constraints, the key type's equality, index
- * expressions, triggers) cannot reach the worker's own rights, nor find
- * objects that the database's settings put in its way.  A writer of Kafka
- * or webhook rows fires the table's triggers enabled REPLICA or ALWAYS, as
- * logical replication's apply does (see prepare_triggers()): an upsert is
- * an INSERT or an UPDATE of the key's current row, a tombstone a DELETE;
- * the executor fires triggers for people's edits.  A writer needs no
- * executor state: it makes its own when the caller has none.  A writer
- * writes in the subtransaction it was opened in (what it buffers would not
- * follow a rollback to a savepoint): a worker that writes each message in a
- * savepoint of its own opens a writer in each.
+ * See doc/internals.md, "Writing and the stamping protocol" (The writer).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,10 +4,7 @@
  *		  The signature schemes of webhook source tables: a table of them,
  *		  each with its check of a request
  *
- * It is in source_writes.so, not in the webhook library: the webhook
- * worker and the tests' door (test_signature.c) both call it, and never
- * from libmicrohttpd's threads.  See doc/internals.md, "Source files", and
- * doc/webhooks.md, "Signatures", for what a scheme checks.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,9 +4,7 @@
  *		  The webhook worker's own header: what its files and the relays
  *		  share (the HTTP server's threads have webhook_server.h)
  *
- * webhook_relay.c: webhook requests to other databases: the webhook
- * server hands them to a webhook worker of their database, and answers
- * with its answer.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -5,18 +5,7 @@
  *		  or a relay and answered to it, what an error tells the client,
  *		  and the log of refusals
  *
- * Refused requests are counted in the sources view, and logged at LOG at
- * most once a minute for each table (the others at DEBUG1): whoever can
- * connect can make requests be refused.
- *
- * A request's memory is freed when it is written.  Whatever
- * synchronous_commit the database or a role sets, the commit waits for its
- * flush (and synchronous standbys) before the rows are visible and the
- * answers go.  Clients are told what was wrong with their body (an error
- * that reading it raised itself, and errors of classes 22 and 23: the
- * message, the column, where; not the context of the table's code); of
- * other errors only that the server failed, with 500 or, for errors that
- * pass (a lock, resources, shutdown), 503.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

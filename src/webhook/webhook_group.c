@@ -4,21 +4,7 @@
  *		  The webhook worker's group commit: writing the requests taken
  *		  together in one transaction, and each alone when one fails
  *
- * A group resolves each address it was sent to once, and writes the
- * requests to one table together, in the order they came, in one batch of
- * the table: one writer, which runs as the table's owner while it writes
- * them (the requests to another table run as that one's owner).  They are
- * written in one subtransaction, their rows inserted many at a time; if
- * one fails, the subtransaction is rolled back, that request is answered
- * with its error, and the others are written again, each in a
- * subtransaction of its own, so that a bad request fails alone.  What the
- * worker prepared for a table (its options, its decoder) is kept from one
- * group to the next, and made again when the table, its server, a
- * function or the caches change (relcache and syscache invalidations).
- * The table's code runs as its owner, restricted, with a search_path of
- * pg_catalog (writer.c), also when the worker's own role owns the table;
- * what it leaves to the session (advisory locks, prepared statements) is
- * released after each group.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,19 +4,7 @@
  *		  The webhook worker's limits: the time a request may take, and
  *		  the map of body limits that the server's threads read
  *
- * The server's threads check a table's max_body_bytes before they read
- * the body, from a map of the webhook sources' addresses and limits that
- * the main thread publishes at start and again whenever it has taken in
- * catalog changes (a syscache callback marks the map stale).  A request
- * over the map's limit, or to an address the map does not know, waits,
- * with its headers only, for the main thread to publish a fresh map
- * before it is answered 413 or 404, or its body is read.
- *
- * One table must not hold up the others: a table that DDL or maintenance
- * holds locked is not waited for (503), and a request, or the preparing of
- * a table for a group, that takes longer than
- * source_writes.webhook_request_timeout is cancelled and answered 503,
- * also when its code catches the cancel.
+ * See doc/internals.md, "Workers and processes" (Map of limits).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,46 +4,7 @@
  *		  Webhook requests to other databases: the webhook server hands them
  *		  to a webhook worker of their database, and answers with its answer
  *
- * A backend connects to one database only, and the webhook server's
- * worker is connected to the database that source_writes.database names
- * (or to none, when that one is not served).  A request to a webhook
- * source of another database is written by a worker connected there: a
- * relay, which runs the webhook worker's own code (webhook_worker.c)
- * without an HTTP server.  For each database served that has webhook
- * sources (databases.c says which), the server's main thread makes a
- * dynamic shared memory segment with two message queues (shm_mq), one
- * each way, and starts a relay for it, which it stops again when the
- * database no longer has webhook sources.
- *
- * To a relay go the requests to its database, whole (an id, the path,
- * the headers, the body and when it came), and asks for a fresh map of
- * its sources; from it come the answers, with the request's id, and its
- * map: each webhook source's schema, table and max_body_bytes, which the
- * server merges with its own database's into the map that its HTTP
- * threads look up before they read a body.  A request to an address that
- * the map does not know, or with a body over its limit, waits for a fresh
- * map (for the relay to look at its catalog) before it is answered 404 or
- * 413, as for the server's own database.
- *
- * A relay writes its requests as the server writes those of its own
- * database: a group in one transaction, each request's checks, signature,
- * idempotency key and rows in a subtransaction, the answers after the
- * commit, 200 only once the rows are durably committed.  The server never
- * waits for a relay while it serves: it sends without blocking, and keeps
- * what does not fit for its next turn.  If a relay leaves, the requests it
- * was sent and did not answer have their connections closed without an
- * answer (they may have been committed), those not sent whole are answered
- * 503, and the relay is started again after a backoff that doubles up to a
- * minute.  A relay leaves when a command needs its database to itself
- * (DROP DATABASE...), or when the server leaves or closes its queues:
- * then it writes nothing more, as the server can no longer answer (a
- * group not yet committed is rolled back).  So a server that stops first
- * answers 503 what it did not send whole, and waits a while for the
- * relays' answers to what it sent (SW_RELAY_STOP_WAIT_MS), so that every
- * request it was handed is answered what became of it.
- *
- * A request to a database that is not served, or has no webhook sources,
- * is answered 404, as one to a missing table is.
+ * See doc/internals.md, "Workers and processes" (relays).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,77 +4,7 @@
  *		  The webhook worker's HTTP server: libmicrohttpd's threads, which
  *		  never call PostgreSQL, and the requests they hand over
  *
- * libmicrohttpd serves the connections in threads of its own.  Those
- * threads must never run PostgreSQL code (no palloc, no ereport, no
- * latch): this file includes no PostgreSQL header.  A thread reads a
- * request whole into malloc'd memory, puts it on a queue under a mutex,
- * writes a byte into a pipe that the worker's main thread waits on, and
- * suspends the connection.  The main thread takes the queue, writes the
- * requests in one transaction and, after the commit, answers each one,
- * which resumes its connection: libmicrohttpd then calls us again in its
- * thread, and we send the answer (or close the connection unanswered,
- * when the main thread cannot tell the request's outcome).  The request is
- * freed when libmicrohttpd is done with the connection.
- *
- * Requests that need no database are answered here: methods other than
- * POST (405) and bodies over SW_WEBHOOK_MAX_BODY (413, at once when
- * Content-Length says so; a body of unknown length that grows over it has
- * its connection closed), bodies that would take the buffered bytes of all
- * connections over SW_WEBHOOK_MAX_BUFFERED (503; the first
- * SW_WEBHOOK_BODY_ROOM bytes of each body are not counted, so that large
- * bodies sent slowly still leave room for small ones), requests beyond
- * SW_WEBHOOK_MAX_IN_FLIGHT queued or being written, or beyond
- * SW_WEBHOOK_MAX_CHECKING waiting for the main thread's look at their
- * limit (429), and everything while the server shuts down (503).
- *
- * Whoever can connect must not starve the server of connections (with
- * connections that send nothing, or a byte now and then).  A connection
- * must send its first request's line and headers within
- * SW_WEBHOOK_HEADER_TIMEOUT of its opening, and each later one's within
- * SW_WEBHOOK_CONNECTION_TIMEOUT of the answer before it (libmicrohttpd
- * closes a connection idle that long, too, but not one that sends a byte
- * now and then): a thread of ours, the reaper, closes those that do not.
- * Past SW_WEBHOOK_MAX_PER_ADDRESS connections from one address, or
- * SW_WEBHOOK_MAX_CONNECTIONS in all, a new connection makes room: one of
- * its address is closed, or past the total one of the address that has
- * the most connections, so that whoever opens many closes his own.  Of
- * the address's connections, the one that has waited longest for its
- * first request, or received its body for longest, is closed; if there is
- * none, the one idle longest between requests (a client's pool of
- * connections, which a reverse proxy keeps), or sending an answer that
- * its client does not read.  So a sender is never locked out by
- * connections that only wait, and one address (a reverse proxy) may have
- * as many as it uses.  The connections the main thread holds are never
- * closed: they are at most
- * SW_WEBHOOK_MAX_IN_FLIGHT + SW_WEBHOOK_MAX_CHECKING.  We close a
- * connection by shutting its socket down: libmicrohttpd then reads its
- * end and closes it in its thread, which tells us (before it closes the
- * socket, so that the socket we shut down is always the connection's).
- *
- * A request without the signature header that its table's options name
- * is taken as one to no table, so that who does not sign cannot tell
- * which signed tables there are: it waits for the main thread's look, and
- * gets its 404, as does a request to an address with no table.
- *
- * Given a certificate and a key (PEM text, which the main thread read),
- * the server speaks HTTPS only, through libmicrohttpd's GnuTLS: TLS 1.2 or
- * later, as the default of PostgreSQL's ssl_min_protocol_version.
- *
- * A table's max_body_bytes is checked before its body is read, from a map
- * of each webhook source's names to its limit that the main thread
- * publishes (and publishes again after catalog changes).  The map may be
- * stale, so these threads never refuse from it alone: a body announced
- * over the map's limit, a body to an address the map does not know, or a
- * body of unknown length that grows over the limit, is handed to the main
- * thread with its headers only, suspended.  The main thread publishes the
- * map again if the catalog changed, looks the request up in it
- * (sw_webhook_server_verdict) and resumes it with its verdict: 413 or 404,
- * answered at once (a body of unknown length, already flowing, has its
- * connection closed instead: libmicrohttpd cannot answer in the middle of
- * a body), or read on.  Requests under the map's limit go on at once.
- *
- * When the server stops, what the main thread answered is given a moment
- * to go before libmicrohttpd closes the connections.
+ * See doc/internals.md, "Workers and processes" (Webhook server).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,6 +4,8 @@
  *		  The webhook worker's HTTP server: libmicrohttpd's threads, which
  *		  never call PostgreSQL, and the requests they hand over
  *
+ * See doc/internals.md, "Workers and processes" (Webhook server).
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION

@@ -3,11 +3,7 @@
  * webhook_state.c
  *		  What the webhook worker as a whole holds, which its files share
  *
- * The requests in hand, where they come from (the server's threads, or
- * for a relay the server), the worker's database, and the count of cache
- * changes that groups compare.  Like PostgreSQL's globals.c, this file
- * only defines them, so that the worker's other files, whichever layer
- * they are, depend on it and on nothing above them for their state.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

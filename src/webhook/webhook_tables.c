@@ -4,7 +4,7 @@
  *		  The webhook worker's paths and tables: the source an address
  *		  names, and what the worker keeps of each table between groups
  *
- * See webhook_worker.c for the worker as a whole.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

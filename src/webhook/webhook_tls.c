@@ -4,13 +4,7 @@
  *		  The webhook worker's TLS files, and starting the server again
  *		  when a reload changes them or webhook_listen
  *
- * With source_writes.webhook_ssl_cert_file and webhook_ssl_key_file set,
- * the server speaks HTTPS only.  This thread reads the files (the key
- * checked as PostgreSQL checks ssl_key_file) and hands their PEM text to
- * the server.  A reload re-reads them: when they, or webhook_listen,
- * changed, the server restarts with them; when they cannot be used, the
- * server keeps its previous configuration and the log says why, as
- * PostgreSQL does with its own ssl settings.  At start, they are an error.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

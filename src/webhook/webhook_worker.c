@@ -4,35 +4,7 @@
  *		  The background worker that writes webhook requests into their
  *		  source tables, and answers them after the commit
  *
- * This is the library source_writes_webhook, the only one linked with
- * libmicrohttpd.  The launcher starts one such worker, the webhook server,
- * while any database served has webhook sources: connected to the
- * database that source_writes.database names when that one is served,
- * else to none.  It serves source_writes.webhook_listen (webhook_server.c,
- * whose threads never call PostgreSQL), writes the requests to its own
- * database's webhook sources itself, and hands those to other databases
- * to a relay, a worker of theirs that runs the worker's code without an
- * HTTP server (webhook_relay.c).
- *
- * The worker's main thread waits on its latch and on the server's pipe.
- * It takes the requests that came meanwhile and writes them in one
- * transaction; after the commit it answers them all: 200 only for rows
- * that are durably committed.  POST /<database>/<schema>/<table> appends
- * the body to that webhook source table, as the table's owner, with origin
- * webhook; the names are percent-decoded, as PostgreSQL spells them.
- * Requests that come while a group is written join it, up to
- * SW_WEBHOOK_GROUP of them and for source_writes.webhook_join_time after
- * it began, so that one commit (and its WAL flush) serves as many as it
- * can; each round of them is written with a new snapshot, and a catalog
- * change ends the joining (what the group resolved and prepared would be
- * out of date for them).  Those that come later form the next group.
- *
- * The rest is in files of its own, each calling only those below it:
- * webhook_group.c (group commit), webhook_tables.c (paths and tables),
- * webhook_request.c (checks and bodies), webhook_limits.c (time and body
- * limits), webhook_answers.c (taking requests, answering them, the log
- * of refusals) and webhook_tls.c (TLS and reload); webhook_state.c
- * holds what they share, and webhook.h is their header.
+ * See doc/internals.md, "Workers and processes" (Webhook worker).
  *
  * Copyright (c) 2026, source_writes developers
  *

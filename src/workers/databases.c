@@ -4,37 +4,7 @@
  *		  The databases the workers serve, and keeping out of a database
  *		  that a command needs to itself
  *
- * The workers serve every database that has the extension.  The launcher
- * (launcher.c), connected to no database, finds the databases in
- * pg_database and starts a supervisor in each (supervisor.c), which looks
- * whether the extension is there, with source tables: if they are, it
- * stays, and keeps that database's Kafka workers running and its sources
- * compacted; if not, it leaves at once, and the launcher looks again only
- * when told that CREATE EXTENSION (sw_database_extension_created(), which
- * the extension's script calls) or a new source table
- * (sw_database_sources_changed(), from the event trigger) committed
- * there, or when the database is new.  Shared
- * memory holds an entry for each database that has a supervisor: what it
- * found, its pid and latch, whether the database has webhook sources, and
- * which process writes its webhook requests.
- *
- * Some commands need a database to themselves: DROP DATABASE, ALTER
- * DATABASE ... RENAME TO and SET TABLESPACE, and CREATE DATABASE of the
- * database it copies.  Without FORCE, PostgreSQL waits at most five
- * seconds for the database's other sessions to end, and then fails; our
- * workers connected to it are such sessions.  So every worker of ours
- * registers here, with its database, before it connects; and a
- * ProcessUtility hook, in the backend that runs such a command (as a role
- * that may run it), marks the database as wanted until its transaction
- * ends, terminates our workers there and waits for them to leave, before
- * PostgreSQL counts the sessions.  While the mark stands, no worker of
- * ours starts there (those that would leave at once), and the launcher
- * starts none; when the transaction ends, the launcher looks at
- * pg_database again: a database that is gone is forgotten, one that is
- * still there is served again.
- *
- * A session that restores source tables from a dump registers here too,
- * until it ends: meanwhile no ingestion starts in its database (restore.c).
+ * See doc/internals.md, "Workers and processes" (Databases).
  *
  * Copyright (c) 2026, source_writes developers
  *

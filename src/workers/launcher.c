@@ -3,32 +3,7 @@
  * launcher.c
  *		  The source_writes launcher: the databases the workers serve
  *
- * Registered when the library is in shared_preload_libraries, the launcher
- * connects to no database (like PostgreSQL's logical replication
- * launcher): it reads pg_database about once a second, and starts a
- * supervisor (supervisor.c) in each database that can be connected to.
- * A supervisor that finds the extension with source tables stays and
- * serves its database; one that does not leaves at once, and that
- * database is looked at again only when CREATE EXTENSION, or a command
- * that makes a source table, commits there (databases.c tells the
- * launcher; if that comes while a supervisor looks, it looks again), or
- * when it is made again.  So a database without source tables costs one
- * short-lived process when it is first seen, and nothing after.  At most
- * SW_MAX_LOOKS supervisors look at new databases at once, so that a
- * cluster of many databases does not take every worker process at start.
- *
- * A supervisor that stops is started again, at once if it ran for a
- * minute, else after a backoff that doubles, up to a minute; none starts
- * in a database that a command wants to itself (DROP DATABASE...), and
- * when the command is over, a database that is gone is forgotten: its
- * Kafka workers' slots and its notifications with it.
- *
- * The launcher also starts the notifier of any database whose commits
- * need one (notifier.c), and keeps the webhook server running while any
- * database served has webhook sources (workers.c): connected to the
- * database source_writes.database names when that one is served, else to
- * none.  It reloads its settings on SIGHUP, stops on SIGTERM and when the
- * postmaster dies, and is started again by the postmaster.
+ * See doc/internals.md, "Workers and processes" (Launcher).
  *
  * Copyright (c) 2026, source_writes developers
  *

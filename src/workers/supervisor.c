@@ -3,22 +3,7 @@
  * supervisor.c
  *		  The source_writes background worker of a database
  *
- * The launcher (launcher.c) starts a supervisor in each database it finds.
- * A supervisor that finds no extension there, or no source table, leaves
- * at once, and says so (databases.c): the launcher starts it again when
- * one is made.  Otherwise it stays, and runs a latch loop: it keeps an
- * ingestion worker running for each Kafka source of its database
- * (workers.c), checking on them about once a second and whenever one
- * starts or stops, reports whether the database has webhook sources (for
- * the webhook server), and every source_writes.compaction_interval
- * compacts the sources that have a retain_history.  Each source is
- * compacted a range of blocks per transaction, so that no transaction of
- * ours runs long, and a source that somebody keeps locked (or keeps
- * compacting) is skipped until the next pass rather than waited for; an
- * error is logged and the pass goes on with the next source.  The
- * supervisor reloads its settings on SIGHUP, stops on SIGTERM and when
- * the postmaster dies; after DROP EXTENSION, or the drop of the last
- * source table, it stops the database's workers and leaves.
+ * See doc/internals.md, "Workers and processes" (Supervisor).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,27 +4,7 @@
  *		  The ingestion workers of Kafka sources: their shared state, how
  *		  their supervisors keep them running, and what they report
  *
- * Each Kafka source table of every database served is ingested by
- * background workers of its own (kafka_worker.c, in
- * the library source_writes_kafka, the only one linked with librdkafka):
- * one, or as many as its option workers says, which share its partitions
- * out (worker m of n takes the partitions p with p % n = m).  Shared memory
- * holds a slot per worker (as many as max_worker_processes, and some more
- * for the workers that wait for a process): the source it ingests and its
- * share, the worker's pid and latch, the state it reports (what it is
- * doing, its last error, each partition's next offset and high watermark)
- * and wait_for()'s requests for fresh watermarks.
- *
- * The supervisor of each database (supervisor.c) supervises its
- * database's workers about once a second and whenever a worker starts or
- * stops (sw_workers_supervise()): it gives slots to each new Kafka source
- * (not while a restore goes on in the database) and frees the slots of sources that are gone or now want another number
- * of workers, starts a worker for each slot that has none, and starts a
- * worker that stopped again, at once if it left to take new options and
- * otherwise after a backoff that doubles with each failure, up to a
- * minute.  It touches only its own database's slots; the launcher frees
- * those of a database no longer served.  A worker that finds its slot
- * given to another source (a new generation) leaves.
+ * See doc/internals.md, "Workers and processes" (Kafka workers).
  *
  * Copyright (c) 2026, source_writes developers
  *

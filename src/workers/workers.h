@@ -4,6 +4,8 @@
  *		  The background workers: the launcher, the supervisors, the
  *		  ingestion workers' shared state, and the databases they serve
  *
+ * See doc/internals.md, "Workers and processes".
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION

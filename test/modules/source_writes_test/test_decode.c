@@ -3,32 +3,7 @@
  * test_decode.c
  *		  A door to the decoder for tests: decode a message as a worker would
  *
- * source_writes_test_decode() decodes one message into a row of a source
- * table through decode.c, so that the decoder can be tested before, and
- * apart from, the workers that use it.  It is not part of the extension:
- * the tests' own module has it, which test/run builds and installs and
- * `make install` leaves out, and a test creates it, which takes a superuser, and only superusers
- * may call it, whoever it is granted to:
- *
- *		CREATE FUNCTION test_decode(src anyelement, value bytea,
- *									key bytea DEFAULT NULL,
- *									part int DEFAULT 0,
- *									"offset" bigint DEFAULT 0,
- *									ts timestamptz DEFAULT NULL,
- *									headers bytea[] DEFAULT NULL,
- *									tombstone boolean DEFAULT false)
- *		RETURNS anyelement
- *		AS 'source_writes_test', 'source_writes_test_decode' LANGUAGE C;
- *
- * src is NULL::the_source_table; value and key are the message's (NULL for
- * none), headers its headers as name, value pairs (a NULL value is a null
- * header), ts its timestamp (NULL for none) and its topic is the table's.
- * It returns the decoded row; with tombstone, only the key of a tombstone
- * (sw_decode_key()).
- *
- * Like a worker, it keeps the decoder of a table for the session, until the
- * table changes, so that a test can see that a message that fails leaves
- * the decoder fit for the next one, and time decoding alone.
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -125,6 +100,32 @@ get_decoder(Oid relid)
 	return &cached;
 }
 
+/*
+ * source_writes_test_decode
+ *
+ * Decodes one message into a row of a source table, as a worker would.  A
+ * test creates it; only superusers may call it, whoever it is granted to:
+ *
+ *		CREATE FUNCTION test_decode(src anyelement, value bytea,
+ *									key bytea DEFAULT NULL,
+ *									part int DEFAULT 0,
+ *									"offset" bigint DEFAULT 0,
+ *									ts timestamptz DEFAULT NULL,
+ *									headers bytea[] DEFAULT NULL,
+ *									tombstone boolean DEFAULT false)
+ *		RETURNS anyelement
+ *		AS 'source_writes_test', 'source_writes_test_decode' LANGUAGE C;
+ *
+ * src is NULL::the_source_table; value and key are the message's (NULL for
+ * none), headers its headers as name, value pairs (a NULL value is a null
+ * header), ts its timestamp (NULL for none) and its topic is the table's.
+ * It returns the decoded row; with tombstone, only the key of a tombstone
+ * (sw_decode_key()).
+ *
+ * Like a worker, it keeps the decoder of a table for the session, until the
+ * table changes, so that a test can see that a message that fails leaves
+ * the decoder fit for the next one, and time decoding alone.
+ */
 Datum
 source_writes_test_decode(PG_FUNCTION_ARGS)
 {

@@ -4,15 +4,7 @@
  *		  A door to the signature schemes for tests: a scheme's verdict on
  *		  a request, as the webhook worker would check it
  *
- * A test creates it (see sql/signatures.sql); only superusers may call it:
- *
- *		CREATE FUNCTION test_signature(tab regclass, body bytea, headers jsonb)
- *		RETURNS text
- *		AS 'source_writes_test', 'source_writes_test_signature' LANGUAGE C;
- *
- * headers is an object of header names and their text values.  It returns
- * the table's scheme and its verdict, e.g. "hmac: valid", or "none" for a
- * table that checks no signature.  See doc/internals.md, "Source files".
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -96,6 +88,19 @@ read_headers(Jsonb *jb, TestHeaders *h)
 	}
 }
 
+/*
+ * source_writes_test_signature
+ *
+ * A test creates it (see sql/signatures.sql); only superusers may call it:
+ *
+ *		CREATE FUNCTION test_signature(tab regclass, body bytea, headers jsonb)
+ *		RETURNS text
+ *		AS 'source_writes_test', 'source_writes_test_signature' LANGUAGE C;
+ *
+ * headers is an object of header names and their text values.  It returns
+ * the table's scheme and its verdict, e.g. "hmac: valid", or "none" for a
+ * table that checks no signature.
+ */
 Datum
 source_writes_test_signature(PG_FUNCTION_ARGS)
 {

@@ -3,24 +3,7 @@
  * test_write.c
  *		  A door to the writer for tests: write rows as a worker would
  *
- * The workers write sources through a writer (writer.c) with an origin of
- * their own, as the table's owner.  source_writes_test_write() lets a test
- * do the same from SQL, so that the writer can be tested before, and apart
- * from, the workers that use it.  It is not part of the extension: the
- * tests' own module has it, which test/run builds and installs and `make
- * install` leaves out, and a test creates it, which takes a superuser, and only superusers
- * may call it, whoever it is granted to:
- *
- *		CREATE FUNCTION test_write(source regclass, origin text, op text,
- *								   rows anyarray) RETURNS bigint
- *		AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
- *
- * op is 'insert' (one row at a time), 'append' (buffered), 'upsert' or
- * 'tombstone'; rows are rows of the table's type.  It returns how many rows
- * it wrote (for tombstones: how many keys had a row).  With two more
- * arguments, partition int and first_offset bigint, the rows are the
- * messages at offsets first_offset, first_offset + 1, ... of a partition,
- * which the batch consumes (sw_writer_consumed()).
+ * See doc/internals.md, "Source files".
  *
  * Copyright (c) 2026, source_writes developers
  *
@@ -59,6 +42,24 @@ origin_of(const char *name)
 	return SW_ORIGIN_USER;		/* keep compiler quiet */
 }
 
+/*
+ * source_writes_test_write
+ *
+ * Writes rows into a source through a writer of the given origin, as the
+ * table's owner, as a worker would.  A test creates it; only superusers may
+ * call it, whoever it is granted to:
+ *
+ *		CREATE FUNCTION test_write(source regclass, origin text, op text,
+ *								   rows anyarray) RETURNS bigint
+ *		AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
+ *
+ * op is 'insert' (one row at a time), 'append' (buffered), 'upsert' or
+ * 'tombstone'; rows are rows of the table's type.  It returns how many rows
+ * it wrote (for tombstones: how many keys had a row).  With two more
+ * arguments, partition int and first_offset bigint, the rows are the
+ * messages at offsets first_offset, first_offset + 1, ... of a partition,
+ * which the batch consumes (sw_writer_consumed()).
+ */
 Datum
 source_writes_test_write(PG_FUNCTION_ARGS)
 {
