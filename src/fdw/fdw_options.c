@@ -1031,7 +1031,11 @@ sw_source_table(Relation rel)
 			has_topic = true;
 		}
 		else if (strcmp(def->defname, "format") == 0)
+		{
 			st->format = sw_format_lookup(value);
+			if (st->format == NULL)
+				elog(ERROR, "unrecognized format \"%s\"", value);
+		}
 		else if (strcmp(def->defname, "envelope") == 0)
 			st->upsert = strcmp(value, "upsert") == 0;
 		else if (strcmp(def->defname, "key") == 0)

@@ -20,8 +20,8 @@
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
-#include "utils/memutils.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "ingest/decode.h"
 
@@ -478,7 +478,6 @@ build_field_hash(SwDecoder *d)
 		}
 	}
 }
-
 
 /*
  * Prepare a decoder for JSON: the hash of the fields of its data columns,
