@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * decode.h
- *		  What the decoder's files share: decode.c (columns, metadata,
- *		  defaults, keys, errors) and one file per format
+ *		  What the decoder's files share: decode.c (the decoder, metadata,
+ *		  keys, errors), decode_column.c (filling a column) and one file per
+ *		  format
  *
  * Private to src/ingest; other subsystems include ingest/ingest.h.  See
  * doc/internals.md, "Decoding".
@@ -159,7 +160,7 @@ store_text(DecodeRun *r, DecColumn *c, char *str)
 				str == NULL);
 }
 
-/* decode.c */
+/* decode_column.c */
 extern void verify_text(DecodeRun *r, const char *s, size_t len);
 extern char *make_cstring(DecodeRun *r, const char *s, size_t len);
 extern void store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len);
