@@ -108,7 +108,7 @@ typedef struct SwFormatOps
 							   const SwBodySplit *split);
 } SwFormatOps;
 
-/* the format option's value names; NULL if none */
+/* the format that a value of option format names; NULL if none */
 extern const SwFormatOps *sw_format_lookup(const char *name);
 /* the names of the formats sources of these kinds (SwKind bits) take */
 extern const char *const *sw_format_names(int kinds);
