@@ -16,6 +16,10 @@ OBJS = \
 	src/fdw/functions.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/ingest/decode.o \
+	src/ingest/decode_column.o \
+	src/ingest/decode_csv.o \
+	src/ingest/decode_json.o \
+	src/ingest/decode_text.o \
 	src/ingest/ingest.o \
 	src/ingest/offsets.o \
 	src/log/catalog.o \

@@ -49,14 +49,8 @@ extern void sw_fdw_modify_routine(struct FdwRoutine *routine);
  * tables and their columns say, once validated
  */
 
-typedef enum SwFormat
-{
-	SW_FORMAT_JSON,
-	SW_FORMAT_JSON_ARRAY,
-	SW_FORMAT_TEXT,
-	SW_FORMAT_BYTES,
-	SW_FORMAT_CSV
-} SwFormat;
+/* a format of messages (option format): see ingest/ingest.h */
+struct SwFormatOps;
 
 /* where a column's value comes from */
 typedef enum SwColumnSource
@@ -99,7 +93,7 @@ typedef struct SwSourceTable
 	Oid			relid;
 	Oid			serverid;
 	SwKind		kind;
-	SwFormat	format;
+	const struct SwFormatOps *format;
 	char	   *topic;			/* Kafka */
 	bool		upsert;			/* Kafka: envelope 'upsert' */
 	List	   *key;			/* Kafka upsert: key column names */

@@ -29,7 +29,6 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "parser/parse_coerce.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -42,6 +41,7 @@
 
 #include "fdw/fdw.h"
 #include "fdw/options.h"
+#include "ingest/ingest.h"
 
 #define SW_ANY_KIND		(SW_KIND_KAFKA | SW_KIND_WEBHOOK)
 
@@ -63,6 +63,8 @@ typedef struct SwOption
 	SwValueCheck check;			/* for free-form values, or NULL; may quote
 								 * the value in errors, so options of user
 								 * mappings use only check_nonempty */
+	const char *const *(*choices_of) (int kinds);	/* or the choices, for
+													 * the option's kinds */
 } SwOption;
 
 static void check_topic(const char *option, const char *value);
@@ -75,8 +77,6 @@ static void check_http_token(const char *option, const char *value);
 static void rethrow_hiding_statement(MemoryContext cxt) pg_attribute_noreturn();
 
 static const char *const server_types[] = {"kafka", "webhook", NULL};
-static const char *const kafka_formats[] = {"json", "text", "bytes", "csv", NULL};
-static const char *const webhook_formats[] = {"json", "json_array", "text", "bytes", NULL};
 static const char *const envelopes[] = {"none", "upsert", NULL};
 static const char *const encodings[] = {"hex", "base64", NULL};
 static const char *const kafka_sources[] = {"partition", "offset", "timestamp", "key", "headers", "topic", NULL};
@@ -90,8 +90,8 @@ static const SwOption sw_options[] = {
 	{"secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
 	/* source tables */
 	{"topic", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_topic},
-	{"format", ForeignTableRelationId, SW_KIND_KAFKA, kafka_formats, NULL},
-	{"format", ForeignTableRelationId, SW_KIND_WEBHOOK, webhook_formats, NULL},
+	{"format", ForeignTableRelationId, SW_KIND_KAFKA, NULL, NULL, sw_format_names},
+	{"format", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_format_names},
 	{"envelope", ForeignTableRelationId, SW_KIND_KAFKA, envelopes, NULL},
 	{"key", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_key_list},
 	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
@@ -131,6 +131,13 @@ context_name(Oid context)
 			return "columns";
 	}
 	return "objects";
+}
+
+/* the choices an option takes, or NULL */
+static const char *const *
+option_choices(const SwOption *opt)
+{
+	return opt->choices_of ? opt->choices_of(opt->kinds) : opt->choices;
 }
 
 /*
@@ -178,18 +185,18 @@ valid_choices(const char *name, Oid context, int kinds)
 
 	for (opt = sw_options; opt->name; opt++)
 		if (opt->context == context && (opt->kinds & kinds) != 0 &&
-			strcmp(opt->name, name) == 0 && opt->choices != NULL)
+			strcmp(opt->name, name) == 0 && option_choices(opt) != NULL)
 			nlists++;
 
 	initStringInfo(&buf);
 	for (opt = sw_options; opt->name; opt++)
 	{
 		if (opt->context != context || (opt->kinds & kinds) == 0 ||
-			strcmp(opt->name, name) != 0 || opt->choices == NULL)
+			strcmp(opt->name, name) != 0 || option_choices(opt) == NULL)
 			continue;
 		if (buf.len > 0)
 			appendStringInfoString(&buf, "; ");
-		appendStringInfoString(&buf, join_list(opt->choices));
+		appendStringInfoString(&buf, join_list(option_choices(opt)));
 		if (nlists > 1)
 			appendStringInfo(&buf, " (%s)", sw_kind_name(opt->kinds & kinds));
 	}
@@ -234,7 +241,7 @@ check_option(DefElem *def, Oid context, int kinds)
 			continue;
 		}
 		known = true;
-		if (opt->choices && in_list(opt->choices, value))
+		if (option_choices(opt) && in_list(option_choices(opt), value))
 			value_ok = true;
 		if (opt->check)
 			check = opt->check;
@@ -824,8 +831,7 @@ load_column(SwSourceTable *st, Relation rel, Form_pg_attribute att,
 			col->field = defGetString(def);
 	}
 
-	if (col->field && st->format != SW_FORMAT_JSON &&
-		st->format != SW_FORMAT_JSON_ARRAY)
+	if (col->field && !st->format->takes_fields)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 				 errmsg("column option \"field\" is only valid for JSON formats"),
@@ -860,77 +866,6 @@ load_column(SwSourceTable *st, Relation rel, Form_pg_attribute att,
 								 col->header),
 					 errhint("Valid types for this column are: %s.", names.data)));
 	}
-}
-
-static SwFormat
-parse_format(const char *value)
-{
-	if (strcmp(value, "json") == 0)
-		return SW_FORMAT_JSON;
-	if (strcmp(value, "json_array") == 0)
-		return SW_FORMAT_JSON_ARRAY;
-	if (strcmp(value, "text") == 0)
-		return SW_FORMAT_TEXT;
-	if (strcmp(value, "bytes") == 0)
-		return SW_FORMAT_BYTES;
-	return SW_FORMAT_CSV;
-}
-
-/*
- * Check that the data columns (those filled from the value or body) fit
- * the format: 'text' and 'bytes' fill exactly one column of their type.
- */
-static void
-check_data_columns(SwSourceTable *st, Relation rel)
-{
-	StringInfoData names;
-	int			ndata = 0;
-	SwColumn   *data = NULL;
-	const char *format;
-	const char *type;
-	bool		ok;
-
-	if (st->format != SW_FORMAT_TEXT && st->format != SW_FORMAT_BYTES)
-		return;
-
-	initStringInfo(&names);
-	for (int i = 0; i < st->ncolumns; i++)
-	{
-		if (st->columns[i].source != SW_COLUMN_DATA)
-			continue;
-		data = &st->columns[i];
-		ndata++;
-		appendStringInfo(&names, "%s%s", names.len > 0 ? ", " : "",
-						 quote_identifier(data->name));
-	}
-
-	if (st->format == SW_FORMAT_TEXT)
-	{
-		format = "text";
-		type = "text";
-		ok = ndata == 1 &&
-			TypeCategory(getBaseType(data->typid)) == TYPCATEGORY_STRING;
-	}
-	else
-	{
-		format = "bytes";
-		type = "bytea";
-		ok = ndata == 1 && getBaseType(data->typid) == BYTEAOID;
-	}
-
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_COLUMN_NUMBER),
-				 errmsg("format \"%s\" needs exactly one %s column besides metadata columns",
-						format, type),
-				 ndata == 0
-				 ? errdetail("Source table \"%s\" has no data column.",
-							 RelationGetRelationName(rel))
-				 : errdetail_plural("Source table \"%s\" has %d data column: %s.",
-									"Source table \"%s\" has %d data columns: %s.",
-									ndata, RelationGetRelationName(rel), ndata,
-									names.data),
-				 errhint("Mark the other columns as metadata with OPTIONS (source '...') or OPTIONS (header '...').")));
 }
 
 /*
@@ -1071,7 +1006,7 @@ sw_source_table(Relation rel)
 	st->relid = relid;
 	st->serverid = server->serverid;
 	st->kind = sw_server_kind(server);
-	st->format = SW_FORMAT_JSON;
+	st->format = sw_format_lookup("json");
 	st->retain_history_ms = -1;
 	st->max_body_bytes = SW_DEFAULT_MAX_BODY;
 	st->workers = 1;
@@ -1089,7 +1024,11 @@ sw_source_table(Relation rel)
 			has_topic = true;
 		}
 		else if (strcmp(def->defname, "format") == 0)
-			st->format = parse_format(value);
+		{
+			st->format = sw_format_lookup(value);
+			if (st->format == NULL)
+				elog(ERROR, "unrecognized format \"%s\"", value);
+		}
 		else if (strcmp(def->defname, "envelope") == 0)
 			st->upsert = strcmp(value, "upsert") == 0;
 		else if (strcmp(def->defname, "key") == 0)
@@ -1151,8 +1090,8 @@ sw_source_table(Relation rel)
 	 * as for the bodies of functions: then the data columns are not
 	 * counted, since which columns are data columns is not settled yet.
 	 */
-	if (check_function_bodies)
-		check_data_columns(st, rel);
+	if (check_function_bodies && st->format->check_columns)
+		st->format->check_columns(st, rel);
 	check_key(st, rel);
 	return st;
 }

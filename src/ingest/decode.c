@@ -95,9 +95,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "common/int.h"
-#include "common/jsonapi.h"
 #include "executor/executor.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -113,123 +111,11 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "ingest/ingest.h"
-
-/* buffers kept between messages shrink back when a message grew them past this */
-#define SW_KEEP_BUFFER		(1024 * 1024)
-
-/* longest part of a JSON token quoted in an error */
-#define SW_ERROR_TOKEN_BYTES	40
-
-/* longest context line kept for sw_decoder_failed() */
-#define SW_ERROR_WHERE_BYTES	256
+#include "ingest/decode.h"
 
 /* microseconds from the Unix epoch to PostgreSQL's */
 #define SW_EPOCH_DIFF_USECS \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
-
-/* how one column is filled; decided once, in sw_decoder_create() */
-typedef struct DecColumn
-{
-	int			attidx;			/* in the tuple descriptor, from 0 */
-	const char *name;
-	SwColumnSource source;
-	const char *header;			/* SW_COLUMN_HEADER: the header's name */
-	Oid			typid;
-	Oid			basetype;		/* the type, or a domain's base type */
-	int32		typmod;
-	bool		is_domain;
-	bool		is_json;		/* of base type json or jsonb */
-	bool		is_bytea;		/* of base type bytea */
-	bool		is_key;			/* named by the key option */
-	FmgrInfo	key_eq;			/* a data key column: its type's equality */
-	Oid			collation;
-	FmgrInfo	infunc;			/* the (base) type's input function */
-	Oid			ioparam;
-	int32		intypmod;		/* ... and the typmod it takes */
-	void	   *domain_extra;	/* domain_check()'s cache */
-
-	/* data columns */
-	const char *field;			/* the JSON field that fills it */
-	size_t		field_len;
-	uint32		field_hash;
-	int			next_same;		/* next column the same field fills, or -1 */
-	bool		has_default;
-	ExprState  *default_expr;	/* NULL for a constant default */
-	Datum		default_value;	/* the constant */
-	bool		default_isnull;
-} DecColumn;
-
-struct SwDecoder
-{
-	MemoryContext cxt;			/* where all of this lives */
-	char	   *relname;
-	SwKind		kind;
-	SwFormat	format;
-	bool		upsert;
-	int			natts;			/* of the table's tuple descriptor */
-	int			ncols;
-	DecColumn  *cols;			/* columns to fill, in table order */
-	int			ndata;
-	int		   *data;			/* indexes into cols of the data columns */
-	int			nkey;
-	int		   *key;			/* ... and of the key columns */
-	int			ndatakey;		/* key columns that are data columns */
-	int			datakey;		/* ... the first of them, an index into cols */
-	Datum	   *key_values;		/* ... as the message key gives them */
-	bool	   *key_nulls;
-
-	/* JSON: fields to columns, an open-addressing hash of cols index + 1 */
-	int			hash_mask;
-	int		   *hash;
-	bool	   *seen;			/* per column: this message filled it */
-	JsonLexContext lex;			/* lexes messages, reused */
-	JsonLexContext unescape_lex;	/* de-escapes strings, reused */
-
-	ExprContext *econtext;		/* for defaults that are not constants */
-
-	/* CSV: the fields of a record, and the buffer they are split into */
-	char	  **csv_fields;
-	StringInfoData csv_buf;
-
-	/* the last call, for sw_decoder_failed() */
-	bool		running;		/* it began and did not return */
-	bool		checking;		/* ... and was checking a domain's value */
-	bool		defaulting;		/* ... or computing a default */
-	char		error_where[SW_ERROR_WHERE_BYTES];	/* its context line */
-};
-
-/*
- * What one call is doing, on the caller's stack: the row being filled, and
- * where it is, for the error context.
- */
-typedef struct DecodeRun
-{
-	SwDecoder  *d;
-	const SwMessage *msg;
-	Datum	   *values;
-	bool	   *nulls;
-
-	/* where we are */
-	bool		in_key;			/* decoding the message key, not the value */
-	bool		in_part;		/* in the value or key as a whole */
-	int			byte;			/* a byte of it, from 1, or 0 */
-	DecColumn  *col;			/* the column being filled, or NULL */
-	const char *field;			/* its JSON field, or NULL */
-	size_t		field_len;		/* (not NUL-terminated) */
-	int			csv_field;		/* its CSV field, from 1, or 0 */
-	const char *header;			/* the header being read, or NULL */
-	int			header_no;		/* its place, from 1, while its name is
-								 * not known to be text */
-
-	/* JSON */
-	JsonLexContext *lex;
-	bool		key_only;		/* fill only key columns */
-	bool		no_defaults;	/* leave the columns it lacks alone */
-	int			cur;			/* first column of the current top-level
-								 * field, or -1 */
-	char	   *value_start;	/* where its value starts */
-} DecodeRun;
 
 
 /*
@@ -300,106 +186,6 @@ decode_error_callback(void *arg)
 	memcpy(r->d->error_where, buf.data, keep);
 	r->d->error_where[keep] = '\0';
 	errcontext("%s", buf.data);
-}
-
-/*
- * Check that len bytes are text in the database encoding, without NUL
- * bytes, as the input functions of text types expect.
- */
-static void
-verify_text(DecodeRun *r, const char *s, size_t len)
-{
-	int			valid;
-
-	if (len >= MaxAllocSize)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("message text of %zu bytes is too long", len),
-				 errdetail("Text values are limited to %zu bytes.",
-						   (size_t) MaxAllocSize - 1)));
-	valid = pg_encoding_verifymbstr(GetDatabaseEncoding(), s, (int) len);
-	if (valid < (int) len)
-	{
-		r->byte = valid + 1;
-		report_invalid_encoding(GetDatabaseEncoding(), s + valid,
-								(int) len - valid);
-	}
-}
-
-/*
- * len bytes as a NUL-terminated string, once checked.
- */
-static char *
-make_cstring(DecodeRun *r, const char *s, size_t len)
-{
-	char	   *result;
-
-	verify_text(r, s, len);
-	result = palloc(len + 1);
-	memcpy(result, s, len);
-	result[len] = '\0';
-	return result;
-}
-
-/*
- * Fill a column with a value of its base type, checked against its domain.
- */
-static void
-store_datum(DecodeRun *r, DecColumn *c, Datum value, bool isnull)
-{
-	if (c->is_domain)
-	{
-		r->d->checking = true;
-		domain_check(value, isnull, c->typid, &c->domain_extra, r->d->cxt);
-		r->d->checking = false;
-	}
-	r->values[c->attidx] = value;
-	r->nulls[c->attidx] = isnull;
-}
-
-/*
- * Fill a column from a string, or NULL, through its (base) type's input
- * function, and its domain's checks, as domain_in() would.  NULL goes
- * through them too, so that a domain's NOT NULL holds, as in COPY.
- */
-static inline void
-store_text(DecodeRun *r, DecColumn *c, char *str)
-{
-	store_datum(r, c, InputFunctionCall(&c->infunc, str, c->ioparam, c->intypmod),
-				str == NULL);
-}
-
-/*
- * Fill a column from raw bytes, or NULL: as they are into bytea, else as
- * text through the input function.
- */
-static void
-store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
-{
-	if (data == NULL)
-		store_text(r, c, NULL);
-	else if (c->is_bytea)
-	{
-		bytea	   *b;
-
-		if (len > MaxAllocSize - VARHDRSZ)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("message bytes of %zu bytes are too long", len),
-					 errdetail("bytea values are limited to %zu bytes.",
-							   (size_t) (MaxAllocSize - VARHDRSZ))));
-		b = palloc(len + VARHDRSZ);
-		SET_VARSIZE(b, len + VARHDRSZ);
-		memcpy(VARDATA(b), data, len);
-		store_datum(r, c, PointerGetDatum(b), false);
-	}
-	else
-	{
-		char	   *s = make_cstring(r, data, len);
-
-		store_text(r, c, s);
-		pfree(s);
-	}
 }
 
 /*
@@ -480,34 +266,13 @@ store_headers(DecodeRun *r, DecColumn *c)
 }
 
 /*
- * The last header with a name, or NULL: names compare exactly for Kafka,
- * in any case for webhooks (HTTP).
- */
-static const SwHeader *
-find_header(DecodeRun *r, const char *name)
-{
-	const SwMessage *msg = r->msg;
-	bool		any_case = r->d->kind == SW_KIND_WEBHOOK;
-
-	for (int i = msg->nheaders - 1; i >= 0; i--)
-	{
-		const SwHeader *h = &msg->headers[i];
-
-		if (any_case ? pg_strcasecmp(h->name, name) == 0 :
-			strcmp(h->name, name) == 0)
-			return h;
-	}
-	return NULL;
-}
-
-/*
  * Fill a metadata column from the message.
  */
 static void
 fill_metadata(DecodeRun *r, DecColumn *c)
 {
 	const SwMessage *msg = r->msg;
-	const SwHeader *h;
+	int			h;
 
 	r->col = c;
 	switch (c->source)
@@ -534,9 +299,11 @@ fill_metadata(DecodeRun *r, DecColumn *c)
 			store_raw(r, c, msg->value, msg->value_len);
 			break;
 		case SW_COLUMN_HEADER:
-			h = find_header(r, c->header);
-			if (h)
-				store_raw(r, c, h->value, h->len);
+			/* exactly for Kafka, in any case for webhooks (HTTP) */
+			h = sw_find_header(msg->headers, sizeof(SwHeader), msg->nheaders,
+							   c->header, r->d->kind == SW_KIND_WEBHOOK);
+			if (h >= 0)
+				store_raw(r, c, msg->headers[h].value, msg->headers[h].len);
 			else
 				store_raw(r, c, NULL, 0);
 			break;
@@ -552,607 +319,6 @@ fill_metadata(DecodeRun *r, DecColumn *c)
 	}
 	r->col = NULL;
 	r->byte = 0;
-}
-
-/*
- * A data column that no field filled: its default, or NULL.  A key column
- * of an upsert source that the message key fills gets neither: it takes
- * the key's value (check_key_agrees()).
- */
-static void
-fill_default(DecodeRun *r, DecColumn *c)
-{
-	r->col = c;
-	if (c->is_key && r->d->upsert && r->d->ndatakey > 0)
-	{
-		r->values[c->attidx] = (Datum) 0;
-		r->nulls[c->attidx] = true;
-	}
-	else if (c->default_expr)
-	{
-		bool		isnull;
-		Datum		value;
-
-		r->d->defaulting = true;
-		value = ExecEvalExpr(c->default_expr, r->d->econtext, &isnull);
-		r->d->defaulting = false;
-		r->values[c->attidx] = value;
-		r->nulls[c->attidx] = isnull;
-	}
-	else if (c->has_default)
-	{
-		r->values[c->attidx] = c->default_value;
-		r->nulls[c->attidx] = c->default_isnull;
-	}
-	else
-		store_text(r, c, NULL);
-	r->col = NULL;
-}
-
-/* ---------------------------------------------------------------------
- * JSON
- * ---------------------------------------------------------------------
- */
-
-static inline uint32
-field_hash(const char *name, size_t len)
-{
-	return hash_bytes((const unsigned char *) name, (int) len);
-}
-
-/*
- * The first column a top-level field fills, or -1.
- */
-static int
-field_lookup(SwDecoder *d, const char *name, size_t len)
-{
-	uint32		h = field_hash(name, len);
-
-	for (int i = h & d->hash_mask;; i = (i + 1) & d->hash_mask)
-	{
-		int			entry = d->hash[i];
-		DecColumn  *c;
-
-		if (entry == 0)
-			return -1;
-		c = &d->cols[entry - 1];
-		if (c->field_hash == h && c->field_len == len &&
-			memcmp(c->field, name, len) == 0)
-			return entry - 1;
-	}
-}
-
-/*
- * Whether this decoding fills a column.
- */
-static inline bool
-wanted(DecodeRun *r, DecColumn *c)
-{
-	return !r->key_only || c->is_key;
-}
-
-/*
- * Where PostgreSQL's JSON parser failed, for an error: the byte (from 1)
- * of lex's input where the token it failed at begins, or the byte after
- * the last if the input ended; a long token is cut, for json_errdetail()
- * to quote at most its beginning.
- */
-int
-sw_json_error_byte(JsonLexContext *lex)
-{
-	int			toklen;
-
-	if (lex->token_start == NULL)
-		return (lex->token_terminator - lex->input) + 1;
-	toklen = lex->token_terminator - lex->token_start;
-	if (toklen > SW_ERROR_TOKEN_BYTES)
-		lex->token_terminator = lex->token_start +
-			pg_mbcliplen(lex->token_start, toklen, SW_ERROR_TOKEN_BYTES);
-	return (lex->token_start - lex->input) + 1;
-}
-
-/* the SQLSTATE of an error of PostgreSQL's JSON parser */
-int
-sw_json_error_code(JsonParseErrorType err)
-{
-	return err == JSON_UNICODE_CODE_POINT_ZERO || err == JSON_UNICODE_HIGH_ESCAPE
-		? ERRCODE_UNTRANSLATABLE_CHARACTER
-		: ERRCODE_INVALID_TEXT_REPRESENTATION;
-}
-
-/*
- * The parser failed at a token of lex, whose input begins at byte offset
- * of the message part: say where, and what it expected.
- */
-static void
-json_error(DecodeRun *r, JsonParseErrorType err, JsonLexContext *lex,
-		   int offset)
-{
-	int			pos = offset + sw_json_error_byte(lex);
-
-	ereport(ERROR,
-			(errcode(sw_json_error_code(err)),
-			 r->in_key
-			 ? errmsg("invalid JSON in message key at byte %d", pos)
-			 : errmsg("invalid JSON in message value at byte %d", pos),
-			 errdetail("%s", json_errdetail(err, lex))));
-}
-
-/*
- * Point a lexer at len bytes of JSON, with or without a buffer for the
- * de-escaped text of strings (which it keeps, unless a long string grew it).
- */
-static void
-lex_restart(SwDecoder *d, JsonLexContext *lex, const char *json, size_t len)
-{
-	StringInfo	strval = lex->strval;
-
-	if (strval)
-	{
-		if (strval->maxlen > SW_KEEP_BUFFER)
-		{
-			MemoryContext old = MemoryContextSwitchTo(d->cxt);
-
-			pfree(strval->data);
-			initStringInfo(strval);
-			MemoryContextSwitchTo(old);
-		}
-		resetStringInfo(strval);
-	}
-	memset(lex, 0, sizeof(JsonLexContext));
-	lex->input = lex->token_terminator = lex->line_start = (char *) json;
-	lex->line_number = 1;
-	lex->input_length = (int) len;
-	lex->input_encoding = GetDatabaseEncoding();
-	lex->strval = strval;
-}
-
-/*
- * The text of a string token that holds escapes, de-escaped by the JSON
- * lexer itself (the one that lexes the message leaves strings as they are,
- * which is much faster).  Its errors are reported where the token is.
- */
-static char *
-unescape(DecodeRun *r, const char *token, size_t len)
-{
-	JsonLexContext *lex = &r->d->unescape_lex;
-	JsonParseErrorType err;
-
-	lex_restart(r->d, lex, token, len);
-	err = json_lex(lex);
-	if (err != JSON_SUCCESS)
-		json_error(r, err, lex, token - r->lex->input);
-	Assert(lex->token_type == JSON_TOKEN_STRING &&
-		   lex->token_terminator == token + len);
-	return pstrdup(lex->strval->data);
-}
-
-/*
- * What a JSON value that begins with a token of this type is, for errors
- * (objects aside).
- */
-static const char *
-json_value_kind(JsonTokenType type)
-{
-	switch (type)
-	{
-		case JSON_TOKEN_ARRAY_START:
-			return "a JSON array";
-		case JSON_TOKEN_STRING:
-			return "a JSON string";
-		case JSON_TOKEN_NUMBER:
-			return "a JSON number";
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			return "a JSON boolean";
-		default:
-			return "JSON null";
-	}
-}
-
-/*
- * The value is not an object: the decoding stops at its first token.
- */
-static void
-not_an_object(DecodeRun *r, JsonTokenType type)
-{
-	const char *what = json_value_kind(type);
-
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 r->in_key
-			 ? errmsg("message key is not a JSON object")
-			 : errmsg("message value is not a JSON object"),
-			 errdetail("It is %s.", what)));
-}
-
-/*
- * A top-level field's value is an object or an array: only json and jsonb
- * columns take it (at the field's end, as raw text).
- */
-static void
-nested_value(DecodeRun *r, bool object)
-{
-	SwDecoder  *d = r->d;
-
-	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
-	{
-		DecColumn  *c = &d->cols[i];
-
-		if (!wanted(r, c) || c->is_json)
-			continue;
-		r->col = c;
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 object
-				 ? errmsg("cannot convert a JSON object to type %s",
-						  format_type_with_typemod(c->typid, c->typmod))
-				 : errmsg("cannot convert a JSON array to type %s",
-						  format_type_with_typemod(c->typid, c->typmod)),
-				 errhint("Only columns of type json or jsonb take nested objects and arrays.")));
-	}
-}
-
-static void
-json_object_start(void *arg)
-{
-	DecodeRun  *r = (DecodeRun *) arg;
-
-	/* level 0 is the message's own object */
-	if (r->lex->lex_level == 1 && r->cur >= 0)
-		nested_value(r, true);
-}
-
-static void
-json_array_start(void *arg)
-{
-	DecodeRun  *r = (DecodeRun *) arg;
-
-	if (r->lex->lex_level == 0)
-		not_an_object(r, JSON_TOKEN_ARRAY_START);
-	if (r->lex->lex_level == 1 && r->cur >= 0)
-		nested_value(r, false);
-}
-
-static inline bool
-json_whitespace(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-/*
- * A top-level field: find the columns it fills.
- *
- * The lexer gives no field name (it de-escapes no strings for us), but it
- * has just read the name, a colon, and the value's first token: the name
- * is the string that ends before the colon.  Its opening quote is the
- * first quote before its closing one that no backslash escapes (a quote in
- * a valid string, which the lexer checked, is always escaped).
- */
-static void
-json_field_start(void *arg, char *fname, bool isnull)
-{
-	DecodeRun  *r = (DecodeRun *) arg;
-	JsonLexContext *lex = r->lex;
-	const char *start;
-	const char *end;
-
-	if (lex->lex_level != 1)
-		return;
-
-	end = lex->prev_token_terminator - 1;	/* the colon */
-	Assert(*end == ':');
-	do
-		end--;
-	while (json_whitespace(*end));
-	Assert(*end == '"');
-	for (start = end - 1;; start--)
-	{
-		int			backslashes = 0;
-
-		if (*start != '"')
-			continue;
-		while (start[-1 - backslashes] == '\\')
-			backslashes++;
-		if (backslashes % 2 == 0)
-			break;
-	}
-	start++;
-
-	if (memchr(start, '\\', end - start) == NULL)
-	{
-		r->field = start;
-		r->field_len = end - start;
-	}
-	else
-	{
-		r->field = unescape(r, start - 1, end - start + 2);
-		r->field_len = strlen(r->field);
-	}
-	r->cur = field_lookup(r->d, r->field, r->field_len);
-	r->value_start = lex->token_start;
-}
-
-/*
- * The end of a top-level field: json and jsonb columns take the raw text
- * of its value (other columns took a scalar already).
- */
-static void
-json_field_end(void *arg, char *fname, bool isnull)
-{
-	DecodeRun  *r = (DecodeRun *) arg;
-	SwDecoder  *d = r->d;
-
-	if (r->lex->lex_level != 1)
-		return;
-	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
-	{
-		DecColumn  *c = &d->cols[i];
-
-		if (!wanted(r, c))
-			continue;
-		if (c->is_json)
-		{
-			r->col = c;
-			if (isnull)
-				store_text(r, c, NULL);
-			else
-			{
-				char	   *raw;
-
-				raw = pnstrdup(r->value_start,
-							   r->lex->prev_token_terminator - r->value_start);
-				store_text(r, c, raw);
-				pfree(raw);
-			}
-			r->col = NULL;
-		}
-		d->seen[i] = true;
-	}
-	r->cur = -1;
-	r->field = NULL;
-}
-
-/*
- * A scalar: a top-level field's value goes to the columns of other types
- * than json and jsonb; a scalar message is not an object.  The lexer gives
- * the text of numbers, true, false and null, but not of strings: that is
- * the token between the value's start and the lexer's last token end.
- */
-static void
-json_scalar(void *arg, char *token, JsonTokenType type)
-{
-	DecodeRun  *r = (DecodeRun *) arg;
-	SwDecoder  *d = r->d;
-	char	   *text = token;
-
-	if (r->lex->lex_level == 0)
-		not_an_object(r, type);
-	if (r->lex->lex_level != 1)
-	{
-		if (token)
-			pfree(token);
-		return;
-	}
-
-	for (int i = r->cur; i >= 0; i = d->cols[i].next_same)
-	{
-		DecColumn  *c = &d->cols[i];
-
-		if (!wanted(r, c) || c->is_json)
-			continue;
-		if (type == JSON_TOKEN_STRING && text == NULL)
-		{
-			const char *start = r->value_start;
-			size_t		len = r->lex->prev_token_terminator - start;
-
-			if (memchr(start, '\\', len) == NULL)
-				text = pnstrdup(start + 1, len - 2);
-			else
-				text = unescape(r, start, len);
-		}
-		r->col = c;
-		store_text(r, c, type == JSON_TOKEN_NULL ? NULL : text);
-		r->col = NULL;
-	}
-	if (text)
-		pfree(text);
-}
-
-/*
- * Decode a JSON object into the data columns (or, for a tombstone's key,
- * the key columns among them), and default the ones it lacks.
- */
-static void
-decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
-{
-	SwDecoder  *d = r->d;
-	JsonSemAction sem;
-	JsonParseErrorType err;
-
-	r->in_part = true;
-	verify_text(r, json, len);
-
-	r->lex = &d->lex;
-	lex_restart(d, r->lex, json, len);
-	r->key_only = key_only;
-	r->cur = -1;
-	memset(d->seen, 0, sizeof(bool) * d->ncols);
-
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = r;
-	sem.object_start = json_object_start;
-	sem.array_start = json_array_start;
-	sem.object_field_start = json_field_start;
-	sem.object_field_end = json_field_end;
-	sem.scalar = json_scalar;
-
-	err = pg_parse_json(r->lex, &sem);
-	if (err != JSON_SUCCESS)
-		json_error(r, err, r->lex, 0);
-	r->in_part = false;
-
-	for (int j = 0; j < d->ndata; j++)
-	{
-		int			i = d->data[j];
-
-		if (!d->seen[i] && wanted(r, &d->cols[i]) && !r->no_defaults)
-			fill_default(r, &d->cols[i]);
-	}
-}
-
-/* ---------------------------------------------------------------------
- * CSV
- * ---------------------------------------------------------------------
- */
-
-/*
- * Split the CSV record at the start of a message into its fields, by the
- * rules of COPY's format csv with its defaults: fields are separated by
- * commas; a double quote starts a quoted part of a field (anywhere in it),
- * in which commas and line breaks are data and two double quotes stand
- * for one, and the next lone double quote ends it; an unquoted empty field
- * is NULL, a quoted one an empty string; the record ends at a line break
- * (LF, CR LF or CR) outside quotes, or at the end of the value.  (COPY
- * also takes a line of \. for the end of its data, which a message has no
- * use for: here it is a value like any other.)  The fields are written,
- * NUL-terminated, into the decoder's buffer; the first max of them are
- * pointed to in fields.  Returns the number of fields, and in *used the
- * bytes of the value the record took, its line break included.
- */
-static int
-csv_split(SwDecoder *d, const char *value, size_t len, char **fields, int max,
-		  size_t *used)
-{
-	StringInfo	buf = &d->csv_buf;
-	const char *cur = value;
-	const char *end = value + len;
-	char	   *out;
-	int			nfields = 0;
-
-	/* a buffer that the last message grew too much shrinks back */
-	if (buf->maxlen > SW_KEEP_BUFFER && len < SW_KEEP_BUFFER)
-	{
-		MemoryContext old = MemoryContextSwitchTo(d->cxt);
-
-		pfree(buf->data);
-		initStringInfo(buf);
-		MemoryContextSwitchTo(old);
-	}
-	/* each byte of the value gives at most one of the fields or a terminator */
-	resetStringInfo(buf);
-	enlargeStringInfo(buf, len + 1);
-	out = buf->data;
-
-	for (;;)
-	{
-		char	   *field = out;
-		bool		quoted = false;
-		bool		at_end = true;
-		const char *start = cur;
-
-		while (cur < end)
-		{
-			char		c = *cur;
-
-			if (c == ',' || c == '\n' || c == '\r')
-			{
-				at_end = c != ',';
-				break;
-			}
-			cur++;
-			if (c != '"')
-			{
-				*out++ = c;
-				continue;
-			}
-			/* a quoted part, to its closing quote */
-			quoted = true;
-			for (;;)
-			{
-				if (cur >= end)
-					ereport(ERROR,
-							(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-							 errmsg("unterminated CSV quoted field")));
-				c = *cur++;
-				if (c == '"')
-				{
-					if (cur < end && *cur == '"')
-						cur++;	/* "" stands for " */
-					else
-						break;
-				}
-				*out++ = c;
-			}
-		}
-		*out++ = '\0';
-		if (nfields < max)
-			fields[nfields] = (!quoted && cur == start) ? NULL : field;
-		nfields++;
-		if (at_end)
-			break;
-		cur++;					/* the comma */
-	}
-
-	/* the line break that ends the record: LF, CR LF or CR */
-	if (cur < end && *cur++ == '\r' && cur < end && *cur == '\n')
-		cur++;
-	*used = cur - value;
-	return nfields;
-}
-
-/*
- * Decode one CSV record into the data columns.
- */
-static void
-decode_csv(DecodeRun *r, const char *value, size_t len)
-{
-	SwDecoder  *d = r->d;
-	size_t		used;
-	int			nfields;
-
-	r->in_part = true;
-	verify_text(r, value, len);
-	if (d->ndata == 0)
-		return;					/* nothing to fill */
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg("message value holds no CSV record")));
-	nfields = csv_split(d, value, len, d->csv_fields, d->ndata, &used);
-	if (nfields > d->ndata)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg("extra data after last expected column")));
-	r->in_part = false;
-
-	/* a missing field is an error once the fields before it are read, as in COPY */
-	for (int j = 0; j < d->ndata; j++)
-	{
-		r->col = &d->cols[d->data[j]];
-		if (j >= nfields)
-		{
-			r->col = NULL;
-			r->in_part = true;
-			ereport(ERROR,
-					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-					 errmsg("missing data for column \"%s\"",
-							d->cols[d->data[j]].name)));
-		}
-		r->csv_field = j + 1;
-		store_text(r, r->col, d->csv_fields[j]);
-	}
-	r->col = NULL;
-	r->csv_field = 0;
-
-	r->in_part = true;
-	if (used < len)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg("message value holds more than one CSV record"),
-				 errhint("Quote a field to put a line break in it.")));
-	r->in_part = false;
 }
 
 /* ---------------------------------------------------------------------
@@ -1182,50 +348,6 @@ prepare_default(SwDecoder *d, Relation rel, DecColumn *c)
 	if (d->econtext == NULL)
 		d->econtext = CreateStandaloneExprContext();
 	c->default_expr = ExecInitExpr(expr, NULL);
-}
-
-/*
- * Hash the fields of the data columns (the column's name, or its field
- * option); columns filled by one field are chained in table order.
- */
-static void
-build_field_hash(SwDecoder *d)
-{
-	int			size = 8;
-
-	while (size < d->ndata * 2)
-		size *= 2;
-	d->hash_mask = size - 1;
-	d->hash = palloc0(sizeof(int) * size);
-
-	for (int j = 0; j < d->ndata; j++)
-	{
-		int			ci = d->data[j];
-		DecColumn  *c = &d->cols[ci];
-
-		c->field_len = strlen(c->field);
-		c->field_hash = field_hash(c->field, c->field_len);
-		for (int i = c->field_hash & d->hash_mask;; i = (i + 1) & d->hash_mask)
-		{
-			DecColumn  *other;
-
-			if (d->hash[i] == 0)
-			{
-				d->hash[i] = ci + 1;
-				break;
-			}
-			other = &d->cols[d->hash[i] - 1];
-			if (other->field_hash == c->field_hash &&
-				other->field_len == c->field_len &&
-				memcmp(other->field, c->field, c->field_len) == 0)
-			{
-				while (other->next_same >= 0)
-					other = &d->cols[other->next_same];
-				other->next_same = ci;
-				break;
-			}
-		}
-	}
 }
 
 /*
@@ -1309,18 +431,14 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 		d->ncols++;
 	}
 
-	build_field_hash(d);
+	prepare_json(d);			/* message keys are JSON in every format */
 	if (d->ndatakey > 0)
 	{
 		d->key_values = palloc(sizeof(Datum) * Max(d->natts, 1));
 		d->key_nulls = palloc(sizeof(bool) * Max(d->natts, 1));
 	}
-	d->unescape_lex.strval = makeStringInfo();
-	if (d->format == SW_FORMAT_CSV)
-	{
-		d->csv_fields = palloc(sizeof(char *) * Max(d->ndata, 1));
-		initStringInfo(&d->csv_buf);
-	}
+	if (d->format->prepare)
+		d->format->prepare(d);
 	return d;
 }
 
@@ -1379,109 +497,6 @@ check_key(DecodeRun *r)
 				 ? errdetail("The message has no header \"%s\", or it is null.", c->header)
 				 : errdetail("The message gives the column no value.")));
 	}
-}
-
-/* what a message key is (key_shape()) */
-typedef enum KeyShape
-{
-	KEY_OBJECT,					/* a JSON object */
-	KEY_SCALAR,					/* a JSON string, number, boolean or null */
-	KEY_OTHER					/* anything else */
-} KeyShape;
-
-/* the first token of a message key's JSON, for key_shape() */
-typedef struct KeyProbe
-{
-	JsonLexContext *lex;
-	JsonTokenType type;			/* JSON_TOKEN_END: none yet */
-	char	   *text;			/* a scalar's value, NULL for null */
-} KeyProbe;
-
-static void
-probe_object_start(void *arg)
-{
-	KeyProbe   *p = (KeyProbe *) arg;
-
-	if (p->lex->lex_level == 0)
-		p->type = JSON_TOKEN_OBJECT_START;
-}
-
-static void
-probe_array_start(void *arg)
-{
-	KeyProbe   *p = (KeyProbe *) arg;
-
-	if (p->lex->lex_level == 0)
-		p->type = JSON_TOKEN_ARRAY_START;
-}
-
-static void
-probe_scalar(void *arg, char *token, JsonTokenType type)
-{
-	KeyProbe   *p = (KeyProbe *) arg;
-
-	if (p->lex->lex_level == 0 && type != JSON_TOKEN_NULL)
-	{
-		p->type = type;
-		p->text = token;
-		return;
-	}
-	if (p->lex->lex_level == 0)
-		p->type = type;
-	if (token)
-		pfree(token);
-}
-
-/*
- * What the message key is: a JSON object; a JSON scalar, whose value (a
- * string's de-escaped text, a number, true or false as written, NULL for
- * null) it returns in *text; or anything else (other JSON, text that is
- * not JSON, bytes that are not text).  *what says which, for errors.
- */
-static KeyShape
-key_shape(SwDecoder *d, const SwMessage *msg, char **text, const char **what)
-{
-	JsonLexContext *lex = &d->unescape_lex;
-	JsonSemAction sem;
-	KeyProbe	probe;
-
-	*text = NULL;
-	if (msg->key_len >= MaxAllocSize ||
-		pg_encoding_verifymbstr(GetDatabaseEncoding(), msg->key,
-								(int) msg->key_len) != (int) msg->key_len)
-	{
-		*what = "bytes that are not text in the database encoding";
-		return KEY_OTHER;
-	}
-
-	/* one parse, which de-escapes the strings (of a key, a short one) */
-	lex_restart(d, lex, msg->key, msg->key_len);
-	memset(&probe, 0, sizeof(probe));
-	probe.lex = lex;
-	probe.type = JSON_TOKEN_END;
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &probe;
-	sem.object_start = probe_object_start;
-	sem.array_start = probe_array_start;
-	sem.scalar = probe_scalar;
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
-	{
-		if (probe.text)
-			pfree(probe.text);
-		*what = "text that is not JSON";
-		return KEY_OTHER;
-	}
-
-	if (probe.type == JSON_TOKEN_OBJECT_START)
-	{
-		*what = "a JSON object";
-		return KEY_OBJECT;
-	}
-	*what = json_value_kind(probe.type);
-	if (probe.type == JSON_TOKEN_ARRAY_START)
-		return KEY_OTHER;
-	*text = probe.text;
-	return KEY_SCALAR;
 }
 
 /*
@@ -1666,33 +681,14 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 
 	begin_run(&r, d, msg, slot, &errcb);
 
-	if (msg->value == NULL &&
-		(d->format != SW_FORMAT_TEXT && d->format != SW_FORMAT_BYTES))
+	if (msg->value == NULL && d->format->needs_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("message for source table \"%s\" has no value",
 						d->relname),
 				 errdetail("Its format needs a value; only upsert sources take messages without one (tombstones), which delete a key.")));
 
-	switch (d->format)
-	{
-		case SW_FORMAT_JSON:
-		case SW_FORMAT_JSON_ARRAY:
-			decode_json(&r, msg->value, msg->value_len, false);
-			break;
-		case SW_FORMAT_TEXT:
-		case SW_FORMAT_BYTES:
-			for (int j = 0; j < d->ndata; j++)
-			{
-				r.col = &d->cols[d->data[j]];
-				store_raw(&r, r.col, msg->value, msg->value_len);
-			}
-			r.col = NULL;
-			break;
-		case SW_FORMAT_CSV:
-			decode_csv(&r, msg->value, msg->value_len);
-			break;
-	}
+	d->format->decode(&r, msg->value, msg->value_len);
 	r.byte = 0;
 
 	for (int i = 0; i < d->ncols; i++)
@@ -1763,4 +759,82 @@ sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message)
 	d->checking = false;
 	d->defaulting = false;
 	return failed;
+}
+
+/* ---------------------------------------------------------------------
+ * Formats
+ * ---------------------------------------------------------------------
+ */
+
+/* the formats, in the order their names are listed in hints */
+static const SwFormatOps *const formats[] = {
+	&sw_format_json,
+	&sw_format_json_array,
+	&sw_format_text,
+	&sw_format_bytes,
+	&sw_format_csv,
+};
+
+/*
+ * The format that option format's value names, NULL if none.
+ */
+const SwFormatOps *
+sw_format_lookup(const char *name)
+{
+	for (int i = 0; i < lengthof(formats); i++)
+		if (strcmp(formats[i]->name, name) == 0)
+			return formats[i];
+	return NULL;
+}
+
+/*
+ * The names of the formats that sources of the given kinds take,
+ * NULL-terminated, in the current memory context.
+ */
+const char *const *
+sw_format_names(int kinds)
+{
+	const char **names = palloc(sizeof(char *) * (lengthof(formats) + 1));
+	int			n = 0;
+
+	for (int i = 0; i < lengthof(formats); i++)
+		if (formats[i]->kinds & kinds)
+			names[n++] = formats[i]->name;
+	names[n] = NULL;
+	return names;
+}
+
+/*
+ * Cut a webhook body of len bytes, NUL-terminated, into the messages of
+ * its table's format, and hand each to split->write as it is found; the
+ * formats without a way of their own take the body as one message.
+ * Returns how many; raises an ERROR for a body the format cannot cut.
+ */
+int
+sw_split_body(const SwFormatOps *format, const char *body, size_t len,
+			  const SwBodySplit *split)
+{
+	if (format->split_body)
+		return format->split_body(body, len, split);
+	split->write(split->arg, body, len);
+	return 1;
+}
+
+/*
+ * The last of n headers with a name, or -1: names compare exactly, or in
+ * any case if any_case (HTTP's).  Each of the n structs of stride bytes
+ * at headers begins with the header's name, a char pointer.
+ */
+int
+sw_find_header(const void *headers, size_t stride, int n, const char *name,
+			   bool any_case)
+{
+	for (int i = n - 1; i >= 0; i--)
+	{
+		const char *h = *(const char *const *) ((const char *) headers + i * stride);
+
+		if (any_case ? pg_strcasecmp(h, name) == 0 : strcmp(h, name) == 0)
+			return i;
+	}
+	return -1;
 }

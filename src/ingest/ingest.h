@@ -14,7 +14,6 @@
 #ifndef SW_INGEST_H
 #define SW_INGEST_H
 
-#include "common/jsonapi.h"
 #include "executor/tuptable.h"
 #include "utils/relcache.h"
 
@@ -40,7 +39,7 @@
 /* one header of a message; value NULL for a null header */
 typedef struct SwHeader
 {
-	const char *name;			/* NUL-terminated */
+	const char *name;			/* NUL-terminated; first, for sw_find_header() */
 	const char *value;			/* len bytes, or NULL */
 	size_t		len;
 } SwHeader;
@@ -62,6 +61,69 @@ typedef struct SwMessage
 } SwMessage;
 
 typedef struct SwDecoder SwDecoder;
+
+/*
+ * How sw_split_body() hands over the messages of a webhook body: write is
+ * called with each, as it is found.  where (of where_size bytes) names the
+ * part of the body being read, for the caller's error context ("element 2
+ * of the body"); *parsing is true while the JSON parser reads the body
+ * (what it raises is the body's fault), and false while write runs.
+ */
+typedef struct SwBodySplit
+{
+	const char *relname;		/* the table's, for errors */
+	void		(*write) (void *arg, const char *value, size_t len);
+	void	   *arg;
+	char	   *where;
+	size_t		where_size;
+	bool	   *parsing;
+} SwBodySplit;
+
+/*
+ * A format of messages, as option format names it: what the option
+ * checks, the decoder and the webhook worker ask of it.  One file each
+ * (decode_json.c, decode_csv.c, decode_text.c), listed in decode.c; a new
+ * format is a new file and a line there.  See doc/internals.md, "Decoding".
+ */
+struct DecodeRun;
+
+typedef struct SwFormatOps
+{
+	const char *name;			/* the value of option format */
+	int			kinds;			/* SwKind bits of the sources that take it */
+	bool		takes_fields;	/* data columns may name a field (option field) */
+	bool		needs_value;	/* a message without a value is an error */
+	const char *const *content_types;	/* webhook bodies it takes, NULL-
+										 * terminated ("text/": any text);
+										 * NULL: any */
+
+	/* check the table's data columns, at DDL (NULL: any will do) */
+	void		(*check_columns) (const SwSourceTable *st, Relation rel);
+	/* make the format's state in a new decoder (NULL: it needs none) */
+	void		(*prepare) (SwDecoder *d);
+	/* fill the data columns from a message's value (NULL if it has none) */
+	void		(*decode) (struct DecodeRun *r, const char *value, size_t len);
+	/* cut a webhook body into messages, return how many (NULL: it is one) */
+	int			(*split_body) (const char *body, size_t len,
+							   const SwBodySplit *split);
+} SwFormatOps;
+
+/* the format that a value of option format names; NULL if none */
+extern const SwFormatOps *sw_format_lookup(const char *name);
+/* the names of the formats sources of these kinds (SwKind bits) take */
+extern const char *const *sw_format_names(int kinds);
+/* a webhook body (NUL-terminated at len), cut into the format's messages */
+extern PGDLLEXPORT int sw_split_body(const SwFormatOps *format, const char *body,
+									 size_t len, const SwBodySplit *split);
+
+/*
+ * the last of n headers named name (in any case if any_case, as HTTP's
+ * are), or -1; headers is an array of n structs of stride bytes that each
+ * begin with the header's name, a char pointer (SwHeader, and the webhook
+ * server's SwRequestHeader)
+ */
+extern PGDLLEXPORT int sw_find_header(const void *headers, size_t stride, int n,
+									  const char *name, bool any_case);
 
 /* everything prepared once per table (input functions, typmods, defaults, field lookup) */
 extern PGDLLEXPORT SwDecoder *sw_decoder_create(Relation ftrel, const SwSourceTable *st);
@@ -91,10 +153,6 @@ extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message
  * key column stays NULL
  */
 extern PGDLLEXPORT void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
-
-/* where PostgreSQL's JSON parser failed, and with which SQLSTATE, for errors */
-extern PGDLLEXPORT int	sw_json_error_byte(JsonLexContext *lex);
-extern PGDLLEXPORT int	sw_json_error_code(JsonParseErrorType err);
 
 /*
  * ingest.c

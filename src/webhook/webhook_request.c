@@ -48,70 +48,6 @@
  */
 bool wh_parsing_body = false;
 
-/*
- * Writing the elements of a JSON array as PostgreSQL's parser finds them:
- * its semantic actions' state.
- */
-typedef struct ArrayWriter
-{
-	JsonLexContext *lex;
-	int			depth;
-	const char *start;			/* of the element at depth 1 */
-	SwIngest   *ing;
-	SwMessage  *message;
-	char	   *where;			/* the error context's text */
-	int			n;
-} ArrayWriter;
-
-static void
-array_nest(void *state)
-{
-	((ArrayWriter *) state)->depth++;
-}
-
-static void
-array_unnest(void *state)
-{
-	((ArrayWriter *) state)->depth--;
-}
-
-static void
-array_element_start(void *state, bool isnull)
-{
-	ArrayWriter *w = state;
-
-	if (w->depth == 1)
-		w->start = w->lex->token_start;
-}
-
-static void
-array_element_end(void *state, bool isnull)
-{
-	ArrayWriter *w = state;
-
-	if (w->depth != 1)
-		return;
-	w->message->value = w->start;
-	w->message->value_len = w->lex->prev_token_terminator - w->start;
-	snprintf(w->where, SW_WHERE_BYTES, "element %d of the body", ++w->n);
-	wh_parsing_body = false;
-	sw_ingest_write(w->ing, w->message);
-	wh_parsing_body = true;
-	strlcpy(w->where, "the body", SW_WHERE_BYTES);
-}
-
-/* a body that PostgreSQL's JSON parser cannot take: say where */
-static void
-bad_json(JsonLexContext *lex, JsonParseErrorType result)
-{
-	int			byte = sw_json_error_byte(lex);
-
-	ereport(ERROR,
-			(errcode(sw_json_error_code(result)),
-			 errmsg("invalid JSON in the body at byte %d", byte),
-			 errdetail("%s", json_errdetail(result, lex))));
-}
-
 /* an error context: which piece of a body is decoded */
 static void
 piece_context(void *arg)
@@ -119,116 +55,22 @@ piece_context(void *arg)
 	errcontext("%s", (char *) arg);
 }
 
-/* write one message of a body */
+/* a body's messages, as write_body() hands them to the table's ingestion */
+typedef struct BodyWriter
+{
+	SwIngest   *ing;
+	SwMessage	m;				/* the request's headers and arrival time */
+} BodyWriter;
+
+/* write one message of a body (an SwBodySplit's write) */
 static void
-write_piece(SwIngest *ing, SwMessage *m, const char *value, size_t len)
+write_piece(void *arg, const char *value, size_t len)
 {
-	m->value = value;
-	m->value_len = len;
-	sw_ingest_write(ing, m);
-}
+	BodyWriter *w = arg;
 
-/*
- * Write the elements of a body of format json_array, each a message m;
- * return how many.
- */
-static int
-write_json_array(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
-				 char *where)
-{
-	const char *body = r->body ? r->body : "";
-	JsonSemAction sem = {0};
-	ArrayWriter w = {0};
-	JsonParseErrorType result;
-
-	if (body[strspn(body, " \t\r\n")] != '[')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("the body is not a JSON array"),
-				 errhint("Source table \"%s\" has format json_array: post [{...}, {...}].",
-						 RelationGetRelationName(ftrel))));
-	w.lex = makeJsonLexContextCstringLen((char *) body, r->body_len,
-										 GetDatabaseEncoding(), false);
-	w.ing = ing;
-	w.message = m;
-	w.where = where;
-	sem.semstate = &w;
-	sem.object_start = array_nest;
-	sem.object_end = array_unnest;
-	sem.array_start = array_nest;
-	sem.array_end = array_unnest;
-	sem.array_element_start = array_element_start;
-	sem.array_element_end = array_element_end;
-	wh_parsing_body = true;
-	result = pg_parse_json(w.lex, &sem);
-	wh_parsing_body = false;
-	if (result != JSON_SUCCESS)
-		bad_json(w.lex, result);
-	return w.n;
-}
-
-/*
- * Write a body of format json: one JSON value, or else a value a line
- * (NDJSON), each a message m; return how many.
- */
-static int
-write_json_body(SwRequest *r, Relation ftrel, SwIngest *ing, SwMessage *m,
-				char *where)
-{
-	const char *body = r->body ? r->body : "";
-	JsonSemAction sem = {0};
-	const char *first_nl = memchr(body, '\n', r->body_len);
-	bool		one_value;
-	int			n = 0;
-
-	/* a line, blank space after it aside, is one value: parsed once */
-	one_value = body[strspn(body, " \t\r\n")] != '\0' &&
-		(first_nl == NULL ||
-		 first_nl + strspn(first_nl, " \t\r\n") == body + r->body_len);
-	if (!one_value)
-	{
-		wh_parsing_body = true;
-		one_value = pg_parse_json(makeJsonLexContextCstringLen((char *) body, r->body_len,
-															  GetDatabaseEncoding(), false),
-								  &sem) == JSON_SUCCESS;
-		wh_parsing_body = false;
-	}
-	if (one_value)
-	{
-		write_piece(ing, m, body, r->body_len);	/* one value */
-		n = 1;
-	}
-	else
-	{
-		/* NDJSON: a value a line; empty lines do not count */
-		size_t		at = 0;
-		int			line = 0;
-
-		while (at < r->body_len)
-		{
-			const char *nl = memchr(body + at, '\n', r->body_len - at);
-			size_t		end = nl ? (size_t) (nl - body) : r->body_len;
-			size_t		blank = 0;
-
-			line++;
-			while (at + blank < end && strchr(" \t\r", body[at + blank]))
-				blank++;
-			if (at + blank < end)
-			{
-				snprintf(where, SW_WHERE_BYTES, "line %d of the body", line);
-				write_piece(ing, m, body + at, end - at);
-				n++;
-			}
-			at = end + 1;
-		}
-	}
-	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("the body is empty"),
-				 errhint("Source table \"%s\" has format json: post an object, or one a line.",
-						 RelationGetRelationName(ftrel))));
-	return n;
+	w->m.value = value;
+	w->m.value_len = len;
+	sw_ingest_write(w->ing, &w->m);
 }
 
 /*
@@ -243,10 +85,10 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 {
 	const SwSourceTable *st = sw_ingest_source_table(ing);
 	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
-	const char *body = r->body ? r->body : "";
-	SwMessage	m = {0};
+	BodyWriter	w = {0};
+	SwBodySplit split = {0};
 	ErrorContextCallback errcb;
-	int			n = 0;
+	int			n;
 
 	for (int i = 0; i < r->nheaders; i++)
 	{
@@ -254,11 +96,19 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 		headers[i].value = r->headers[i].value;
 		headers[i].len = r->headers[i].value ? strlen(r->headers[i].value) : 0;
 	}
-	m.nheaders = r->nheaders;
-	m.headers = headers;
-	m.partition = -1;
-	m.offset = -1;
-	m.timestamp_ms = r->received_ms;
+	w.ing = ing;
+	w.m.nheaders = r->nheaders;
+	w.m.headers = headers;
+	w.m.partition = -1;
+	w.m.offset = -1;
+	w.m.timestamp_ms = r->received_ms;
+
+	split.relname = RelationGetRelationName(ftrel);
+	split.write = write_piece;
+	split.arg = &w;
+	split.where = where;
+	split.where_size = SW_WHERE_BYTES;
+	split.parsing = &wh_parsing_body;
 
 	strlcpy(where, "the body", SW_WHERE_BYTES);
 	errcb.callback = piece_context;
@@ -266,15 +116,7 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	if (st->format == SW_FORMAT_JSON_ARRAY)
-		n = write_json_array(r, ftrel, ing, &m, where);
-	else if (st->format == SW_FORMAT_JSON)
-		n = write_json_body(r, ftrel, ing, &m, where);
-	else
-	{
-		write_piece(ing, &m, body, r->body_len);
-		n = 1;
-	}
+	n = sw_split_body(st->format, r->body ? r->body : "", r->body_len, &split);
 
 	error_context_stack = errcb.previous;
 	return n;
@@ -284,12 +126,10 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 const char *
 request_header(SwRequest *r, const char *name)
 {
-	const char *value = NULL;
+	int			i = sw_find_header(r->headers, sizeof(SwRequestHeader),
+								   r->nheaders, name, true);
 
-	for (int i = 0; i < r->nheaders; i++)
-		if (pg_strcasecmp(r->headers[i].name, name) == 0)
-			value = r->headers[i].value;
-	return value;
+	return i >= 0 ? r->headers[i].value : NULL;
 }
 
 /*
@@ -306,6 +146,7 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 	const char *type = request_header(r, "Content-Type");
 	size_t		len;
 	bool		takes;
+	const char *const *t;
 
 	if (r->body_len > (size_t) st->max_body_bytes)
 	{
@@ -315,26 +156,15 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 	if (type == NULL || type[0] == '\0')
 		return 0;
 	len = strcspn(type, "; \t");
-#define TYPE_IS(t) (len == strlen(t) && pg_strncasecmp(type, t, len) == 0)
-	switch (st->format)
+	/* any, or one of the format's ("text/": any text type) */
+	takes = st->format->content_types == NULL;
+	for (t = st->format->content_types; !takes && t && *t; t++)
 	{
-		case SW_FORMAT_JSON:
-			takes = TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
-				TYPE_IS("application/ndjson") || TYPE_IS("text/plain");
-			break;
-		case SW_FORMAT_JSON_ARRAY:
-			takes = TYPE_IS("application/json") || TYPE_IS("text/plain");
-			break;
-		case SW_FORMAT_TEXT:
-			takes = len >= 5 && pg_strncasecmp(type, "text/", 5) == 0;
-			takes |= TYPE_IS("application/json") || TYPE_IS("application/x-ndjson") ||
-				TYPE_IS("application/xml") || TYPE_IS("application/x-www-form-urlencoded");
-			break;
-		default:
-			takes = true;		/* bytes take anything */
-			break;
+		size_t		tlen = strlen(*t);
+
+		if ((*t)[tlen - 1] == '/' ? len >= tlen : len == tlen)
+			takes = pg_strncasecmp(type, *t, tlen) == 0;
 	}
-#undef TYPE_IS
 	if (!takes)
 	{
 		*text = psprintf("this table cannot take content type \"%.*s\"\n",

@@ -73,7 +73,7 @@
 /* one request header */
 typedef struct SwRequestHeader
 {
-	char	   *name;
+	char	   *name;			/* first, for sw_find_header() */
 	char	   *value;
 } SwRequestHeader;
 
