@@ -4,36 +4,7 @@
  *		  Writing messages into a source: decoded, checked, kept as errors
  *		  when they cannot be, and consumed exactly once
  *
- * The Kafka workers (kafka_worker.c) and retry_errors() hand messages to an
- * ingestion, which writes them in the caller's transaction as one batch of
- * an origin, through a writer opened as the table's owner.  Decoding runs
- * as the owner too: input functions, defaults and the table's constraints
- * are the owner's code, not the worker's.
- *
- * A message that cannot be decoded, or whose row breaks a constraint, must
- * not stop the others: it is kept in source_writes.errors with the reason,
- * and its offset counts as consumed.  Catching an error takes a
- * subtransaction, and one per message would cost more than decoding it, so
- * messages are decoded a chunk at a time in one subtransaction; when one
- * fails, the subtransaction rolls back, the message is kept as an error,
- * and decoding goes on after it in a new one.  Rows decoded before the
- * failure live in memory of our own, which the rollback does not touch.
- * Then the chunk's rows are written, in one subtransaction too; if that
- * fails, one at a time, and the row the heap or an index refuses is kept
- * as an error.  Errors that time or other sessions may cure (a lock
- * timeout, a full disk) fail the batch instead, and the worker tries it
- * again.
- *
- * An upsert source keeps only the last message of each key: a batch is
- * one transaction and one timestamp, and the rows that later messages of
- * the batch replace would appear and vanish at the same time.  So an
- * upsert batch merges its rows by key in memory, with PostgreSQL's tuple
- * hash tables and the key types' own hash and equality functions, keeps
- * the last message of each key, and at the end decodes and writes each
- * once, all in one subtransaction (falling back to a chunk at a time).
- * Its batches may then run long: the worker asks sw_ingest_full() when to
- * end one.  A batch whose table has row triggers that fire for ingested
- * rows (see writer.c) writes every message instead: the triggers see each.
+ * See doc/internals.md, "Writing and the stamping protocol" (Ingestion).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,6 +4,9 @@
  *		  Ingestion: decoding messages into rows, and writing them into a
  *		  source exactly once
  *
+ * See doc/internals.md, "Writing and the stamping protocol" (Ingestion,
+ * Decoding).
+ *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION

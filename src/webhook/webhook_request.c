@@ -4,26 +4,8 @@
  *		  The webhook worker's look at a request: its checks (signature,
  *		  idempotency key) and its body, cut into messages
  *
- * A table with signature_header takes only requests signed with the
- * secret of its owner's user mapping for its server (or the server's
- * mapping for PUBLIC, as GetUserMapping() finds them): HMAC-SHA256 of the
- * raw body, in hex or base64, after signature_prefix, compared in constant
- * time.  A request with a wrong signature gets 403; one without the header
- * gets what a request to no table gets (404, before its body is read, the
- * server's threads looking at the map below), so that who does not sign
- * cannot tell which signed tables there are; either writes nothing.
- *
- * A table with idempotency_header keeps the key each delivery carries in
- * that header (deliveries.c), in the delivery's subtransaction.  A later
- * delivery with a key that is kept writes nothing: it gets the first one's
- * answer, or 422 if its body differs.  Requests of one group are written
- * in turn, so repeats that arrive together are written once.
- *
- * Bodies, by the table's format: json, one JSON value (an object) or, if
- * the body is not one, a value a line (NDJSON); json_array, each element
- * of a JSON array; text and bytes, the whole body.  Each is one message
- * for the decoder (decode.c), with the request's headers and its arrival
- * time, written as it is found.
+ * See doc/internals.md, "Workers and processes" (Webhook worker), and
+ * doc/webhooks.md for what a request gets.
  *
  * Copyright (c) 2026, source_writes developers
  *
