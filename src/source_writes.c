@@ -191,7 +191,7 @@ _PG_init(void)
 	/*
 	 * Like ssl_cert_file and ssl_key_file: postgresql.conf or ALTER SYSTEM
 	 * only, relative to the data directory.  The webhook worker reads the
-	 * files and checks that both are set or neither (webhook_worker.c).
+	 * files and checks that both are set or neither (webhook_tls.c).
 	 */
 	DefineCustomStringVariable("source_writes.webhook_ssl_cert_file",
 							   "Location of the webhook server's TLS certificate file (PEM).",

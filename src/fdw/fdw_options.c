@@ -228,7 +228,7 @@ check_option(DefElem *def, Oid context, int kinds)
 					 errhint("Valid options for %s %s are: %s.",
 							 sw_kind_name(kinds), context_name(context),
 							 valid_option_names(context, kinds))));
-		return;					/* see check_rdkafka_property() */
+		return;					/* see sw_rdkafka_check_property() */
 	}
 
 	for (opt = sw_options; opt->name; opt++)

@@ -6,7 +6,7 @@
  *		  format
  *
  * Private to src/ingest; other subsystems include ingest/ingest.h.  See
- * doc/internals.md, "Decoding".
+ * doc/internals.md, "Writing and the stamping protocol" (Decoding).
  *
  * Copyright (c) 2026, source_writes developers
  *

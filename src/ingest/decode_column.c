@@ -5,7 +5,7 @@
  *		  database encoding, raw bytes, a column's default
  *
  * What decode.c and every format's file share.  See doc/internals.md,
- * "Decoding".
+ * "Writing and the stamping protocol" (Decoding).
  *
  * Copyright (c) 2026, source_writes developers
  *

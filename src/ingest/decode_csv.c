@@ -4,7 +4,7 @@
  *		  The format csv: a message value that is one CSV record of the
  *		  data columns, split by the rules of COPY's format csv
  *
- * See doc/internals.md, "Decoding".
+ * See doc/internals.md, "Writing and the stamping protocol" (Decoding).
  *
  * Copyright (c) 2026, source_writes developers
  *

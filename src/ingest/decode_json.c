@@ -5,7 +5,7 @@
  *		  object, the JSON of message keys, and webhook bodies cut into
  *		  messages (one JSON value, NDJSON, or the elements of an array)
  *
- * See doc/internals.md, "Decoding".
+ * See doc/internals.md, "Writing and the stamping protocol" (Decoding).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -4,7 +4,7 @@
  *		  The formats text and bytes: the whole message value into the one
  *		  data column
  *
- * See doc/internals.md, "Decoding".
+ * See doc/internals.md, "Writing and the stamping protocol" (Decoding).
  *
  * Copyright (c) 2026, source_writes developers
  *

@@ -24,18 +24,18 @@
 #include "source_writes.h"
 
 /*
- * decode.c
+ * decode.c and decode_*.c
  * Turning one message into a row of a source table
  *
  * A decoder is made once per source table (sw_decoder_create), with
  * everything a message needs prepared: input functions, typmods, defaults,
- * the lookup of JSON fields, the COPY state for CSV.  Then each message is
+ * the lookup of JSON fields, the format's own state.  Then each message is
  * decoded into a virtual slot of the table's descriptor (sw_decode), or,
  * for a tombstone of an upsert source, only its key (sw_decode_key).
  * Decoding allocates in CurrentMemoryContext, which the caller resets
  * between messages or batches; a message that cannot be decoded raises an
  * ERROR that says what is wrong, with a context line that names the column,
- * and leaves the decoder ready for the next message.  See decode.c for
+ * and leaves the decoder ready for the next message.  doc/reference.md says
  * what each format and metadata column gives.
  */
 
@@ -86,7 +86,8 @@ typedef struct SwBodySplit
  * A format of messages, as option format names it: what the option
  * checks, the decoder and the webhook worker ask of it.  One file each
  * (decode_json.c, decode_csv.c, decode_text.c), listed in decode.c; a new
- * format is a new file and a line there.  See doc/internals.md, "Decoding".
+ * format is a new file and a line there.  See doc/internals.md, "Writing and
+ * the stamping protocol" (Decoding).
  */
 struct DecodeRun;
 
@@ -104,7 +105,10 @@ typedef struct SwFormatOps
 	void		(*check_columns) (const SwSourceTable *st, Relation rel);
 	/* make the format's state in a new decoder (NULL: it needs none) */
 	void		(*prepare) (SwDecoder *d);
-	/* fill the data columns from a message's value (NULL if it has none) */
+	/*
+	 * fill the data columns from a message's value (value is NULL if the
+	 * message has none)
+	 */
 	void		(*decode) (struct DecodeRun *r, const char *value, size_t len);
 	/* cut a webhook body into messages, return how many (NULL: it is one) */
 	int			(*split_body) (const char *body, size_t len,

@@ -23,7 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
-#include "webhook/webhook.h"
+#include "webhook/signature.h"
 
 static SwSignatureResult check_hmac(const SwSignedRequest *request,
 									Relation ftrel, const SwSourceTable *st);

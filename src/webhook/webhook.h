@@ -22,6 +22,7 @@
 
 #include "fdw/fdw.h"
 #include "ingest/ingest.h"
+#include "webhook/signature.h"
 #include "webhook/webhook_server.h"
 
 /* what a request is answered when its database's worker cannot write it now */
@@ -52,39 +53,6 @@ extern void sw_relay_refresh_answered(void);
 extern bool sw_relay_refresh_wanted(void);
 extern bool sw_relay_server_left(void);
 extern void sw_relay_leave(void);
-
-/*
- * signature.c, in source_writes.so: the signature schemes.  A scheme
- * checks a request through a view of it (its body, and its headers found
- * by name in any case), with the table's options and its owner's secret.
- * A new scheme is an entry of signature.c's table, and its check.
- */
-typedef enum SwSignatureResult
-{
-	SW_SIGNATURE_VALID,
-	SW_SIGNATURE_MISSING,		/* no signature header */
-	SW_SIGNATURE_NO_PREFIX,		/* it does not begin with signature_prefix */
-	SW_SIGNATURE_MISMATCH		/* it does not match the body */
-} SwSignatureResult;
-
-typedef struct SwSignedRequest
-{
-	const char *body;			/* body_len bytes */
-	size_t		body_len;
-	/* the value of a header, found in any case; NULL if none */
-	const char *(*header) (const struct SwSignedRequest *request,
-						   const char *name);
-	const void *arg;			/* the caller's request, for header() */
-} SwSignedRequest;
-
-typedef struct SwSignatureScheme
-{
-	const char *name;			/* as the table's options will name it */
-	SwSignatureResult (*check) (const SwSignedRequest *request,
-								Relation ftrel, const SwSourceTable *st);
-} SwSignatureScheme;
-
-extern PGDLLEXPORT const SwSignatureScheme *sw_signature_scheme(const SwSourceTable *st);
 
 /*
  * The webhook worker's files: webhook_worker.c and those it is cut into.

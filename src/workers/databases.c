@@ -984,21 +984,6 @@ sw_database_supervisor_pid(Oid dboid)
 	return pid;
 }
 
-/* does a database served have webhook sources, and is it not wanted? */
-bool
-sw_database_has_webhooks(Oid dboid)
-{
-	SwDatabaseEntry *e;
-	bool		has = false;
-
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	e = find_entry(dboid);
-	if (e)
-		has = takes_webhooks(e);
-	LWLockRelease(shared->lock);
-	return has;
-}
-
 /* the latch of a database's supervisor, to make it look now; or NULL */
 Latch *
 sw_database_supervisor_latch(Oid dboid)

@@ -67,7 +67,6 @@ extern SwDatabaseResult sw_database_result(Oid dboid);
 extern void sw_database_forget(Oid dboid);
 extern void sw_databases_looked_at_all(void);
 extern PGDLLEXPORT bool sw_databases_any_webhooks(void);
-extern bool sw_database_has_webhooks(Oid dboid);
 extern pid_t sw_database_supervisor_pid(Oid dboid);
 
 /* the supervisor of a database */

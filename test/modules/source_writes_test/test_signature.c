@@ -24,7 +24,7 @@
 #include "utils/rel.h"
 
 #include "log/log.h"
-#include "webhook/webhook.h"
+#include "webhook/signature.h"
 
 PG_FUNCTION_INFO_V1(source_writes_test_signature);
 

@@ -1,0 +1,56 @@
+/*-------------------------------------------------------------------------
+ *
+ * signature.h
+ *		  The signature schemes of webhook sources (signature.c, built into
+ *		  source_writes.so for the webhook worker and the tests' door)
+ *
+ * See doc/internals.md, "Source files".
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/webhook/signature.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SW_WEBHOOK_SIGNATURE_H
+#define SW_WEBHOOK_SIGNATURE_H
+
+#include "utils/relcache.h"
+
+#include "fdw/fdw.h"
+
+/*
+ * signature.c, in source_writes.so: the signature schemes.  A scheme
+ * checks a request through a view of it (its body, and its headers found
+ * by name in any case), with the table's options and its owner's secret.
+ * A new scheme is an entry of signature.c's table, and its check.
+ */
+typedef enum SwSignatureResult
+{
+	SW_SIGNATURE_VALID,
+	SW_SIGNATURE_MISSING,		/* no signature header */
+	SW_SIGNATURE_NO_PREFIX,		/* it does not begin with signature_prefix */
+	SW_SIGNATURE_MISMATCH		/* it does not match the body */
+} SwSignatureResult;
+
+typedef struct SwSignedRequest
+{
+	const char *body;			/* body_len bytes */
+	size_t		body_len;
+	/* the value of a header, found in any case; NULL if none */
+	const char *(*header) (const struct SwSignedRequest *request,
+						   const char *name);
+	const void *arg;			/* the caller's request, for header() */
+} SwSignedRequest;
+
+typedef struct SwSignatureScheme
+{
+	const char *name;			/* as the table's options will name it */
+	SwSignatureResult (*check) (const SwSignedRequest *request,
+								Relation ftrel, const SwSourceTable *st);
+} SwSignatureScheme;
+
+extern PGDLLEXPORT const SwSignatureScheme *sw_signature_scheme(const SwSourceTable *st);
+
+#endif							/* SW_WEBHOOK_SIGNATURE_H */
