@@ -184,6 +184,13 @@ sw_databases_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/* has the process gone without saying so (its slot is stale)? */
+static bool
+process_gone(pid_t pid)
+{
+	return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 /* the entry of a database, or NULL; with the lock held */
 static SwDatabaseEntry *
 find_entry(Oid dboid)
@@ -211,7 +218,7 @@ wanted_locked(Oid dboid)
 			wanted = true;
 		if (w->pid == 0 || w->dboid != dboid)
 			continue;
-		if (kill(w->pid, 0) != 0 && errno == ESRCH)
+		if (process_gone(w->pid))
 			w->pid = 0;			/* it left without ending its transaction */
 		else
 			wanted = true;
@@ -392,7 +399,7 @@ want_database(Oid dboid, const char *name, bool dropping)
 	{
 		SwWanted   *w = &shared->wanted[i];
 
-		if (w->pid != 0 && kill(w->pid, 0) != 0 && errno == ESRCH)
+		if (w->pid != 0 && process_gone(w->pid))
 			w->pid = 0;
 		if (w->pid == 0 && !w->dropped)
 		{
@@ -717,7 +724,7 @@ sw_database_restorer(void)
 	{
 		SwRestorer *r = &shared->restorers[i];
 
-		if (r->pid != 0 && kill(r->pid, 0) != 0 && errno == ESRCH)
+		if (r->pid != 0 && process_gone(r->pid))
 			r->pid = 0;			/* it ended without saying so */
 		if (r->pid == 0)
 		{
@@ -755,8 +762,7 @@ sw_database_restoring(Oid dboid)
 	{
 		SwRestorer *r = &shared->restorers[i];
 
-		if (r->pid != 0 && r->dboid == dboid &&
-			!(kill(r->pid, 0) != 0 && errno == ESRCH))
+		if (r->pid != 0 && r->dboid == dboid && !process_gone(r->pid))
 			pid = r->pid;
 	}
 	LWLockRelease(shared->lock);
