@@ -9,6 +9,7 @@
 #   ... txn_topic => 't', port => 4242, cluster_id => 'c'  # at a fixed port,
 #                                                      # of a named cluster
 #   SwTest::broker_control($broker, 'broker-down 1');
+#   SwTest::run_client('pg_dump', 'pg_dump', '-f', $file, $connstr);
 #
 # The broker is the embedded one (test/kafka_broker), started once per
 # test file that asks for it and stopped when the file ends.
@@ -19,6 +20,7 @@ use warnings;
 
 use File::Spec;
 use IO::Socket::INET;
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep);
@@ -136,6 +138,19 @@ sub stop_broker
 	my $status = $?;
 	$broker->{pid} = undef;
 	return $status;
+}
+
+# Run a client program (pg_dump, pg_restore, psql); it must succeed and
+# say no ERROR, WARNING or FATAL: two checks, named after $name.
+sub run_client
+{
+	my ($name, @cmd) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $ok = IPC::Run::run(\@cmd, '>', \$stdout, '2>', \$stderr);
+	Test::More::ok($ok, "$name succeeds") or Test::More::diag("stderr: $stderr");
+	Test::More::unlike($stderr, qr/ERROR|WARNING|FATAL/,
+		"$name reports no errors or warnings");
+	Test::More::note("stderr of $name: $stderr") if $stderr ne '';
 }
 
 END

@@ -206,19 +206,8 @@ is($src->safe_psql('postgres', $toast_query), '2',
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
-# run a client program; it must succeed and say no ERROR or WARNING
-sub run_client
-{
-	my ($name, @cmd) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run(\@cmd, '>', \$stdout, '2>', \$stderr);
-	ok($ok, "$name succeeds") or diag "stderr: $stderr";
-	unlike($stderr, qr/ERROR|WARNING|FATAL/, "$name reports no errors or warnings");
-	note "stderr of $name: $stderr" if $stderr ne '';
-}
-
-run_client('pg_dump -Fc', 'pg_dump', '-Fc', '-f', "$dir/db.dump", $src->connstr('postgres'));
-run_client('pg_dump -Fp', 'pg_dump', '-Fp', '-f', "$dir/db.sql", $src->connstr('postgres'));
+SwTest::run_client('pg_dump -Fc', 'pg_dump', '-Fc', '-f', "$dir/db.dump", $src->connstr('postgres'));
+SwTest::run_client('pg_dump -Fp', 'pg_dump', '-Fp', '-f', "$dir/db.sql", $src->connstr('postgres'));
 
 # a new cluster, with the library preloaded and the roles; the extension
 # comes with the dump
@@ -227,22 +216,22 @@ $new->safe_psql('postgres', 'CREATE ROLE alice; CREATE ROLE bob');
 
 # a. pg_restore of the custom-format dump
 $new->safe_psql('postgres', 'CREATE DATABASE r1');
-run_client('pg_restore into a new cluster', 'pg_restore', '-d', $new->connstr('r1'), "$dir/db.dump");
+SwTest::run_client('pg_restore into a new cluster', 'pg_restore', '-d', $new->connstr('r1'), "$dir/db.dump");
 # b. psql running the plain dump
 $new->safe_psql('postgres', 'CREATE DATABASE r2');
-run_client('psql of the plain dump into a new cluster',
+SwTest::run_client('psql of the plain dump into a new cluster',
 	'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $new->connstr('r2'), '-f', "$dir/db.sql");
 # c. more restores into the same cluster, in parallel and in one
 # transaction, and a restore into the original cluster, beside the
 # original database
 $new->safe_psql('postgres', 'CREATE DATABASE r3');
-run_client('parallel pg_restore into the same cluster again',
+SwTest::run_client('parallel pg_restore into the same cluster again',
 	'pg_restore', '-j', '2', '-d', $new->connstr('r3'), "$dir/db.dump");
 $new->safe_psql('postgres', 'CREATE DATABASE r4');
-run_client('pg_restore in a single transaction into the same cluster again',
+SwTest::run_client('pg_restore in a single transaction into the same cluster again',
 	'pg_restore', '--single-transaction', '-d', $new->connstr('r4'), "$dir/db.dump");
 $src->safe_psql('postgres', 'CREATE DATABASE copy');
-run_client('pg_restore into the original cluster',
+SwTest::run_client('pg_restore into the original cluster',
 	'pg_restore', '-d', $src->connstr('copy'), "$dir/db.dump");
 
 # Check a restored database: it holds what the original held, nothing of
@@ -422,10 +411,10 @@ my %fmt_log = map {
 	$_ => "SELECT diff, data::text FROM source_writes.updates(NULL::$_) ORDER BY ts, diff, data::text"
 } qw(lines other);
 my %fmt_before = map { $_ => $src->safe_psql('fmt', $fmt_log{$_}) } qw(lines other);
-run_client('pg_dump of a text-format source', 'pg_dump', '-Fc', '-f', "$dir/fmt.dump",
+SwTest::run_client('pg_dump of a text-format source', 'pg_dump', '-Fc', '-f', "$dir/fmt.dump",
 	$src->connstr('fmt'));
 $new->safe_psql('postgres', 'CREATE DATABASE fmt');
-run_client('pg_restore of a text-format source with a metadata column',
+SwTest::run_client('pg_restore of a text-format source with a metadata column',
 	'pg_restore', '-d', $new->connstr('fmt'), "$dir/fmt.dump");
 is(result($new, 'fmt', $fmt_log{$_}), $fmt_before{$_}, "$_: the log is restored")
   for qw(lines other);

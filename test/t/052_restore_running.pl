@@ -82,18 +82,8 @@ my %queries = (
 		WHERE (data).id IN (1, 2) ORDER BY (data).id, ts, origin},
 );
 
-# run a client program; it must succeed and say no ERROR or WARNING
-sub run_client
-{
-	my ($name, @cmd) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $ok = IPC::Run::run(\@cmd, '>', \$stdout, '2>', \$stderr);
-	ok($ok, "$name succeeds") or diag "stderr: $stderr";
-	unlike($stderr, qr/ERROR|WARNING|FATAL/, "$name reports no errors or warnings");
-}
-
-run_client('plain dump', 'pg_dump', '-Fp', '-f', "$dir/dump.sql", $src->connstr('postgres'));
-run_client('custom-format dump', 'pg_dump', '-Fc', '-f', "$dir/dump.custom", $src->connstr('postgres'));
+SwTest::run_client('plain dump', 'pg_dump', '-Fp', '-f', "$dir/dump.sql", $src->connstr('postgres'));
+SwTest::run_client('custom-format dump', 'pg_dump', '-Fc', '-f', "$dir/dump.custom", $src->connstr('postgres'));
 my $batches = q{SELECT count(*) FROM source_writes.batches};
 my $dumped_batches = $src->safe_psql('postgres', $batches);
 
@@ -171,9 +161,9 @@ $holder->quit;
 ok($restore->finish, 'restore 1 (psql, many transactions) ends');
 unlike($err, qr/ERROR|WARNING|FATAL/, 'restore 1 reports no errors or warnings');
 
-run_client('restore 2 (pg_restore, many transactions)',
+SwTest::run_client('restore 2 (pg_restore, many transactions)',
 	'pg_restore', '-d', $dst->connstr('r2'), "$dir/dump.custom");
-run_client('restore 3 (pg_restore, parallel)',
+SwTest::run_client('restore 3 (pg_restore, parallel)',
 	'pg_restore', '-j', '2', '-d', $dst->connstr('r3'), "$dir/dump.custom");
 
 # more comes after every restore
