@@ -10,6 +10,7 @@ OBJS = \
 	src/source_writes.o \
 	src/fdw/ddl.o \
 	src/fdw/fdw.o \
+	src/fdw/fdw_index.o \
 	src/fdw/fdw_modify.o \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \

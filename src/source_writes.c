@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
+#include "utils/plancache.h"
 
 #include "log/log.h"
 #include "source_writes.h"
@@ -83,10 +84,18 @@ check_as_of(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * Plans are made for the current rows or for a time (reads as of a time
+ * use no index): a change makes cached plans again.
+ */
 static void
 assign_as_of(const char *newval, void *extra)
 {
-	sw_as_of = *(int64 *) extra;
+	int64		as_of = *(int64 *) extra;
+
+	if (as_of != sw_as_of)
+		ResetPlanCache();
+	sw_as_of = as_of;
 }
 
 /*

@@ -50,19 +50,22 @@
 #include "utils/spccache.h"
 
 #include "fdw/fdw.h"
+#include "fdw/index_scan.h"
 #include "log/log.h"
 
 /* planner state, in baserel->fdw_private */
 typedef struct SwPlanInfo
 {
-	BlockNumber pages;			/* of the hidden heap */
+	Oid			current_rel;	/* the hidden heap of current rows */
+	BlockNumber pages;			/* ... its size */
 	BlockNumber plain_pages;	/* of a plain table of the same rows */
 } SwPlanInfo;
 
 /* indexes into ForeignScan.fdw_private */
 enum SwScanPrivate
 {
-	SwScanNeededAtts			/* Integer: last foreign attnum the plan reads */
+	SwScanNeededAtts,			/* Integer: last foreign attnum the plan reads */
+	SwScanIndex					/* index and bitmap scans: see fdw_index.c */
 };
 
 /* shared state of a parallel scan: one parallel heap scan per hidden heap */
@@ -96,6 +99,7 @@ typedef struct SwScanState
 	int64		as_of;			/* -1, or the time read */
 	SwBatchMap *batches;		/* as_of: batches after it */
 	SwParallelScan *pscan;		/* parallel scan, when there is one */
+	SwIndexScan *index;			/* index or bitmap scan, when the plan is one */
 } SwScanState;
 
 /*
@@ -113,6 +117,7 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	Selectivity sel;
 
 	sw_source_require(foreigntableid, &source);
+	info->current_rel = source.current_rel;
 	current = table_open(source.current_rel, AccessShareLock);
 	estimate_rel_size(current, NULL, &info->pages, &tuples, &allvisfrac);
 	table_close(current, NoLock);
@@ -166,7 +171,8 @@ parallel_divisor(int workers)
 /*
  * A full scan, costed as cost_seqscan() costs a sequential scan of the
  * hidden heap, and its parallel version wherever the planner would scan a
- * plain table of that size in parallel.
+ * plain table of that size in parallel; and the paths through the
+ * indexes of the hidden heap (fdw_index.c), made first.
  */
 static void
 swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
@@ -178,6 +184,12 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	Cost		cpu_run;
 	Cost		disk_run;
 	int			workers;
+	List	   *index_paths;
+	ListCell   *lc;
+
+	index_paths = sw_index_paths(root, baserel, info->current_rel);
+	foreach(lc, index_paths)
+		add_path(baserel, lfirst(lc));
 
 	get_tablespace_page_costs(InvalidOid, NULL, &seq_page_cost);
 	startup = baserel->baserestrictcost.startup +
@@ -239,17 +251,37 @@ needed_attributes(RelOptInfo *baserel, List *scan_clauses)
 	return last;
 }
 
+/*
+ * The plan of a full scan, or of an index path (fdw_index.c).  The plan
+ * depends on the hidden heap, whose relcache invalidations say that an
+ * index came or went.
+ */
 static ForeignScan *
 swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				 ForeignPath *best_path, List *tlist, List *scan_clauses,
 				 Plan *outer_plan)
 {
+	SwPlanInfo *info = baserel->fdw_private;
+	List	   *fdw_private;
+	List	   *fdw_exprs = NIL;
+
 	/* all quals are checked locally, by the ForeignScan node */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	fdw_private = list_make1(makeInteger(needed_attributes(baserel, scan_clauses)));
+	root->glob->relationOids = lappend_oid(root->glob->relationOids,
+										   info->current_rel);
 
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, NIL,
-							list_make1(makeInteger(needed_attributes(baserel, scan_clauses))),
-							NIL, NIL, outer_plan);
+	if (best_path->fdw_private != NIL)
+	{
+		SwIndexPlan index;
+
+		sw_index_plan(root, best_path, &index);
+		fdw_private = list_concat(fdw_private, index.fdw_private);
+		fdw_exprs = index.fdw_exprs;
+		outer_plan = index.outer_plan;
+	}
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, fdw_exprs,
+							fdw_private, NIL, NIL, outer_plan);
 }
 
 /*
@@ -273,6 +305,31 @@ check_read_past(Relation ftrel)
 							RelationGetRelationName(ftrel)),
 					 errdetail("Reading the past needs SELECT on the source table itself, also through views and functions."),
 					 errhint("RESET source_writes.as_of to read the current contents.")));
+}
+
+/*
+ * A plan through an index reads the current rows through it.  Reading as
+ * of a time reads the heaps instead, checking every condition on each row
+ * as always: planning makes no index paths then, and a change of
+ * source_writes.as_of makes cached plans again; a plan that relies on the
+ * index's order is refused, should one be run as of a time all the same.
+ */
+static void
+begin_index_scan(ForeignScanState *node, SwScanState *ss)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	bool		ordered;
+
+	if (sw_index_plan_kind(plan->fdw_private, SwScanIndex, &ordered) == SW_SCAN_HEAP)
+		return;
+	if (ss->as_of < 0)
+		ss->index = sw_index_begin(node, SwScanIndex, ss->current, ss->snapshot);
+	else if (ordered)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot read source table \"%s\" as of a time with a plan made for its current rows",
+						RelationGetRelationName(node->ss.ss_currentRelation)),
+				 errhint("Prepare the statement again after setting source_writes.as_of.")));
 }
 
 static void
@@ -358,6 +415,7 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 			sw_check_readable(relid, &frontiers, ss->as_of);
 		}
 	}
+	begin_index_scan(node, ss);
 }
 
 /*
@@ -540,6 +598,15 @@ iterate_scan(ForeignScanState *node)
 	TupleTableSlot *hidden;
 	SwLayout   *layout = &ss->current_layout;
 
+	if (ss->index)
+	{
+		if (!sw_index_next(ss->index, ss->current_slot))
+		{
+			clear_slot(ss, slot);
+			return slot;
+		}
+		return store_row(ss, ss->current_slot, layout, slot);
+	}
 	if (ss->scan == NULL && !ss->in_history)
 	{
 		/* we run in per-tuple memory; the scan lives as long as the query */
@@ -610,7 +677,9 @@ swReScanForeignScan(ForeignScanState *node)
 
 	/* the executor clears the slot next, but leaves the rest to us */
 	clear_slot(ss, node->ss.ss_ScanTupleSlot);
-	if (ss->in_history)
+	if (ss->index)
+		sw_index_rescan(ss->index);
+	else if (ss->in_history)
 	{
 		/* back to the start: the current heap */
 		end_scan(ss, false);
@@ -628,6 +697,8 @@ swEndForeignScan(ForeignScanState *node)
 	if (ss == NULL || ss->current == NULL)
 		return;
 	end_scan(ss, true);
+	if (ss->index)
+		sw_index_end(ss->index);
 	if (ss->registered)
 		UnregisterSnapshot(ss->snapshot);
 	if (ss->history)
@@ -881,6 +952,8 @@ swExplainForeignScan(ForeignScanState *node, ExplainState *es)
 
 	if (ss && ss->as_of >= 0)
 		ExplainPropertyInteger("As Of", NULL, ss->as_of, es);
+	else
+		sw_index_explain(node, SwScanIndex, es);
 
 	if (sw_server_kind(server) == SW_KIND_WEBHOOK)
 	{

@@ -1,0 +1,602 @@
+/*-------------------------------------------------------------------------
+ *
+ * fdw_index.c
+ *		  Index paths of source tables, and the index and bitmap scans
+ *		  that follow them
+ *
+ * See doc/internals.md, "Indexes".
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/fdw/fdw_index.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "executor/nodeIndexscan.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/tidbitmap.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paramassign.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/placeholder.h"
+#include "optimizer/plancat.h"
+#include "optimizer/planmain.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+
+#include "fdw/fdw.h"
+#include "fdw/index_scan.h"
+#include "log/log.h"
+
+/* ForeignScan.fdw_private of an index or bitmap scan, from the offset given */
+enum SwIndexPrivate
+{
+	SwIndexKind,				/* Integer: SwScanKind */
+	SwIndexOid,					/* Integer: the index of SW_SCAN_INDEX */
+	SwIndexBackward,			/* Boolean: ... scanned backward */
+	SwIndexOrdered,				/* Boolean: the plan relies on its order */
+	SwIndexPrivateLength
+};
+
+/* ForeignScan.fdw_exprs of SW_SCAN_INDEX */
+enum SwIndexExprs
+{
+	SwIndexQual,				/* List: the conditions, on index columns */
+	SwIndexQualOrig				/* List: the same on the table's columns */
+};
+
+/* the execution state of an index or bitmap scan of the current heap */
+struct SwIndexScan
+{
+	ForeignScanState *node;
+	SwScanKind	kind;
+	Relation	current;
+	Snapshot	snapshot;
+
+	/* SW_SCAN_INDEX */
+	Relation	index;
+	IndexScanDesc scan;
+	ScanDirection direction;
+	ScanKey		keys;
+	int			nkeys;
+	IndexRuntimeKeyInfo *runtime_keys;	/* keys computed at each (re)scan */
+	int			nruntime_keys;
+	ExprContext *runtime_cxt;	/* ... in this context */
+	bool		started;
+
+	/* SW_SCAN_BITMAP */
+	TIDBitmap  *bitmap;			/* from the outer plan */
+	TBMIterator *iterator;
+	TBMIterateResult *page;		/* the page being read, or NULL */
+	TableScanDesc heap_scan;
+};
+
+/* mapping the current heap's attnums to the foreign table's */
+typedef struct MapVars
+{
+	Index		varno;
+	const SwLayout *layout;
+	bool		ours;			/* found one of our own columns */
+} MapVars;
+
+/*
+ * The foreign table's attnum of a current heap's attnum, or
+ * InvalidAttrNumber for one of our own columns ("$batch", ...).
+ */
+static AttrNumber
+table_attnum(const SwLayout *layout, AttrNumber hidden)
+{
+	if (hidden < layout->meta)
+		return hidden;
+	if (hidden < layout->meta + layout->nmeta)
+		return InvalidAttrNumber;
+	return hidden - layout->nmeta;
+}
+
+static bool
+map_vars_walker(Node *node, MapVars *map)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		if (var->varno == map->varno && var->varlevelsup == 0 &&
+			var->varattno > 0)
+		{
+			AttrNumber	attnum = table_attnum(map->layout, var->varattno);
+
+			if (attnum == InvalidAttrNumber)
+				map->ours = true;
+			var->varattno = attnum;
+			var->varattnosyn = attnum;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, map_vars_walker, (void *) map);
+}
+
+/*
+ * Make the planner's description of an index of the current heap describe
+ * it as an index of the foreign table: its columns and the Vars of its
+ * expressions, predicate and target list are the table's.  Index-only
+ * scans are not offered: the rows are read from the heap.  False for an
+ * index on one of our own columns, which no query can use.
+ */
+static bool
+map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
+		  const SwLayout *layout)
+{
+	MapVars		map = {rel->relid, layout, false};
+	TupleDesc	desc = RelationGetDescr(ftrel);
+	ListCell   *lc;
+	int			i;
+
+	index->rel = rel;
+	for (i = 0; i < index->ncolumns; i++)
+	{
+		index->canreturn[i] = false;
+		if (index->indexkeys[i] != 0)
+		{
+			index->indexkeys[i] = table_attnum(layout, index->indexkeys[i]);
+			if (index->indexkeys[i] <= 0)
+				return false;
+		}
+	}
+	map_vars_walker((Node *) index->indexprs, &map);
+	map_vars_walker((Node *) index->indpred, &map);
+	if (map.ours)
+		return false;
+
+	/*
+	 * The target list's expressions are those of indexprs, mapped above;
+	 * its simple columns become the table's, with the table's types (a
+	 * domain's, where the heap has its base type).
+	 */
+	i = 0;
+	foreach(lc, index->indextlist)
+	{
+		TargetEntry *tle = lfirst(lc);
+		AttrNumber	attnum = index->indexkeys[i++];
+
+		if (attnum != 0)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+
+			tle->expr = (Expr *) makeVar(rel->relid, attnum, att->atttypid,
+										 att->atttypmod, att->attcollation, 0);
+		}
+	}
+	return true;
+}
+
+/*
+ * The indexes of the current heap, as the planner describes a plain
+ * table's indexes (get_relation_info() on the heap), made the foreign
+ * table's.
+ */
+static List *
+table_indexes(PlannerInfo *root, RelOptInfo *rel, Relation ftrel,
+			  Relation current)
+{
+	RelOptInfo *heap = makeNode(RelOptInfo);
+	SwLayout	layout;
+	List	   *indexes = NIL;
+	ListCell   *lc;
+
+	sw_storage_layout(ftrel, current, &layout);
+
+	/* not a base relation: get_relation_info() looks for no foreign keys */
+	heap->reloptkind = RELOPT_OTHER_MEMBER_REL;
+	heap->relid = rel->relid;
+	get_relation_info(root, RelationGetRelid(current), false, heap);
+
+	foreach(lc, heap->indexlist)
+	{
+		IndexOptInfo *index = lfirst(lc);
+
+		if (map_index(index, rel, ftrel, &layout))
+			indexes = lappend(indexes, index);
+	}
+	return indexes;
+}
+
+/*
+ * The paths through the indexes of a source's current heap: PostgreSQL's
+ * own index paths (create_index_paths(): index and bitmap scans, ordered
+ * ones, parameterized ones for nested loops, with the index AMs' cost
+ * estimates), each wrapped in a ForeignPath of the same cost, rows and
+ * order.  Called before any path of the relation is added, since
+ * create_index_paths() adds to the relation's path lists, which are
+ * emptied again.  Reads as of a time scan the heaps, and get none.
+ *
+ * The relation lists the indexes only while its index paths are made.
+ * Selectivity estimates of a relation with indexes read actual extremes
+ * from its btree indexes (get_actual_variable_range()), through the table
+ * AM of the relation itself, which a foreign table has none of; meanwhile
+ * the range table entry says the relation is partitioned, the one kind
+ * for which that function looks no further.
+ */
+List *
+sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
+{
+	RangeTblEntry *rte = planner_rt_fetch(rel->relid, root);
+	List	   *paths = NIL;
+	Relation	current;
+	Relation	ftrel;
+	char		relkind;
+	ListCell   *lc;
+
+	if (sw_as_of >= 0)
+		return NIL;
+	Assert(rel->pathlist == NIL && rel->partial_pathlist == NIL);
+
+	current = table_open(current_rel, NoLock);
+	if (current->rd_rel->relhasindex)
+	{
+		ftrel = table_open(rte->relid, NoLock);
+		rel->indexlist = table_indexes(root, rel, ftrel, current);
+		table_close(ftrel, NoLock);
+	}
+	table_close(current, NoLock);
+	if (rel->indexlist == NIL)
+		return NIL;
+
+	check_index_predicates(root, rel);
+	relkind = rte->relkind;
+	rte->relkind = RELKIND_PARTITIONED_TABLE;
+	create_index_paths(root, rel);
+	rte->relkind = relkind;
+
+	foreach(lc, rel->pathlist)
+	{
+		Path	   *path = lfirst(lc);
+
+		/* ordering by operators (distance) needs a reordering queue */
+		if (IsA(path, IndexPath) && ((IndexPath *) path)->indexorderbys != NIL)
+			continue;
+		Assert(path->pathtype == T_IndexScan || path->pathtype == T_BitmapHeapScan);
+		paths = lappend(paths,
+						create_foreignscan_path(root, rel, NULL, path->rows,
+												path->startup_cost,
+												path->total_cost,
+												path->pathkeys,
+												PATH_REQ_OUTER(path),
+												NULL, list_make1(path)));
+	}
+	rel->pathlist = NIL;
+	rel->partial_pathlist = NIL;
+	rel->indexlist = NIL;
+	return paths;
+}
+
+/*
+ * Replace the Vars and PlaceHolderVars of outer relations with nestloop
+ * Params, as createplan.c does for a scan's own expressions (which
+ * create_foreignscan_plan() does for ours).
+ */
+static Node *
+nestloop_params_mutator(Node *node, PlannerInfo *root)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		if (IS_SPECIAL_VARNO(var->varno) ||
+			!bms_is_member(var->varno, root->curOuterRels))
+			return node;
+		return (Node *) replace_nestloop_param_var(root, var);
+	}
+	if (IsA(node, PlaceHolderVar))
+	{
+		PlaceHolderVar *phv = (PlaceHolderVar *) node;
+
+		if (bms_is_subset(find_placeholder_info(root, phv, false)->ph_eval_at,
+						  root->curOuterRels))
+			return (Node *) replace_nestloop_param_placeholdervar(root, phv);
+	}
+	return expression_tree_mutator(node, nestloop_params_mutator, (void *) root);
+}
+
+/* ... in the conditions of a bitmap's index scans */
+static void
+bitmap_nestloop_params(PlannerInfo *root, Plan *plan)
+{
+	ListCell   *lc;
+
+	if (IsA(plan, BitmapIndexScan))
+	{
+		BitmapIndexScan *scan = (BitmapIndexScan *) plan;
+
+		scan->indexqual = (List *)
+			nestloop_params_mutator((Node *) scan->indexqual, root);
+		scan->indexqualorig = (List *)
+			nestloop_params_mutator((Node *) scan->indexqualorig, root);
+	}
+	else if (IsA(plan, BitmapAnd))
+		foreach(lc, ((BitmapAnd *) plan)->bitmapplans)
+			bitmap_nestloop_params(root, lfirst(lc));
+	else if (IsA(plan, BitmapOr))
+		foreach(lc, ((BitmapOr *) plan)->bitmapplans)
+			bitmap_nestloop_params(root, lfirst(lc));
+	else
+		elog(ERROR, "unrecognized node type: %d", (int) nodeTag(plan));
+}
+
+/*
+ * The plan of an index path: PostgreSQL's own plan of it (create_plan(),
+ * which puts the index's conditions in the form the index scan needs),
+ * taken apart.  An index scan keeps its conditions in fdw_exprs, where
+ * create_foreignscan_plan() turns outer Vars into nestloop Params; a bitmap
+ * scan keeps the plan of its bitmap (bitmap index scans, and their AND and
+ * OR) as the ForeignScan's outer plan, which the executor runs and EXPLAIN
+ * shows as PostgreSQL's own nodes.  Every condition of the query stays in
+ * the ForeignScan's quals too, checked on each row: lossy index matches
+ * need that, and so do reads as of a time, which ignore the index.
+ *
+ * create_plan() starts from no outer relations; our caller's are put back
+ * before the bitmap's outer Vars are replaced.
+ */
+void
+sw_index_plan(PlannerInfo *root, ForeignPath *fpath, SwIndexPlan *out)
+{
+	Path	   *path = linitial(fpath->fdw_private);
+	Relids		outer_rels = root->curOuterRels;
+	List	   *outer_params = root->curOuterParams;
+	Plan	   *plan;
+
+	plan = create_plan(root, path);
+	root->curOuterRels = outer_rels;
+	root->curOuterParams = outer_params;
+
+	if (IsA(plan, IndexScan))
+	{
+		IndexScan  *scan = (IndexScan *) plan;
+
+		out->kind = SW_SCAN_INDEX;
+		out->fdw_exprs = list_make2(scan->indexqual, scan->indexqualorig);
+		out->fdw_private = list_make4(makeInteger(SW_SCAN_INDEX),
+									  makeInteger((int) scan->indexid),
+									  makeBoolean(ScanDirectionIsBackward(scan->indexorderdir)),
+									  makeBoolean(path->pathkeys != NIL));
+		out->outer_plan = NULL;
+	}
+	else if (IsA(plan, BitmapHeapScan))
+	{
+		out->kind = SW_SCAN_BITMAP;
+		out->fdw_exprs = NIL;
+		out->fdw_private = list_make4(makeInteger(SW_SCAN_BITMAP),
+									  makeInteger((int) InvalidOid),
+									  makeBoolean(false),
+									  makeBoolean(false));
+		out->outer_plan = outerPlan(plan);
+		if (fpath->path.param_info)
+			bitmap_nestloop_params(root, out->outer_plan);
+	}
+	else
+		elog(ERROR, "unrecognized node type: %d", (int) nodeTag(plan));
+}
+
+/*
+ * How the plan reads the current rows, from ForeignScan.fdw_private at
+ * offset; and whether it relies on the index's order.
+ */
+SwScanKind
+sw_index_plan_kind(List *fdw_private, int offset, bool *ordered)
+{
+	*ordered = false;
+	if (list_length(fdw_private) < offset + SwIndexPrivateLength)
+		return SW_SCAN_HEAP;
+	*ordered = boolVal(list_nth(fdw_private, offset + SwIndexOrdered));
+	return (SwScanKind) intVal(list_nth(fdw_private, offset + SwIndexKind));
+}
+
+/*
+ * Start an index or bitmap scan of the current heap, for a plan that
+ * makes one: the index scan's keys are built as nodeIndexscan.c builds
+ * them (ExecIndexBuildScanKeys()), those computed at run time in a context
+ * of their own; the bitmap's plan was started with the ForeignScan node.
+ */
+SwIndexScan *
+sw_index_begin(ForeignScanState *node, int offset, Relation current,
+			   Snapshot snapshot)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	SwIndexScan *is = palloc0(sizeof(SwIndexScan));
+	bool		ordered;
+
+	is->node = node;
+	is->kind = sw_index_plan_kind(plan->fdw_private, offset, &ordered);
+	is->current = current;
+	is->snapshot = snapshot;
+	if (is->kind == SW_SCAN_INDEX)
+	{
+		Oid			indexoid = (Oid) intVal(list_nth(plan->fdw_private,
+													 offset + SwIndexOid));
+
+		is->index = index_open(indexoid, AccessShareLock);
+		is->direction = boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
+			? BackwardScanDirection : ForwardScanDirection;
+		ExecIndexBuildScanKeys(&node->ss.ps, is->index,
+							   list_nth(plan->fdw_exprs, SwIndexQual), false,
+							   &is->keys, &is->nkeys,
+							   &is->runtime_keys, &is->nruntime_keys,
+							   NULL, NULL);
+		if (is->nruntime_keys > 0)
+			is->runtime_cxt = CreateExprContext(node->ss.ps.state);
+	}
+	else
+		Assert(outerPlanState(node) != NULL);
+	return is;
+}
+
+/* start the index scan, or start it again, with the keys of this scan */
+static void
+start_index_scan(SwIndexScan *is)
+{
+	if (is->nruntime_keys > 0)
+	{
+		ResetExprContext(is->runtime_cxt);
+		ExecIndexEvalRuntimeKeys(is->runtime_cxt, is->runtime_keys,
+								 is->nruntime_keys);
+	}
+	if (is->scan == NULL)
+		is->scan = index_beginscan(is->current, is->index, is->snapshot,
+								   is->nkeys, 0);
+	index_rescan(is->scan, is->keys, is->nkeys, NULL, 0);
+	is->started = true;
+}
+
+/* get the bitmap from the outer plan, and start reading its pages */
+static void
+start_bitmap_scan(SwIndexScan *is)
+{
+	Node	   *bitmap = MultiExecProcNode(outerPlanState(is->node));
+
+	if (bitmap == NULL || !IsA(bitmap, TIDBitmap))
+		elog(ERROR, "unrecognized result from subplan");
+	is->bitmap = (TIDBitmap *) bitmap;
+	is->iterator = tbm_begin_iterate(is->bitmap);
+	is->page = NULL;
+	if (is->heap_scan == NULL)
+		is->heap_scan = table_beginscan_bm(is->current, is->snapshot, 0, NULL);
+	else
+		table_rescan(is->heap_scan, NULL);
+}
+
+/*
+ * The next current tuple the index or the bitmap finds, in slot (a buffer
+ * slot of the current heap); false at the end.
+ */
+bool
+sw_index_next(SwIndexScan *is, TupleTableSlot *slot)
+{
+	if (is->kind == SW_SCAN_INDEX)
+	{
+		if (!is->started)
+		{
+			MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
+
+			start_index_scan(is);
+			MemoryContextSwitchTo(old);
+		}
+		return index_getnext_slot(is->scan, is->direction, slot);
+	}
+
+	if (is->bitmap == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
+
+		start_bitmap_scan(is);
+		MemoryContextSwitchTo(old);
+	}
+	for (;;)
+	{
+		if (is->page == NULL)
+		{
+			CHECK_FOR_INTERRUPTS();
+			is->page = tbm_iterate(is->iterator);
+			if (is->page == NULL)
+				return false;
+			if (!table_scan_bitmap_next_block(is->heap_scan, is->page))
+			{
+				is->page = NULL;
+				continue;
+			}
+		}
+		if (table_scan_bitmap_next_tuple(is->heap_scan, is->page, slot))
+			return true;
+		is->page = NULL;
+	}
+}
+
+/* forget the bitmap read so far */
+static void
+end_bitmap(SwIndexScan *is)
+{
+	if (is->iterator)
+		tbm_end_iterate(is->iterator);
+	if (is->bitmap)
+		tbm_free(is->bitmap);
+	is->iterator = NULL;
+	is->bitmap = NULL;
+	is->page = NULL;
+}
+
+/*
+ * Start again at the next row asked for: with keys computed again, or a
+ * new bitmap (the ForeignScan node rescans the outer plan).
+ */
+void
+sw_index_rescan(SwIndexScan *is)
+{
+	if (is->kind == SW_SCAN_INDEX)
+		is->started = false;
+	else
+		end_bitmap(is);
+}
+
+void
+sw_index_end(SwIndexScan *is)
+{
+	if (is->kind == SW_SCAN_INDEX)
+	{
+		if (is->scan)
+			index_endscan(is->scan);
+		index_close(is->index, NoLock);
+		return;
+	}
+	end_bitmap(is);
+	if (is->heap_scan)
+		table_endscan(is->heap_scan);
+}
+
+/*
+ * EXPLAIN of an index scan: the index, its direction if backward, and its
+ * conditions, as PostgreSQL shows an index scan's.  (A bitmap scan's
+ * indexes are in the nodes of its outer plan.)
+ */
+void
+sw_index_explain(ForeignScanState *node, int offset, ExplainState *es)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	List	   *quals;
+	bool		ordered;
+	Oid			indexoid;
+
+	if (sw_index_plan_kind(plan->fdw_private, offset, &ordered) != SW_SCAN_INDEX)
+		return;
+	indexoid = (Oid) intVal(list_nth(plan->fdw_private, offset + SwIndexOid));
+	ExplainPropertyText("Index", quote_identifier(get_rel_name(indexoid)), es);
+	if (boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward)))
+		ExplainPropertyText("Scan Direction", "Backward", es);
+	quals = list_nth(plan->fdw_exprs, SwIndexQualOrig);
+	if (quals != NIL)
+	{
+		List	   *context = set_deparse_context_plan(es->deparse_cxt,
+													   (Plan *) plan, NIL);
+
+		ExplainPropertyText("Index Cond",
+							deparse_expression((Node *) make_ands_explicit(quals),
+											   context, es->verbose, false),
+							es);
+	}
+}
