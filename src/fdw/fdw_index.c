@@ -19,6 +19,7 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/visibilitymap.h"
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "executor/nodeIndexscan.h"
@@ -34,6 +35,8 @@
 #include "optimizer/plancat.h"
 #include "optimizer/planmain.h"
 #include "parser/parsetree.h"
+#include "storage/bufmgr.h"
+#include "storage/predicate.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -47,13 +50,13 @@
 enum SwIndexPrivate
 {
 	SwIndexKind,				/* Integer: SwScanKind */
-	SwIndexOid,					/* Integer: the index of SW_SCAN_INDEX */
+	SwIndexOid,					/* Integer: the index of an index scan */
 	SwIndexBackward,			/* Boolean: ... scanned backward */
 	SwIndexOrdered,				/* Boolean: the plan relies on its order */
 	SwIndexPrivateLength
 };
 
-/* ForeignScan.fdw_exprs of SW_SCAN_INDEX */
+/* ForeignScan.fdw_exprs of an index scan */
 enum SwIndexExprs
 {
 	SwIndexQual,				/* List: the conditions, on index columns */
@@ -68,7 +71,7 @@ struct SwIndexScan
 	Relation	current;
 	Snapshot	snapshot;
 
-	/* SW_SCAN_INDEX */
+	/* SW_SCAN_INDEX and SW_SCAN_INDEX_ONLY */
 	Relation	index;
 	IndexScanDesc scan;
 	ScanDirection direction;
@@ -78,6 +81,13 @@ struct SwIndexScan
 	int			nruntime_keys;
 	ExprContext *runtime_cxt;	/* ... in this context */
 	bool		started;
+
+	/* SW_SCAN_INDEX_ONLY: the table's attnum of each index column */
+	AttrNumber *attnums;
+	Buffer		vm_buffer;		/* of the visibility map */
+	uint64		heap_fetches;	/* for EXPLAIN ANALYZE */
+	Datum	   *values;			/* an index tuple's columns */
+	bool	   *isnull;
 
 	/* SW_SCAN_BITMAP */
 	TIDBitmap  *bitmap;			/* from the outer plan */
@@ -135,8 +145,7 @@ map_vars_walker(Node *node, MapVars *map)
 /*
  * Make the planner's description of an index of the current heap describe
  * it as an index of the foreign table: its columns and the Vars of its
- * expressions, predicate and target list are the table's.  Index-only
- * scans are not offered: the rows are read from the heap.  False for an
+ * expressions, predicate and target list are the table's.  False for an
  * index on one of our own columns, which no query can use.
  */
 static bool
@@ -151,7 +160,6 @@ map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
 	index->rel = rel;
 	for (i = 0; i < index->ncolumns; i++)
 	{
-		index->canreturn[i] = false;
 		if (index->indexkeys[i] != 0)
 		{
 			index->indexkeys[i] = table_attnum(layout, index->indexkeys[i]);
@@ -271,7 +279,6 @@ sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
 		/* ordering by operators (distance) needs a reordering queue */
 		if (IsA(path, IndexPath) && ((IndexPath *) path)->indexorderbys != NIL)
 			continue;
-		Assert(path->pathtype == T_IndexScan || path->pathtype == T_BitmapHeapScan);
 		paths = lappend(paths,
 						create_foreignscan_path(root, rel, NULL, path->rows,
 												path->startup_cost,
@@ -342,9 +349,32 @@ bitmap_nestloop_params(PlannerInfo *root, Plan *plan)
 }
 
 /*
+ * The conditions an index path's scan puts to the index, on the table's
+ * columns (what createplan.c keeps as an index scan's indexqualorig), for
+ * EXPLAIN.
+ */
+static List *
+index_conditions(IndexPath *path)
+{
+	List	   *conditions = NIL;
+	ListCell   *lc;
+
+	foreach(lc, path->indexclauses)
+	{
+		IndexClause *iclause = lfirst(lc);
+		ListCell   *lc2;
+
+		foreach(lc2, iclause->indexquals)
+			conditions = lappend(conditions, ((RestrictInfo *) lfirst(lc2))->clause);
+	}
+	return conditions;
+}
+
+/*
  * The plan of an index path: PostgreSQL's own plan of it (create_plan(),
  * which puts the index's conditions in the form the index scan needs),
- * taken apart.  An index scan keeps its conditions in fdw_exprs, where
+ * taken apart.  An index scan (or index-only scan) keeps its conditions
+ * in fdw_exprs, where
  * create_foreignscan_plan() turns outer Vars into nestloop Params; a bitmap
  * scan keeps the plan of its bitmap (bitmap index scans, and their AND and
  * OR) as the ForeignScan's outer plan, which the executor runs and EXPLAIN
@@ -367,15 +397,18 @@ sw_index_plan(PlannerInfo *root, ForeignPath *fpath, SwIndexPlan *out)
 	root->curOuterRels = outer_rels;
 	root->curOuterParams = outer_params;
 
-	if (IsA(plan, IndexScan))
+	if (IsA(plan, IndexScan) || IsA(plan, IndexOnlyScan))
 	{
 		IndexScan  *scan = (IndexScan *) plan;
+		IndexOnlyScan *only = (IndexOnlyScan *) plan;
+		bool		index_only = IsA(plan, IndexOnlyScan);
 
-		out->kind = SW_SCAN_INDEX;
-		out->fdw_exprs = list_make2(scan->indexqual, scan->indexqualorig);
-		out->fdw_private = list_make4(makeInteger(SW_SCAN_INDEX),
-									  makeInteger((int) scan->indexid),
-									  makeBoolean(ScanDirectionIsBackward(scan->indexorderdir)),
+		out->kind = index_only ? SW_SCAN_INDEX_ONLY : SW_SCAN_INDEX;
+		out->fdw_exprs = list_make2(index_only ? only->indexqual : scan->indexqual,
+									index_conditions((IndexPath *) path));
+		out->fdw_private = list_make4(makeInteger(out->kind),
+									  makeInteger((int) (index_only ? only->indexid : scan->indexid)),
+									  makeBoolean(ScanDirectionIsBackward(index_only ? only->indexorderdir : scan->indexorderdir)),
 									  makeBoolean(path->pathkeys != NIL));
 		out->outer_plan = NULL;
 	}
@@ -417,7 +450,7 @@ sw_index_plan_kind(List *fdw_private, int offset, bool *ordered)
  */
 SwIndexScan *
 sw_index_begin(ForeignScanState *node, int offset, Relation current,
-			   Snapshot snapshot)
+			   const SwLayout *layout, Snapshot snapshot)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	SwIndexScan *is = palloc0(sizeof(SwIndexScan));
@@ -427,7 +460,7 @@ sw_index_begin(ForeignScanState *node, int offset, Relation current,
 	is->kind = sw_index_plan_kind(plan->fdw_private, offset, &ordered);
 	is->current = current;
 	is->snapshot = snapshot;
-	if (is->kind == SW_SCAN_INDEX)
+	if (is->kind != SW_SCAN_BITMAP)
 	{
 		Oid			indexoid = (Oid) intVal(list_nth(plan->fdw_private,
 													 offset + SwIndexOid));
@@ -445,6 +478,19 @@ sw_index_begin(ForeignScanState *node, int offset, Relation current,
 	}
 	else
 		Assert(outerPlanState(node) != NULL);
+
+	if (is->kind == SW_SCAN_INDEX_ONLY)
+	{
+		int			ncolumns = RelationGetDescr(is->index)->natts;
+
+		is->attnums = palloc(sizeof(AttrNumber) * ncolumns);
+		for (int i = 0; i < ncolumns; i++)
+			is->attnums[i] = table_attnum(layout,
+										  is->index->rd_index->indkey.values[i]);
+		is->values = palloc(sizeof(Datum) * ncolumns);
+		is->isnull = palloc(sizeof(bool) * ncolumns);
+		is->vm_buffer = InvalidBuffer;
+	}
 	return is;
 }
 
@@ -459,8 +505,11 @@ start_index_scan(SwIndexScan *is)
 								 is->nruntime_keys);
 	}
 	if (is->scan == NULL)
+	{
 		is->scan = index_beginscan(is->current, is->index, is->snapshot,
 								   is->nkeys, 0);
+		is->scan->xs_want_itup = (is->kind == SW_SCAN_INDEX_ONLY);
+	}
 	index_rescan(is->scan, is->keys, is->nkeys, NULL, 0);
 	is->started = true;
 }
@@ -483,13 +532,78 @@ start_bitmap_scan(SwIndexScan *is)
 }
 
 /*
- * The next current tuple the index or the bitmap finds, in slot (a buffer
- * slot of the current heap); false at the end.
+ * The next row of an index-only scan, as nodeIndexonlyscan.c finds it: a
+ * TID from the index, whose heap page the visibility map says all
+ * visible, or else whose tuple the snapshot sees; the row is made of the
+ * index tuple's columns, in slot (the scan slot), the others null.
  */
-bool
-sw_index_next(SwIndexScan *is, TupleTableSlot *slot)
+static bool
+index_only_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 {
-	if (is->kind == SW_SCAN_INDEX)
+	IndexScanDesc scan = is->scan;
+	ItemPointer tid;
+
+	while ((tid = index_getnext_tid(scan, is->direction)) != NULL)
+	{
+		bool		from_heap = false;
+		int			natts = slot->tts_tupleDescriptor->natts;
+		int			ncolumns = RelationGetDescr(is->index)->natts;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!VM_ALL_VISIBLE(is->current, ItemPointerGetBlockNumber(tid),
+							&is->vm_buffer))
+		{
+			is->heap_fetches++;
+			if (!index_fetch_heap(scan, hidden))
+				continue;
+			ExecClearTuple(hidden);
+			if (scan->xs_heap_continue)
+				elog(ERROR, "non-MVCC snapshots are not supported in index-only scans");
+			from_heap = true;
+		}
+
+		if (scan->xs_hitup)
+			heap_deform_tuple(scan->xs_hitup, scan->xs_hitupdesc,
+							  is->values, is->isnull);
+		else if (scan->xs_itup)
+			index_deform_tuple(scan->xs_itup, scan->xs_itupdesc,
+							   is->values, is->isnull);
+		else
+			elog(ERROR, "no data returned for index-only scan");
+
+		ExecClearTuple(slot);
+		for (int i = 0; i < natts; i++)
+			slot->tts_isnull[i] = true;
+		for (int i = 0; i < ncolumns; i++)
+		{
+			AttrNumber	attnum = is->attnums[i];
+
+			if (attnum > 0 && attnum <= natts)
+			{
+				slot->tts_values[attnum - 1] = is->values[i];
+				slot->tts_isnull[attnum - 1] = is->isnull[i];
+			}
+		}
+		ExecStoreVirtualTuple(slot);
+		slot->tts_tid = *tid;
+
+		if (!from_heap)
+			PredicateLockPage(is->current, ItemPointerGetBlockNumber(tid),
+							  is->snapshot);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The next row the index or the bitmap finds: a tuple of the current heap
+ * in hidden (a buffer slot of the heap), for the caller to make a row of,
+ * or, from an index-only scan, the row itself in slot.  NULL at the end.
+ */
+TupleTableSlot *
+sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
+{
+	if (is->kind != SW_SCAN_BITMAP)
 	{
 		if (!is->started)
 		{
@@ -498,7 +612,9 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *slot)
 			start_index_scan(is);
 			MemoryContextSwitchTo(old);
 		}
-		return index_getnext_slot(is->scan, is->direction, slot);
+		if (is->kind == SW_SCAN_INDEX_ONLY)
+			return index_only_next(is, hidden, slot) ? slot : NULL;
+		return index_getnext_slot(is->scan, is->direction, hidden) ? hidden : NULL;
 	}
 
 	if (is->bitmap == NULL)
@@ -515,15 +631,15 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *slot)
 			CHECK_FOR_INTERRUPTS();
 			is->page = tbm_iterate(is->iterator);
 			if (is->page == NULL)
-				return false;
+				return NULL;
 			if (!table_scan_bitmap_next_block(is->heap_scan, is->page))
 			{
 				is->page = NULL;
 				continue;
 			}
 		}
-		if (table_scan_bitmap_next_tuple(is->heap_scan, is->page, slot))
-			return true;
+		if (table_scan_bitmap_next_tuple(is->heap_scan, is->page, hidden))
+			return hidden;
 		is->page = NULL;
 	}
 }
@@ -548,7 +664,7 @@ end_bitmap(SwIndexScan *is)
 void
 sw_index_rescan(SwIndexScan *is)
 {
-	if (is->kind == SW_SCAN_INDEX)
+	if (is->kind != SW_SCAN_BITMAP)
 		is->started = false;
 	else
 		end_bitmap(is);
@@ -557,8 +673,10 @@ sw_index_rescan(SwIndexScan *is)
 void
 sw_index_end(SwIndexScan *is)
 {
-	if (is->kind == SW_SCAN_INDEX)
+	if (is->kind != SW_SCAN_BITMAP)
 	{
+		if (BufferIsValid(is->vm_buffer))
+			ReleaseBuffer(is->vm_buffer);
 		if (is->scan)
 			index_endscan(is->scan);
 		index_close(is->index, NoLock);
@@ -570,24 +688,30 @@ sw_index_end(SwIndexScan *is)
 }
 
 /*
- * EXPLAIN of an index scan: the index, its direction if backward, and its
- * conditions, as PostgreSQL shows an index scan's.  (A bitmap scan's
- * indexes are in the nodes of its outer plan.)
+ * EXPLAIN of an index scan: its kind and index, as PostgreSQL names an
+ * index scan node ("Index Only Scan Backward: t_at_idx"), and its
+ * conditions; with ANALYZE, an index-only scan's heap fetches.  (A bitmap
+ * scan's indexes are in the nodes of its outer plan.)
  */
 void
-sw_index_explain(ForeignScanState *node, int offset, ExplainState *es)
+sw_index_explain(ForeignScanState *node, SwIndexScan *is, int offset,
+				 ExplainState *es)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+	SwScanKind	kind;
 	List	   *quals;
 	bool		ordered;
 	Oid			indexoid;
 
-	if (sw_index_plan_kind(plan->fdw_private, offset, &ordered) != SW_SCAN_INDEX)
+	kind = sw_index_plan_kind(plan->fdw_private, offset, &ordered);
+	if (kind != SW_SCAN_INDEX && kind != SW_SCAN_INDEX_ONLY)
 		return;
 	indexoid = (Oid) intVal(list_nth(plan->fdw_private, offset + SwIndexOid));
-	ExplainPropertyText("Index", quote_identifier(get_rel_name(indexoid)), es);
-	if (boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward)))
-		ExplainPropertyText("Scan Direction", "Backward", es);
+	ExplainPropertyText(psprintf("%s%s",
+								 kind == SW_SCAN_INDEX ? "Index Scan" : "Index Only Scan",
+								 boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
+								 ? " Backward" : ""),
+						quote_identifier(get_rel_name(indexoid)), es);
 	quals = list_nth(plan->fdw_exprs, SwIndexQualOrig);
 	if (quals != NIL)
 	{
@@ -599,4 +723,7 @@ sw_index_explain(ForeignScanState *node, int offset, ExplainState *es)
 											   context, es->verbose, false),
 							es);
 	}
+	if (kind == SW_SCAN_INDEX_ONLY && es->analyze)
+		ExplainPropertyFloat("Heap Fetches", NULL,
+							 is ? (double) is->heap_fetches : 0, 0, es);
 }

@@ -323,7 +323,8 @@ begin_index_scan(ForeignScanState *node, SwScanState *ss)
 	if (sw_index_plan_kind(plan->fdw_private, SwScanIndex, &ordered) == SW_SCAN_HEAP)
 		return;
 	if (ss->as_of < 0)
-		ss->index = sw_index_begin(node, SwScanIndex, ss->current, ss->snapshot);
+		ss->index = sw_index_begin(node, SwScanIndex, ss->current,
+								   &ss->current_layout, ss->snapshot);
 	else if (ordered)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -600,12 +601,15 @@ iterate_scan(ForeignScanState *node)
 
 	if (ss->index)
 	{
-		if (!sw_index_next(ss->index, ss->current_slot))
+		hidden = sw_index_next(ss->index, ss->current_slot, slot);
+		if (hidden == NULL)
 		{
 			clear_slot(ss, slot);
 			return slot;
 		}
-		return store_row(ss, ss->current_slot, layout, slot);
+		if (hidden == slot)		/* an index-only scan made the row */
+			return slot;
+		return store_row(ss, hidden, layout, slot);
 	}
 	if (ss->scan == NULL && !ss->in_history)
 	{
@@ -953,7 +957,7 @@ swExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	if (ss && ss->as_of >= 0)
 		ExplainPropertyInteger("As Of", NULL, ss->as_of, es);
 	else
-		sw_index_explain(node, SwScanIndex, es);
+		sw_index_explain(node, ss ? ss->index : NULL, SwScanIndex, es);
 
 	if (sw_server_kind(server) == SW_KIND_WEBHOOK)
 	{

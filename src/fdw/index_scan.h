@@ -21,11 +21,14 @@
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
 
+#include "log/log.h"
+
 /* how a plan reads the current rows: ForeignScan.fdw_private's kind */
 typedef enum SwScanKind
 {
 	SW_SCAN_HEAP,				/* the whole heap */
 	SW_SCAN_INDEX,				/* an index scan */
+	SW_SCAN_INDEX_ONLY,			/* an index-only scan */
 	SW_SCAN_BITMAP				/* a bitmap of TIDs from the outer plan */
 } SwScanKind;
 
@@ -44,10 +47,13 @@ extern List *sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
 extern void sw_index_plan(PlannerInfo *root, ForeignPath *path, SwIndexPlan *plan);
 extern SwScanKind sw_index_plan_kind(List *fdw_private, int offset, bool *ordered);
 extern SwIndexScan *sw_index_begin(ForeignScanState *node, int offset,
-								   Relation current, Snapshot snapshot);
-extern bool sw_index_next(SwIndexScan *is, TupleTableSlot *slot);
+								   Relation current, const SwLayout *layout,
+								   Snapshot snapshot);
+extern TupleTableSlot *sw_index_next(SwIndexScan *is, TupleTableSlot *hidden,
+									 TupleTableSlot *slot);
 extern void sw_index_rescan(SwIndexScan *is);
 extern void sw_index_end(SwIndexScan *is);
-extern void sw_index_explain(ForeignScanState *node, int offset, ExplainState *es);
+extern void sw_index_explain(ForeignScanState *node, SwIndexScan *is,
+							 int offset, ExplainState *es);
 
 #endif							/* SW_FDW_PRIVATE_INDEX_SCAN_H */
