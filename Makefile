@@ -14,6 +14,7 @@ OBJS = \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \

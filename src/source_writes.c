@@ -23,6 +23,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "fdw/fdw.h"
 #include "log/log.h"
 #include "source_writes.h"
 #include "workers/workers.h"
@@ -285,6 +286,9 @@ _PG_init(void)
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
+
+	/* CREATE INDEX on source tables, in every backend that loads us */
+	sw_indexes_install_hooks();
 
 	if (!sw_preloaded)
 		return;
