@@ -42,7 +42,7 @@ OBJS = \
 	src/workers/supervisor.o \
 	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
-	sql/source_writes--0.2.sql
+	sql/source_writes--0.2--0.3.sql sql/source_writes--0.3.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
