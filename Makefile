@@ -15,6 +15,7 @@ OBJS = \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
@@ -42,12 +43,12 @@ OBJS = \
 	src/workers/supervisor.o \
 	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
-	sql/source_writes--0.2.sql
+	sql/source_writes--0.2--0.3.sql sql/source_writes--0.3.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
 REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode \
-	add_column row_locks ingestion signatures
+	add_column row_locks ingestion signatures indexes
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec

@@ -24,6 +24,7 @@
 #include "utils/guc.h"
 #include "utils/plancache.h"
 
+#include "fdw/fdw.h"
 #include "log/log.h"
 #include "source_writes.h"
 #include "workers/workers.h"
@@ -294,6 +295,9 @@ _PG_init(void)
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
+
+	/* CREATE INDEX on source tables, in every backend that loads us */
+	sw_indexes_install_hooks();
 
 	if (!sw_preloaded)
 		return;

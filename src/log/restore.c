@@ -122,6 +122,7 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 
 	sw_storage_depend(relid, restored[0]);
 	sw_storage_depend(relid, restored[1]);
+	sw_storage_place_indexes(relid, restored[0], false);
 	CacheInvalidateRelcacheByRelid(relid);
 
 	/* nothing is ingested before the rest of the restore came */

@@ -953,7 +953,9 @@ check_key_free(SwWriter *w, TupleTableSlot *row)
  * a concurrent transaction took since we checked it (or that an update
  * moves a row onto) fails in the unique index, whose error would name the
  * hidden index: the error is said of the source instead, and re-thrown.
- * Its detail, with the key's values, is PostgreSQL's, shown only to roles
+ * A unique index of the user's fails with PostgreSQL's error, which names
+ * that index; it is said of the source table rather than of its heap.
+ * The detail, with the key's values, is PostgreSQL's, shown only to roles
  * that may read the rows.
  */
 static void
@@ -975,15 +977,17 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
-			!OidIsValid(w->key_index))
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 			PG_RE_THROW();
 		FlushErrorState();
+		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
+		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
+		if (!OidIsValid(w->key_index) || edata->constraint_name == NULL ||
+			strcmp(edata->constraint_name, get_rel_name(w->key_index)) != 0)
+			ReThrowError(edata);
 		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
 								  RelationGetRelationName(w->ftrel));
 		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
-		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
-		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
 		edata->constraint_name = NULL;
 		ReThrowError(edata);
 	}
