@@ -52,15 +52,7 @@ enum SwIndexPrivate
 	SwIndexKind,				/* Integer: SwScanKind */
 	SwIndexOid,					/* Integer: the index of an index scan */
 	SwIndexBackward,			/* Boolean: ... scanned backward */
-	SwIndexOrdered,				/* Boolean: the plan relies on its order */
 	SwIndexPrivateLength
-};
-
-/* ForeignScan.fdw_exprs of an index scan */
-enum SwIndexExprs
-{
-	SwIndexQual,				/* List: the conditions, on index columns */
-	SwIndexQualOrig				/* List: the same on the table's columns */
 };
 
 /* the execution state of an index or bitmap scan of the current heap */
@@ -86,6 +78,7 @@ struct SwIndexScan
 	AttrNumber *attnums;
 	Buffer		vm_buffer;		/* of the visibility map */
 	uint64		heap_fetches;	/* for EXPLAIN ANALYZE */
+	bool		recheck;		/* the last row's index match was lossy */
 	Datum	   *values;			/* an index tuple's columns */
 	bool	   *isnull;
 
@@ -350,8 +343,8 @@ bitmap_nestloop_params(PlannerInfo *root, Plan *plan)
 
 /*
  * The conditions an index path's scan puts to the index, on the table's
- * columns (what createplan.c keeps as an index scan's indexqualorig), for
- * EXPLAIN.
+ * columns: what createplan.c keeps as an index scan's indexqualorig, to
+ * check rows that the index matched lossily, and for EXPLAIN.
  */
 static List *
 index_conditions(IndexPath *path)
@@ -378,12 +371,14 @@ index_conditions(IndexPath *path)
  * create_foreignscan_plan() turns outer Vars into nestloop Params; a bitmap
  * scan keeps the plan of its bitmap (bitmap index scans, and their AND and
  * OR) as the ForeignScan's outer plan, which the executor runs and EXPLAIN
- * shows as PostgreSQL's own nodes.  Every condition of the query stays in
- * the ForeignScan's quals too, checked on each row: lossy index matches
- * need that, and so do reads as of a time, which ignore the index.
+ * shows as PostgreSQL's own nodes.  The ForeignScan checks what PostgreSQL's
+ * scan would (its qual: the conditions the index does not settle), and its
+ * fdw_recheck_quals are the index's conditions on the table's columns,
+ * checked where the index is lossy and by EvalPlanQual.
  *
  * create_plan() starts from no outer relations; our caller's are put back
- * before the bitmap's outer Vars are replaced.
+ * before the bitmap's outer Vars are replaced.  (create_foreignscan_plan()
+ * replaces those of the ForeignScan's own expressions.)
  */
 void
 sw_index_plan(PlannerInfo *root, ForeignPath *fpath, SwIndexPlan *out)
@@ -404,21 +399,20 @@ sw_index_plan(PlannerInfo *root, ForeignPath *fpath, SwIndexPlan *out)
 		bool		index_only = IsA(plan, IndexOnlyScan);
 
 		out->kind = index_only ? SW_SCAN_INDEX_ONLY : SW_SCAN_INDEX;
-		out->fdw_exprs = list_make2(index_only ? only->indexqual : scan->indexqual,
-									index_conditions((IndexPath *) path));
-		out->fdw_private = list_make4(makeInteger(out->kind),
+		out->fdw_exprs = list_make1(index_only ? only->indexqual : scan->indexqual);
+		out->recheck_quals = index_conditions((IndexPath *) path);
+		out->fdw_private = list_make3(makeInteger(out->kind),
 									  makeInteger((int) (index_only ? only->indexid : scan->indexid)),
-									  makeBoolean(ScanDirectionIsBackward(index_only ? only->indexorderdir : scan->indexorderdir)),
-									  makeBoolean(path->pathkeys != NIL));
+									  makeBoolean(ScanDirectionIsBackward(index_only ? only->indexorderdir : scan->indexorderdir)));
 		out->outer_plan = NULL;
 	}
 	else if (IsA(plan, BitmapHeapScan))
 	{
 		out->kind = SW_SCAN_BITMAP;
 		out->fdw_exprs = NIL;
-		out->fdw_private = list_make4(makeInteger(SW_SCAN_BITMAP),
+		out->recheck_quals = ((BitmapHeapScan *) plan)->bitmapqualorig;
+		out->fdw_private = list_make3(makeInteger(SW_SCAN_BITMAP),
 									  makeInteger((int) InvalidOid),
-									  makeBoolean(false),
 									  makeBoolean(false));
 		out->outer_plan = outerPlan(plan);
 		if (fpath->path.param_info)
@@ -426,19 +420,18 @@ sw_index_plan(PlannerInfo *root, ForeignPath *fpath, SwIndexPlan *out)
 	}
 	else
 		elog(ERROR, "unrecognized node type: %d", (int) nodeTag(plan));
+	out->qual = plan->qual;
 }
 
 /*
  * How the plan reads the current rows, from ForeignScan.fdw_private at
- * offset; and whether it relies on the index's order.
+ * offset.
  */
 SwScanKind
-sw_index_plan_kind(List *fdw_private, int offset, bool *ordered)
+sw_index_plan_kind(List *fdw_private, int offset)
 {
-	*ordered = false;
 	if (list_length(fdw_private) < offset + SwIndexPrivateLength)
 		return SW_SCAN_HEAP;
-	*ordered = boolVal(list_nth(fdw_private, offset + SwIndexOrdered));
 	return (SwScanKind) intVal(list_nth(fdw_private, offset + SwIndexKind));
 }
 
@@ -454,10 +447,9 @@ sw_index_begin(ForeignScanState *node, int offset, Relation current,
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	SwIndexScan *is = palloc0(sizeof(SwIndexScan));
-	bool		ordered;
 
 	is->node = node;
-	is->kind = sw_index_plan_kind(plan->fdw_private, offset, &ordered);
+	is->kind = sw_index_plan_kind(plan->fdw_private, offset);
 	is->current = current;
 	is->snapshot = snapshot;
 	if (is->kind != SW_SCAN_BITMAP)
@@ -469,7 +461,7 @@ sw_index_begin(ForeignScanState *node, int offset, Relation current,
 		is->direction = boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
 			? BackwardScanDirection : ForwardScanDirection;
 		ExecIndexBuildScanKeys(&node->ss.ps, is->index,
-							   list_nth(plan->fdw_exprs, SwIndexQual), false,
+							   linitial(plan->fdw_exprs), false,
 							   &is->keys, &is->nkeys,
 							   &is->runtime_keys, &is->nruntime_keys,
 							   NULL, NULL);
@@ -586,6 +578,7 @@ index_only_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 		}
 		ExecStoreVirtualTuple(slot);
 		slot->tts_tid = *tid;
+		is->recheck = scan->xs_recheck;
 
 		if (!from_heap)
 			PredicateLockPage(is->current, ItemPointerGetBlockNumber(tid),
@@ -614,7 +607,10 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 		}
 		if (is->kind == SW_SCAN_INDEX_ONLY)
 			return index_only_next(is, hidden, slot) ? slot : NULL;
-		return index_getnext_slot(is->scan, is->direction, hidden) ? hidden : NULL;
+		if (!index_getnext_slot(is->scan, is->direction, hidden))
+			return NULL;
+		is->recheck = is->scan->xs_recheck;
+		return hidden;
 	}
 
 	if (is->bitmap == NULL)
@@ -639,9 +635,22 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 			}
 		}
 		if (table_scan_bitmap_next_tuple(is->heap_scan, is->page, hidden))
+		{
+			is->recheck = is->page->recheck;
 			return hidden;
+		}
 		is->page = NULL;
 	}
+}
+
+/*
+ * Whether the row sw_index_next() found last must be checked against the
+ * index's conditions: the index (or the bitmap's page) was lossy.
+ */
+bool
+sw_index_recheck(SwIndexScan *is)
+{
+	return is->recheck;
 }
 
 /* forget the bitmap read so far */
@@ -690,38 +699,49 @@ sw_index_end(SwIndexScan *is)
 /*
  * EXPLAIN of an index scan: its kind and index, as PostgreSQL names an
  * index scan node ("Index Only Scan Backward: t_at_idx"), and its
- * conditions; with ANALYZE, an index-only scan's heap fetches.  (A bitmap
- * scan's indexes are in the nodes of its outer plan.)
+ * conditions; with ANALYZE, an index-only scan's heap fetches.  A bitmap
+ * scan's indexes are in the nodes of its outer plan; its conditions on the
+ * table's columns are its "Recheck Cond", as PostgreSQL shows them.
  */
 void
 sw_index_explain(ForeignScanState *node, SwIndexScan *is, int offset,
 				 ExplainState *es)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	SwScanKind	kind;
-	List	   *quals;
-	bool		ordered;
-	Oid			indexoid;
+	SwScanKind	kind = sw_index_plan_kind(plan->fdw_private, offset);
+	List	   *quals = plan->fdw_recheck_quals;
 
-	kind = sw_index_plan_kind(plan->fdw_private, offset, &ordered);
-	if (kind != SW_SCAN_INDEX && kind != SW_SCAN_INDEX_ONLY)
+	if (kind == SW_SCAN_HEAP)
 		return;
-	indexoid = (Oid) intVal(list_nth(plan->fdw_private, offset + SwIndexOid));
-	ExplainPropertyText(psprintf("%s%s",
-								 kind == SW_SCAN_INDEX ? "Index Scan" : "Index Only Scan",
-								 boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
-								 ? " Backward" : ""),
-						quote_identifier(get_rel_name(indexoid)), es);
-	quals = list_nth(plan->fdw_exprs, SwIndexQualOrig);
+	if (kind != SW_SCAN_BITMAP)
+	{
+		Oid			indexoid = (Oid) intVal(list_nth(plan->fdw_private,
+													 offset + SwIndexOid));
+
+		ExplainPropertyText(psprintf("%s%s",
+									 kind == SW_SCAN_INDEX ? "Index Scan" : "Index Only Scan",
+									 boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
+									 ? " Backward" : ""),
+							quote_identifier(get_rel_name(indexoid)), es);
+	}
 	if (quals != NIL)
 	{
 		List	   *context = set_deparse_context_plan(es->deparse_cxt,
 													   (Plan *) plan, NIL);
 
-		ExplainPropertyText("Index Cond",
+		ExplainPropertyText(kind == SW_SCAN_BITMAP ? "Recheck Cond" : "Index Cond",
 							deparse_expression((Node *) make_ands_explicit(quals),
 											   context, es->verbose, false),
 							es);
+	}
+	if (quals != NIL && es->analyze && node->ss.ps.instrument)
+	{
+		Instrumentation *instr = node->ss.ps.instrument;
+
+		if (instr->nfiltered2 > 0 || es->format != EXPLAIN_FORMAT_TEXT)
+			ExplainPropertyFloat("Rows Removed by Index Recheck", NULL,
+								 instr->nloops > 0 ? instr->nfiltered2 / instr->nloops : 0,
+								 0, es);
 	}
 	if (kind == SW_SCAN_INDEX_ONLY && es->analyze)
 		ExplainPropertyFloat("Heap Fetches", NULL,

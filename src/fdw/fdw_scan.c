@@ -264,6 +264,7 @@ swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	SwPlanInfo *info = baserel->fdw_private;
 	List	   *fdw_private;
 	List	   *fdw_exprs = NIL;
+	List	   *recheck_quals = NIL;
 
 	/* all quals are checked locally, by the ForeignScan node */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
@@ -277,11 +278,13 @@ swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 		sw_index_plan(root, best_path, &index);
 		fdw_private = list_concat(fdw_private, index.fdw_private);
+		scan_clauses = index.qual;
 		fdw_exprs = index.fdw_exprs;
+		recheck_quals = index.recheck_quals;
 		outer_plan = index.outer_plan;
 	}
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, fdw_exprs,
-							fdw_private, NIL, NIL, outer_plan);
+							fdw_private, NIL, recheck_quals, outer_plan);
 }
 
 /*
@@ -309,23 +312,22 @@ check_read_past(Relation ftrel)
 
 /*
  * A plan through an index reads the current rows through it.  Reading as
- * of a time reads the heaps instead, checking every condition on each row
- * as always: planning makes no index paths then, and a change of
- * source_writes.as_of makes cached plans again; a plan that relies on the
- * index's order is refused, should one be run as of a time all the same.
+ * of a time reads the heaps: planning makes no index paths then, and a
+ * change of source_writes.as_of makes cached plans again.  A plan made for
+ * the current rows is refused, should one be run as of a time all the
+ * same.
  */
 static void
 begin_index_scan(ForeignScanState *node, SwScanState *ss)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
-	bool		ordered;
 
-	if (sw_index_plan_kind(plan->fdw_private, SwScanIndex, &ordered) == SW_SCAN_HEAP)
+	if (sw_index_plan_kind(plan->fdw_private, SwScanIndex) == SW_SCAN_HEAP)
 		return;
 	if (ss->as_of < 0)
 		ss->index = sw_index_begin(node, SwScanIndex, ss->current,
 								   &ss->current_layout, ss->snapshot);
-	else if (ordered)
+	else
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot read source table \"%s\" as of a time with a plan made for its current rows",
@@ -586,6 +588,36 @@ end_scan(SwScanState *ss, bool for_good)
 }
 
 /*
+ * The next row an index or bitmap scan finds, checked against the index's
+ * conditions where the index matched it lossily.
+ */
+static TupleTableSlot *
+next_indexed_row(ForeignScanState *node, SwScanState *ss, TupleTableSlot *slot)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+
+	for (;;)
+	{
+		TupleTableSlot *hidden = sw_index_next(ss->index, ss->current_slot, slot);
+
+		if (hidden == NULL)
+		{
+			clear_slot(ss, slot);
+			return slot;
+		}
+		if (hidden != slot)		/* else an index-only scan made the row */
+			store_row(ss, hidden, &ss->current_layout, slot);
+		if (!sw_index_recheck(ss->index))
+			return slot;
+		econtext->ecxt_scantuple = slot;
+		if (ExecQual(node->fdw_recheck_quals, econtext))
+			return slot;
+		InstrCountFiltered2(node, 1);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * The general case of swIterateForeignScan: start the scan, read as of a
  * time, copy columns that are not where the table has them, or clear a
  * slot that holds a tuple.  Kept out of line, so that the common case pays
@@ -600,17 +632,7 @@ iterate_scan(ForeignScanState *node)
 	SwLayout   *layout = &ss->current_layout;
 
 	if (ss->index)
-	{
-		hidden = sw_index_next(ss->index, ss->current_slot, slot);
-		if (hidden == NULL)
-		{
-			clear_slot(ss, slot);
-			return slot;
-		}
-		if (hidden == slot)		/* an index-only scan made the row */
-			return slot;
-		return store_row(ss, hidden, layout, slot);
-	}
+		return next_indexed_row(node, ss, slot);
 	if (ss->scan == NULL && !ss->in_history)
 	{
 		/* we run in per-tuple memory; the scan lives as long as the query */

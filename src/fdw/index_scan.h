@@ -36,7 +36,9 @@ typedef enum SwScanKind
 typedef struct SwIndexPlan
 {
 	SwScanKind	kind;
+	List	   *qual;			/* what the scan checks of each row */
 	List	   *fdw_exprs;		/* the index's conditions, see fdw_index.c */
+	List	   *recheck_quals;	/* ... on the table's columns */
 	List	   *fdw_private;	/* the rest, as nodes */
 	Plan	   *outer_plan;		/* the bitmap, for SW_SCAN_BITMAP */
 } SwIndexPlan;
@@ -45,12 +47,13 @@ typedef struct SwIndexScan SwIndexScan;
 
 extern List *sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel);
 extern void sw_index_plan(PlannerInfo *root, ForeignPath *path, SwIndexPlan *plan);
-extern SwScanKind sw_index_plan_kind(List *fdw_private, int offset, bool *ordered);
+extern SwScanKind sw_index_plan_kind(List *fdw_private, int offset);
 extern SwIndexScan *sw_index_begin(ForeignScanState *node, int offset,
 								   Relation current, const SwLayout *layout,
 								   Snapshot snapshot);
 extern TupleTableSlot *sw_index_next(SwIndexScan *is, TupleTableSlot *hidden,
 									 TupleTableSlot *slot);
+extern bool sw_index_recheck(SwIndexScan *is);
 extern void sw_index_rescan(SwIndexScan *is);
 extern void sw_index_end(SwIndexScan *is);
 extern void sw_index_explain(ForeignScanState *node, SwIndexScan *is,
