@@ -46,8 +46,9 @@ CREATE INDEX ev_plain_doc ON ev_plain USING gin (doc);
 CREATE INDEX ev_plain_words ON ev_plain USING gin (to_tsvector('simple', body));
 CREATE INDEX ev_plain_trgm ON ev_plain USING gin (body gin_trgm_ops);
 CREATE INDEX ev_plain_late ON ev_plain (late);
-SELECT format('VACUUM ANALYZE %s', current_rel) FROM source_writes.source_tables
-WHERE relid = 'ev'::regclass \gexec
+SELECT current_rel AS hidden FROM source_writes.source_tables
+WHERE relid = 'ev'::regclass \gset
+VACUUM ANALYZE :hidden;
 VACUUM ANALYZE ev_plain;
 ANALYZE ev;
 
