@@ -16,7 +16,7 @@ CREATE FOREIGN TABLE ev (id int, at timestamptz, kind text, doc jsonb, body text
                          note text)
   SERVER isc_kafka OPTIONS (topic 'ev', retain_history '1 day');
 CREATE TABLE ev_plain (id int, at timestamptz, kind text, doc jsonb, body text,
-                       note text);
+                       note text) WITH (autovacuum_enabled = off);
 INSERT INTO ev
   SELECT g, '2026-01-01 00:00+00'::timestamptz + g * interval '1 minute',
          'kind ' || g % 7, jsonb_build_object('c', g % 100),
@@ -46,8 +46,10 @@ CREATE INDEX ev_plain_doc ON ev_plain USING gin (doc);
 CREATE INDEX ev_plain_words ON ev_plain USING gin (to_tsvector('simple', body));
 CREATE INDEX ev_plain_trgm ON ev_plain USING gin (body gin_trgm_ops);
 CREATE INDEX ev_plain_late ON ev_plain (late);
+-- plans that stay put: autovacuum off for both heaps
 SELECT current_rel AS hidden FROM source_writes.source_tables
 WHERE relid = 'ev'::regclass \gset
+ALTER TABLE :hidden SET (autovacuum_enabled = off);
 VACUUM ANALYZE :hidden;
 VACUUM ANALYZE ev_plain;
 ANALYZE ev;
