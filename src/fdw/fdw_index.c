@@ -4,7 +4,7 @@
  *		  Index paths of source tables, and the index and bitmap scans
  *		  that follow them
  *
- * See doc/internals.md, "Indexes".
+ * See doc/internals.md, "Reading the log" (Index scans).
  *
  * Copyright (c) 2026, source_writes developers
  *

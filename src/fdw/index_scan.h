@@ -4,7 +4,7 @@
  *		  What fdw_scan.c and fdw_index.c share: the index paths of a source
  *		  table and the scans that follow them (private to src/fdw)
  *
- * See doc/internals.md, "Indexes".
+ * See doc/internals.md, "Reading the log" (Index scans).
  *
  * Copyright (c) 2026, source_writes developers
  *
