@@ -81,6 +81,21 @@ new_index_heap(Oid indexid)
 }
 
 /*
+ * The source table whose current heap this is, or InvalidOid.  While
+ * pg_upgrade restores the schema, the catalog rows and dependencies that
+ * say so are not there yet: the heap's comment says it.
+ */
+static Oid
+heap_source(Oid heapid)
+{
+	Oid			relid = sw_storage_source_of_current(heapid);
+
+	if (!OidIsValid(relid) && IsBinaryUpgrade)
+		relid = sw_storage_marked_source(heapid);
+	return relid;
+}
+
+/*
  * object_access_hook: an index made on the current heap of a source table
  * goes to the table's schema as soon as index_create() has written its
  * catalog rows, before it is built.  Every path that makes one passes here:
@@ -114,7 +129,7 @@ indexes_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	heapid = new_index_heap(objectId);
 	if (!OidIsValid(heapid))
 		return;
-	relid = sw_storage_source_of_current(heapid);
+	relid = heap_source(heapid);
 	if (!OidIsValid(relid))
 		return;
 	/* make the index's catalog rows visible, as index_create() does next */
@@ -168,8 +183,7 @@ moved_index_schema(const char *name)
 		if (form->relkind != RELKIND_INDEX || form->relnamespace == internal)
 			continue;
 		heapid = IndexGetRelation(form->oid, true);
-		if (!OidIsValid(heapid) ||
-			!OidIsValid(sw_storage_source_of_current(heapid)))
+		if (!OidIsValid(heapid) || !OidIsValid(heap_source(heapid)))
 			continue;
 		n++;
 		only = form->relnamespace;
