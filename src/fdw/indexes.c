@@ -29,6 +29,7 @@
 #include "catalog/pg_tablespace.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
+#include "fmgr.h"
 #include "commands/tablecmds.h"
 #include "commands/tablespace.h"
 #include "mb/pg_wchar.h"
@@ -51,6 +52,9 @@
 
 static object_access_hook_type prev_object_access = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* true while the ProcessUtility hook makes an index on a source table */
+static bool creating_index = false;
 
 /* the indexes the object access hook moved in this session, newest first */
 #define SW_MOVED_KEPT	64
@@ -685,6 +689,7 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	/* as ProcessUtilitySlow() does for CREATE INDEX */
 	needCleanup = isCompleteQuery && EventTriggerBeginCompleteQuery();
+	creating_index = true;
 	PG_TRY();
 	{
 		ObjectAddress address;
@@ -703,10 +708,43 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 	}
 	PG_FINALLY();
 	{
+		creating_index = false;
 		if (needCleanup)
 			EventTriggerEndCompleteQuery();
 	}
 	PG_END_TRY();
+}
+
+PG_FUNCTION_INFO_V1(source_writes_ddl_command_start);
+
+/*
+ * Event trigger at ddl_command_start of CREATE INDEX.  In a session that
+ * had not loaded the library, calling it loads it: the hooks are there for
+ * what the command does next (an index a restore makes on a hidden heap
+ * goes to its table's schema), but PostgreSQL has already taken a CREATE
+ * INDEX on a source table as one on a foreign table, which it refuses.
+ * Say so, and that the command works now.
+ */
+Datum
+source_writes_ddl_command_start(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	IndexStmt  *stmt;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "not fired by event trigger manager");
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (creating_index || !IsA(trigdata->parsetree, IndexStmt))
+		PG_RETURN_NULL();
+	stmt = (IndexStmt *) trigdata->parsetree;
+	if (OidIsValid(named_source(stmt->relation)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source_writes was not loaded when this command began"),
+				 errdetail("Without shared_preload_libraries, a session loads source_writes when it first uses it, and PostgreSQL took this CREATE INDEX on source table \"%s\" as one on a foreign table.",
+						   stmt->relation->relname),
+				 errhint("Run the command again: the library is loaded now.  Add source_writes to shared_preload_libraries to load it in every session.")));
+	PG_RETURN_NULL();
 }
 
 /*
