@@ -206,7 +206,19 @@ REINDEX INDEX src_by_id;
 REINDEX INDEX pl_by_id;
 REINDEX TABLE src;
 REINDEX TABLE pl;
+-- a duplicate's values show to whoever may read the rows, and only to them
+INSERT INTO src (id, name) VALUES (400, 'n3');
+INSERT INTO pl (id, name) VALUES (400, 'n3');
 RESET ROLE;
+CREATE ROLE idx_carol;
+GRANT USAGE ON SCHEMA idx TO idx_carol;
+GRANT INSERT ON src, pl TO idx_carol;
+SET ROLE idx_carol;
+INSERT INTO src (id, name) VALUES (400, 'n3');
+INSERT INTO pl (id, name) VALUES (400, 'n3');
+RESET ROLE;
+DROP OWNED BY idx_carol;
+DROP ROLE idx_carol;
 -- and CREATE on the table's schema; the indexes follow the table's owner
 REVOKE CREATE ON SCHEMA idx FROM idx_bob;
 ALTER FOREIGN TABLE src OWNER TO idx_bob;
