@@ -673,6 +673,21 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 		return;
 	}
 
+	/*
+	 * What standard_ProcessUtility() checks first: CREATE INDEX is refused
+	 * in a read-only transaction, REINDEX only on a standby, and both in
+	 * parallel mode.
+	 */
+	if (XactReadOnly || IsInParallelMode())
+	{
+		const char *tag = IsA(parsetree, IndexStmt) ? "CREATE INDEX" : "REINDEX";
+
+		if (IsA(parsetree, IndexStmt))
+			PreventCommandIfReadOnly(tag);
+		PreventCommandIfParallelMode(tag);
+		PreventCommandDuringRecovery(tag);
+	}
+
 	if (readOnlyTree)
 		parsetree = copyObject(parsetree);
 
