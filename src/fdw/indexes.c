@@ -502,7 +502,8 @@ create_index(IndexStmt *stmt, const char *queryString, bool isTopLevel)
 				 errmsg("index name \"%s\" is reserved for the key of source table \"%s\"",
 						name, RelationGetRelationName(ftrel))));
 
-	heap = table_open(source.current_rel, NoLock);
+	/* the lock DefineIndex() takes next */
+	heap = table_open(source.current_rel, lockmode);
 	sw_storage_layout(ftrel, heap, &layout);
 	foreach(lc, stmt->indexParams)
 	{
