@@ -31,3 +31,13 @@ CREATE VIEW source_writes.indexes AS
 COMMENT ON VIEW source_writes.indexes IS
   'The indexes of source tables, as pg_indexes shows those of plain tables: indexdef names the source table';
 GRANT SELECT ON source_writes.indexes TO PUBLIC;
+
+-- CREATE INDEX in a session that had not loaded the library (indexes.c)
+CREATE FUNCTION source_writes.on_ddl_command_start()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_ddl_command_start'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER source_writes_ddl_command_start ON ddl_command_start
+  WHEN TAG IN ('CREATE INDEX')
+  EXECUTE FUNCTION source_writes.on_ddl_command_start();

@@ -300,6 +300,16 @@ CREATE EVENT TRIGGER source_writes_ddl_command_end ON ddl_command_end
 CREATE EVENT TRIGGER source_writes_sql_drop ON sql_drop
   EXECUTE FUNCTION source_writes.on_sql_drop();
 
+-- CREATE INDEX in a session that had not loaded the library (indexes.c)
+CREATE FUNCTION source_writes.on_ddl_command_start()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_ddl_command_start'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER source_writes_ddl_command_start ON ddl_command_start
+  WHEN TAG IN ('CREATE INDEX')
+  EXECUTE FUNCTION source_writes.on_ddl_command_start();
+
 -- say at once when the workers cannot run
 CREATE FUNCTION source_writes.warn_unless_preloaded()
 RETURNS void

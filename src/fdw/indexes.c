@@ -29,17 +29,20 @@
 #include "catalog/pg_tablespace.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
+#include "fmgr.h"
 #include "commands/tablecmds.h"
 #include "commands/tablespace.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "parser/parse_utilcmd.h"
-#include "rewrite/rewriteManip.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -49,6 +52,13 @@
 
 static object_access_hook_type prev_object_access = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* true while the ProcessUtility hook makes an index on a source table */
+static bool creating_index = false;
+
+/* the indexes the object access hook moved in this session, newest first */
+#define SW_MOVED_KEPT	64
+static List *moved_here = NIL;
 
 /*
  * The relation an index made in this command indexes: its pg_index row is
@@ -72,6 +82,21 @@ new_index_heap(Oid indexid)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return heapid;
+}
+
+/*
+ * The source table whose current heap this is, or InvalidOid.  While
+ * pg_upgrade restores the schema, the catalog rows and dependencies that
+ * say so are not there yet: the heap's comment says it.
+ */
+static Oid
+heap_source(Oid heapid)
+{
+	Oid			relid = sw_storage_source_of_current(heapid);
+
+	if (!OidIsValid(relid) && IsBinaryUpgrade)
+		relid = sw_storage_marked_source(heapid);
+	return relid;
 }
 
 /*
@@ -108,12 +133,116 @@ indexes_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	heapid = new_index_heap(objectId);
 	if (!OidIsValid(heapid))
 		return;
-	relid = sw_storage_source_of_current(heapid);
+	relid = heap_source(heapid);
 	if (!OidIsValid(relid))
 		return;
 	/* make the index's catalog rows visible, as index_create() does next */
 	CommandCounterIncrement();
 	sw_storage_place_index(relid, heapid, objectId);
+
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		moved_here = lcons_oid(objectId, moved_here);
+		if (list_length(moved_here) > SW_MOVED_KEPT)
+			moved_here = list_truncate(moved_here, SW_MOVED_KEPT);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
+ * pg_dump names an index in its table's schema, which for an index of a
+ * source table is the internal schema of the heap, not the schema the
+ * index is in: its COMMENT ON INDEX and ALTER INDEX in a dump name
+ * "source_writes_internal.<name>".  The schema of the index of a source
+ * table of that name: the only one, or else the one this session moved
+ * (a restore creates an index, then comments on it).  InvalidOid if none,
+ * or more than one.
+ */
+static Oid
+moved_index_schema(const char *name)
+{
+	Oid			internal = get_namespace_oid(SW_INTERNAL_SCHEMA, true);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	NameData	relname;
+	Oid			only = InvalidOid;
+	Oid			mine = InvalidOid;
+	int			n = 0;
+
+	if (!OidIsValid(internal) || OidIsValid(get_relname_relid(name, internal)))
+		return InvalidOid;
+	namestrcpy(&relname, name);
+	rel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_class_relname, BTEqualStrategyNumber,
+				F_NAMEEQ, NameGetDatum(&relname));
+	scan = systable_beginscan(rel, ClassNameNspIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+		Oid			heapid;
+
+		if (form->relkind != RELKIND_INDEX || form->relnamespace == internal)
+			continue;
+		heapid = IndexGetRelation(form->oid, true);
+		if (!OidIsValid(heapid) || !OidIsValid(heap_source(heapid)))
+			continue;
+		n++;
+		only = form->relnamespace;
+		if (list_member_oid(moved_here, form->oid))
+			mine = form->relnamespace;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return n == 1 ? only : mine;
+}
+
+/*
+ * A COMMENT ON INDEX or ALTER INDEX of a dump, which names an index of a
+ * source table in the internal schema, made to name it where it is; NULL
+ * for any other statement.  The statement then runs with its usual checks.
+ */
+static Node *
+redirect_dumped_index(Node *parsetree)
+{
+	if (IsA(parsetree, CommentStmt) &&
+		((CommentStmt *) parsetree)->objtype == OBJECT_INDEX)
+	{
+		CommentStmt *stmt = (CommentStmt *) parsetree;
+		List	   *names = (List *) stmt->object;
+		Oid			nsp;
+
+		if (list_length(names) != 2 ||
+			strcmp(strVal(linitial(names)), SW_INTERNAL_SCHEMA) != 0)
+			return NULL;
+		nsp = moved_index_schema(strVal(lsecond(names)));
+		if (!OidIsValid(nsp))
+			return NULL;
+		stmt = copyObject(stmt);
+		stmt->object = (Node *) list_make2(makeString(get_namespace_name(nsp)),
+										   makeString(strVal(lsecond(names))));
+		return (Node *) stmt;
+	}
+	if (IsA(parsetree, AlterTableStmt) &&
+		((AlterTableStmt *) parsetree)->objtype == OBJECT_INDEX)
+	{
+		AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
+		Oid			nsp;
+
+		if (stmt->relation->schemaname == NULL ||
+			strcmp(stmt->relation->schemaname, SW_INTERNAL_SCHEMA) != 0 ||
+			stmt->relation->catalogname != NULL)
+			return NULL;
+		nsp = moved_index_schema(stmt->relation->relname);
+		if (!OidIsValid(nsp))
+			return NULL;
+		stmt = copyObject(stmt);
+		stmt->relation->schemaname = get_namespace_name(nsp);
+		return (Node *) stmt;
+	}
+	return NULL;
 }
 
 /*
@@ -225,30 +354,64 @@ check_column_named(Oid relid, const char *name)
 	ReleaseSysCache(tuple);
 }
 
-/*
- * Expressions and predicates were analysed against the source table: give
- * their columns the attnums they have in the heap (SwLayout).
- */
-static Node *
-to_heap_attnums(Node *node, Relation ftrel, const SwLayout *layout)
+/* what to_heap_vars() maps columns with */
+typedef struct HeapVarsContext
 {
-	int			natts = RelationGetDescr(ftrel)->natts;
-	AttrMap    *map;
-	bool		whole_row = false;
+	Relation	ftrel;
+	Relation	heap;
+	const SwLayout *layout;
+} HeapVarsContext;
 
+static Node *
+to_heap_vars_mutator(Node *node, HeapVarsContext *cxt)
+{
 	if (node == NULL)
 		return NULL;
-	map = make_attrmap(natts);
-	for (int k = 1; k <= natts; k++)
-		map->attnums[k - 1] = sw_hidden_attnum(layout, k);
-	node = map_variable_attnos(node, 1, 0, map, InvalidOid, &whole_row);
-	if (whole_row)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot use a whole-row reference in an index of source table \"%s\"",
-						RelationGetRelationName(ftrel))));
-	free_attrmap(map);
-	return node;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) copyObject(node);
+
+		if (var->varlevelsup != 0 || var->varattno < 0)
+			return (Node *) var;
+		if (var->varattno == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot use a whole-row reference in an index of source table \"%s\"",
+							RelationGetRelationName(cxt->ftrel))));
+		var->varattno = sw_hidden_attnum(cxt->layout, var->varattno);
+		var->varattnosyn = var->varattno;
+		/* a domain's values are stored as its base type's */
+		var->vartype = TupleDescAttr(RelationGetDescr(cxt->heap), var->varattno - 1)->atttypid;
+		var->vartypmod = TupleDescAttr(RelationGetDescr(cxt->heap), var->varattno - 1)->atttypmod;
+		return (Node *) var;
+	}
+	if (IsA(node, RelabelType))
+	{
+		/* a domain's value taken as its base type: now a no-op */
+		RelabelType *relabel = (RelabelType *) expression_tree_mutator(node,
+																	   to_heap_vars_mutator,
+																	   (void *) cxt);
+
+		if (IsA(relabel->arg, Var) &&
+			exprType((Node *) relabel->arg) == relabel->resulttype &&
+			exprTypmod((Node *) relabel->arg) == relabel->resulttypmod &&
+			exprCollation((Node *) relabel->arg) == relabel->resultcollid)
+			return (Node *) relabel->arg;
+		return (Node *) relabel;
+	}
+	return expression_tree_mutator(node, to_heap_vars_mutator, (void *) cxt);
+}
+
+/*
+ * Expressions and predicates were analysed against the source table: give
+ * their columns the attnums (SwLayout) and the types they have in the heap.
+ */
+static Node *
+to_heap_vars(Node *node, Relation ftrel, Relation heap, const SwLayout *layout)
+{
+	HeapVarsContext cxt = {ftrel, heap, layout};
+
+	return to_heap_vars_mutator(node, &cxt);
 }
 
 /*
@@ -339,15 +502,16 @@ create_index(IndexStmt *stmt, const char *queryString, bool isTopLevel)
 				 errmsg("index name \"%s\" is reserved for the key of source table \"%s\"",
 						name, RelationGetRelationName(ftrel))));
 
-	heap = table_open(source.current_rel, NoLock);
+	/* the lock DefineIndex() takes next */
+	heap = table_open(source.current_rel, lockmode);
 	sw_storage_layout(ftrel, heap, &layout);
 	foreach(lc, stmt->indexParams)
 	{
 		IndexElem  *ielem = (IndexElem *) lfirst(lc);
 
-		ielem->expr = to_heap_attnums(ielem->expr, ftrel, &layout);
+		ielem->expr = to_heap_vars(ielem->expr, ftrel, heap, &layout);
 	}
-	stmt->whereClause = to_heap_attnums(stmt->whereClause, ftrel, &layout);
+	stmt->whereClause = to_heap_vars(stmt->whereClause, ftrel, heap, &layout);
 	table_close(heap, NoLock);
 	relation_close(ftrel, NoLock);
 
@@ -484,6 +648,14 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 	bool		isCompleteQuery = (context != PROCESS_UTILITY_SUBCOMMAND);
 	bool		needCleanup;
 	bool		ours = false;
+	Node	   *redirected;
+
+	if ((redirected = redirect_dumped_index(parsetree)) != NULL)
+	{
+		pstmt = copyObject(pstmt);
+		pstmt->utilityStmt = redirected;
+		parsetree = redirected;
+	}
 
 	if (IsA(parsetree, IndexStmt))
 		ours = OidIsValid(named_source(((IndexStmt *) parsetree)->relation));
@@ -502,6 +674,21 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 		return;
 	}
 
+	/*
+	 * What standard_ProcessUtility() checks first: CREATE INDEX is refused
+	 * in a read-only transaction, REINDEX only on a standby, and both in
+	 * parallel mode.
+	 */
+	if (XactReadOnly || IsInParallelMode())
+	{
+		const char *tag = IsA(parsetree, IndexStmt) ? "CREATE INDEX" : "REINDEX";
+
+		if (IsA(parsetree, IndexStmt))
+			PreventCommandIfReadOnly(tag);
+		PreventCommandIfParallelMode(tag);
+		PreventCommandDuringRecovery(tag);
+	}
+
 	if (readOnlyTree)
 		parsetree = copyObject(parsetree);
 
@@ -518,6 +705,7 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	/* as ProcessUtilitySlow() does for CREATE INDEX */
 	needCleanup = isCompleteQuery && EventTriggerBeginCompleteQuery();
+	creating_index = true;
 	PG_TRY();
 	{
 		ObjectAddress address;
@@ -536,10 +724,43 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 	}
 	PG_FINALLY();
 	{
+		creating_index = false;
 		if (needCleanup)
 			EventTriggerEndCompleteQuery();
 	}
 	PG_END_TRY();
+}
+
+PG_FUNCTION_INFO_V1(source_writes_ddl_command_start);
+
+/*
+ * Event trigger at ddl_command_start of CREATE INDEX.  In a session that
+ * had not loaded the library, calling it loads it: the hooks are there for
+ * what the command does next (an index a restore makes on a hidden heap
+ * goes to its table's schema), but PostgreSQL has already taken a CREATE
+ * INDEX on a source table as one on a foreign table, which it refuses.
+ * Say so, and that the command works now.
+ */
+Datum
+source_writes_ddl_command_start(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	IndexStmt  *stmt;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "not fired by event trigger manager");
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (creating_index || !IsA(trigdata->parsetree, IndexStmt))
+		PG_RETURN_NULL();
+	stmt = (IndexStmt *) trigdata->parsetree;
+	if (OidIsValid(named_source(stmt->relation)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source_writes was not loaded when this command began"),
+				 errdetail("Without shared_preload_libraries, a session loads source_writes when it first uses it, and PostgreSQL took this CREATE INDEX on source table \"%s\" as one on a foreign table.",
+						   stmt->relation->relname),
+				 errhint("Run the command again: the library is loaded now.  Add source_writes to shared_preload_libraries to load it in every session.")));
+	PG_RETURN_NULL();
 }
 
 /*

@@ -35,6 +35,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "catalog/toasting.h"
+#include "commands/comment.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
 #include "commands/tablecmds.h"
@@ -587,6 +588,51 @@ sw_storage_source_of_current(Oid hiddenid)
 }
 
 /*
+ * pg_upgrade restores the indexes of a current heap before the catalog
+ * rows and dependencies that say whose heap it is, and needs each index
+ * in the schema it had.  So a current heap that has a user's index says
+ * whose it is in its comment, which pg_dump --binary-upgrade carries, with
+ * the OIDs it keeps.
+ */
+#define SW_CURRENT_COMMENT	"current rows of source table %u"
+
+/*
+ * Say in the comment of a current heap whose it is, unless it does.
+ */
+void
+sw_storage_mark_current(Oid relid, Oid hiddenid)
+{
+	char	   *comment = GetComment(hiddenid, RelationRelationId, 0);
+	char	   *wanted = psprintf(SW_CURRENT_COMMENT, relid);
+
+	if (comment != NULL && strcmp(comment, wanted) == 0)
+		return;
+	CreateComments(hiddenid, RelationRelationId, 0, wanted);
+	CommandCounterIncrement();
+}
+
+/*
+ * The source table that the comment of a current heap names, if it is one;
+ * else InvalidOid.  For pg_upgrade only, which keeps OIDs.
+ */
+Oid
+sw_storage_marked_source(Oid hiddenid)
+{
+	char	   *comment;
+	unsigned int relid;
+	char		rest;
+
+	if (get_rel_namespace(hiddenid) != get_namespace_oid(SW_INTERNAL_SCHEMA, true))
+		return InvalidOid;
+	comment = GetComment(hiddenid, RelationRelationId, 0);
+	if (comment == NULL ||
+		sscanf(comment, SW_CURRENT_COMMENT "%c", &relid, &rest) != 1 ||
+		!sw_is_source_table((Oid) relid))
+		return InvalidOid;
+	return (Oid) relid;
+}
+
+/*
  * Is this index of a current heap one that we make (the key index of an
  * upsert source, or a copy that REINDEX CONCURRENTLY makes of it)?  Those
  * stay beside the heap.
@@ -628,7 +674,10 @@ sw_storage_place_index(Oid relid, Oid hiddenid, Oid indexid)
 	Relation	classRel;
 	ObjectAddresses *moved;
 
-	if (name == NULL || old == nsp || is_own_index(hiddenid, name))
+	if (name == NULL || is_own_index(hiddenid, name))
+		return;
+	sw_storage_mark_current(relid, hiddenid);
+	if (old == nsp)
 		return;
 	classRel = table_open(RelationRelationId, RowExclusiveLock);
 	moved = new_object_addresses();

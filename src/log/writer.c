@@ -20,6 +20,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_trigger.h"
 #include "commands/prepare.h"
 #include "commands/trigger.h"
@@ -35,6 +36,8 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/ruleutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
@@ -949,27 +952,85 @@ check_key_free(SwWriter *w, TupleTableSlot *row)
 }
 
 /*
+ * The detail PostgreSQL gives a unique violation of a plain table's index,
+ * "Key (...)=(...) already exists.", for a row of the source and its index
+ * of that name; NULL unless the role may read the source's rows.
+ * (PostgreSQL's own detail asks for the right to read the hidden heap,
+ * which only the table's owner has.)
+ */
+static char *
+duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *indexname)
+{
+	Oid			relid = RelationGetRelid(w->ftrel);
+	ResultRelInfo *rri = w->current_rri;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	StringInfoData buf;
+
+	if (indexname == NULL ||
+		!sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, true) ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return NULL;
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+		TupleDesc	desc = RelationGetDescr(index);
+
+		if (strcmp(RelationGetRelationName(index), indexname) != 0)
+			continue;
+		GetPerTupleExprContext(w->estate)->ecxt_scantuple = row;
+		FormIndexDatum(rri->ri_IndexRelationInfo[i], row, w->estate, values, isnull);
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "Key (%s)=(",
+						 pg_get_indexdef_columns(RelationGetRelid(index), true));
+		for (int k = 0; k < index->rd_index->indnkeyatts; k++)
+		{
+			Oid			out;
+			bool		varlena;
+
+			if (k > 0)
+				appendStringInfoString(&buf, ", ");
+			if (isnull[k])
+			{
+				appendStringInfoString(&buf, "null");
+				continue;
+			}
+			getTypeOutputInfo(TupleDescAttr(desc, k)->atttypid, &out, &varlena);
+			appendStringInfoString(&buf, OidOutputFunctionCall(out, values[k]));
+		}
+		appendStringInfoString(&buf, ") already exists.");
+		return buf.data;
+	}
+	return NULL;
+}
+
+/*
  * Index the current rows just written.  On a source with a key, a key that
  * a concurrent transaction took since we checked it (or that an update
  * moves a row onto) fails in the unique index, whose error would name the
  * hidden index: the error is said of the source instead, and re-thrown.
  * A unique index of the user's fails with PostgreSQL's error, which names
- * that index; it is said of the source table rather than of its heap.
- * The detail, with the key's values, is PostgreSQL's, shown only to roles
- * that may read the rows.
+ * that index; it is said of the source table rather than of its heap, and
+ * its detail shown to the roles that may read the source's rows.  The
+ * key's detail is PostgreSQL's, shown only to roles that may read the rows
+ * of the heap.
  */
 static void
 insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	volatile int failed = 0;
 
 	if (w->current_rri->ri_NumIndices == 0)
 		return;
 	PG_TRY();
 	{
 		for (int i = 0; i < n; i++)
+		{
+			failed = i;
 			ExecInsertIndexTuples(w->current_rri, rows[i], w->estate, update,
 								  false, NULL, NIL);
+		}
 	}
 	PG_CATCH();
 	{
@@ -984,7 +1045,11 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
 		if (!OidIsValid(w->key_index) || edata->constraint_name == NULL ||
 			strcmp(edata->constraint_name, get_rel_name(w->key_index)) != 0)
+		{
+			if (edata->detail == NULL)
+				edata->detail = duplicate_detail(w, rows[failed], edata->constraint_name);
 			ReThrowError(edata);
+		}
 		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
 								  RelationGetRelationName(w->ftrel));
 		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
