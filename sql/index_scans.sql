@@ -155,6 +155,18 @@ SELECT same_rows('SELECT count(*) FROM TBL WHERE lower(kind) = ''fixed''');
 -- and the heap's own rows still count once through an index-only scan
 SELECT same_rows('SELECT count(*) FROM TBL WHERE id BETWEEN 4000 AND 4500');
 
+-- an index scan over rows deleted in earlier transactions: btree marks
+-- their entries dead as it goes, as for a plain table
+DELETE FROM ev WHERE id BETWEEN 6000 AND 9000;
+DELETE FROM ev_plain WHERE id BETWEEN 6000 AND 9000;
+SET enable_bitmapscan = off;
+SET enable_indexonlyscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(late) FROM ev WHERE id BETWEEN 5000 AND 10000;
+SELECT same_rows('SELECT count(*), sum(late) FROM TBL WHERE id BETWEEN 5000 AND 10000');
+SELECT same_rows('SELECT count(*), sum(late) FROM TBL WHERE id BETWEEN 5000 AND 10000');
+RESET enable_bitmapscan;
+RESET enable_indexonlyscan;
+
 -- a unique index refuses a duplicate, as on a plain table
 INSERT INTO ev (id, kind) VALUES (4242, 'again');
 INSERT INTO ev (id, kind) VALUES (4243, 'back');

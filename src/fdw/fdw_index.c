@@ -589,22 +589,15 @@ index_only_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 }
 
 /*
- * The next row the index or the bitmap finds: a tuple of the current heap
- * in hidden (a buffer slot of the heap), for the caller to make a row of,
- * or, from an index-only scan, the row itself in slot.  NULL at the end.
+ * The next row the index or the bitmap finds (see sw_index_next()).
  */
-TupleTableSlot *
-sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
+static TupleTableSlot *
+next_row(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 {
 	if (is->kind != SW_SCAN_BITMAP)
 	{
 		if (!is->started)
-		{
-			MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
-
 			start_index_scan(is);
-			MemoryContextSwitchTo(old);
-		}
 		if (is->kind == SW_SCAN_INDEX_ONLY)
 			return index_only_next(is, hidden, slot) ? slot : NULL;
 		if (!index_getnext_slot(is->scan, is->direction, hidden))
@@ -614,12 +607,7 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 	}
 
 	if (is->bitmap == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
-
 		start_bitmap_scan(is);
-		MemoryContextSwitchTo(old);
-	}
 	for (;;)
 	{
 		if (is->page == NULL)
@@ -641,6 +629,25 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 		}
 		is->page = NULL;
 	}
+}
+
+/*
+ * The next row the index or the bitmap finds: a tuple of the current heap
+ * in hidden (a buffer slot of the heap), for the caller to make a row of,
+ * or, from an index-only scan, the row itself in slot.  NULL at the end.
+ *
+ * The scan runs in the query's memory, as an index scan node's does: we
+ * are called in memory reset for each row, and index AMs keep what they
+ * allocate as they go (btree's list of dead items, for one).
+ */
+TupleTableSlot *
+sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
+{
+	MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
+	TupleTableSlot *found = next_row(is, hidden, slot);
+
+	MemoryContextSwitchTo(old);
+	return found;
 }
 
 /*
