@@ -589,22 +589,16 @@ index_only_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 }
 
 /*
- * The next row the index or the bitmap finds: a tuple of the current heap
- * in hidden (a buffer slot of the heap), for the caller to make a row of,
- * or, from an index-only scan, the row itself in slot.  NULL at the end.
+ * sw_index_next() in the query's memory, as nodeIndexscan.c and
+ * nodeBitmapHeapscan.c call the index and table AMs.
  */
-TupleTableSlot *
-sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
+static TupleTableSlot *
+index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 {
 	if (is->kind != SW_SCAN_BITMAP)
 	{
 		if (!is->started)
-		{
-			MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
-
 			start_index_scan(is);
-			MemoryContextSwitchTo(old);
-		}
 		if (is->kind == SW_SCAN_INDEX_ONLY)
 			return index_only_next(is, hidden, slot) ? slot : NULL;
 		if (!index_getnext_slot(is->scan, is->direction, hidden))
@@ -614,12 +608,7 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 	}
 
 	if (is->bitmap == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
-
 		start_bitmap_scan(is);
-		MemoryContextSwitchTo(old);
-	}
 	for (;;)
 	{
 		if (is->page == NULL)
@@ -641,6 +630,26 @@ sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
 		}
 		is->page = NULL;
 	}
+}
+
+/*
+ * The next row the index or the bitmap finds: a tuple of the current heap
+ * in hidden (a buffer slot of the heap), for the caller to make a row of,
+ * or, from an index-only scan, the row itself in slot.  NULL at the end.
+ *
+ * The foreign scan runs in per-tuple memory, but the AMs keep what they
+ * allocate while they scan (btree's and hash's lists of dead items, a
+ * scan started here) until the scan ends: they run in the query's memory,
+ * which a row of theirs does not grow, as in PostgreSQL's own scan nodes.
+ */
+TupleTableSlot *
+sw_index_next(SwIndexScan *is, TupleTableSlot *hidden, TupleTableSlot *slot)
+{
+	MemoryContext old = MemoryContextSwitchTo(is->node->ss.ps.state->es_query_cxt);
+	TupleTableSlot *found = index_next(is, hidden, slot);
+
+	MemoryContextSwitchTo(old);
+	return found;
 }
 
 /*
