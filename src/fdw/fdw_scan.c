@@ -194,6 +194,9 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	get_tablespace_page_costs(InvalidOid, NULL, &seq_page_cost);
 	startup = baserel->baserestrictcost.startup +
 		baserel->reltarget->cost.startup;
+	/* enable_seqscan = off puts it off as it does a sequential scan */
+	if (!enable_seqscan)
+		startup += disable_cost;
 	disk_run = seq_page_cost * info->pages;
 	cpu_per_tuple = cpu_tuple_cost + baserel->baserestrictcost.per_tuple;
 	cpu_run = cpu_per_tuple * baserel->tuples +
