@@ -170,7 +170,8 @@ parallel_divisor(int workers)
 
 /*
  * A full scan, costed as cost_seqscan() costs a sequential scan of the
- * hidden heap, and its parallel version wherever the planner would scan a
+ * hidden heap (enable_seqscan off disables it, as it does a plain table's
+ * sequential scan), and its parallel version wherever the planner would scan a
  * plain table of that size in parallel; and the paths through the
  * indexes of the hidden heap (fdw_index.c), made first.
  */
@@ -194,6 +195,8 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	get_tablespace_page_costs(InvalidOid, NULL, &seq_page_cost);
 	startup = baserel->baserestrictcost.startup +
 		baserel->reltarget->cost.startup;
+	if (!enable_seqscan)
+		startup += disable_cost;
 	disk_run = seq_page_cost * info->pages;
 	cpu_per_tuple = cpu_tuple_cost + baserel->baserestrictcost.per_tuple;
 	cpu_run = cpu_per_tuple * baserel->tuples +
