@@ -305,6 +305,17 @@ SELECT * FROM error_of($$INSERT INTO p VALUES (1, 'dup', NULL, NULL, NULL)$$);
 SELECT * FROM error_of($$INSERT INTO u VALUES (7, 'bob3', NULL, NULL, NULL)$$);
 SELECT * FROM error_of($$INSERT INTO up VALUES (7, 'bob3', NULL, NULL, NULL)$$);
 RESET ROLE;
+-- or the key's columns (an expression's are not enough)
+CREATE ROLE iw_colclerk;
+GRANT USAGE ON SCHEMA iw TO iw_colclerk;
+GRANT SELECT (id), INSERT ON s, p TO iw_colclerk;
+GRANT SELECT (name), INSERT ON u, up TO iw_colclerk;
+SET ROLE iw_colclerk;
+SELECT * FROM error_of($$INSERT INTO s VALUES (1, 'dup', NULL, NULL, NULL)$$);
+SELECT * FROM error_of($$INSERT INTO p VALUES (1, 'dup', NULL, NULL, NULL)$$);
+SELECT * FROM error_of($$INSERT INTO u VALUES (7, 'bob3', NULL, NULL, NULL)$$);
+SELECT * FROM error_of($$INSERT INTO up VALUES (7, 'bob3', NULL, NULL, NULL)$$);
+RESET ROLE;
 -- in psql's words
 INSERT INTO s VALUES (1, 'dup', NULL, NULL, NULL);
 UPDATE u SET name = 'bob3' WHERE id = 3;
@@ -428,5 +439,5 @@ DROP SERVER iw_kafka CASCADE;
 DROP SCHEMA iw CASCADE;
 DROP FUNCTION test_write(regclass, text, text, anyarray, int, bigint);
 DROP EXTENSION amcheck;
-DROP ROLE iw_clerk;
+DROP ROLE iw_clerk, iw_colclerk;
 RESET search_path;

@@ -955,7 +955,8 @@ check_key_free(SwWriter *w, TupleTableSlot *row)
  * heap, for row: "Key (...)=(...) already exists.", or NULL.  PostgreSQL
  * leaves it out unless the role may read the table the index is on, the
  * hidden heap, which nobody is granted: it is built again, as PostgreSQL
- * builds it, for a role that may read the source table.
+ * builds it, for a role that may read the source table or the key's
+ * columns of it.
  */
 static char *
 duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *index_name)
@@ -968,9 +969,6 @@ duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *index_name)
 	int			save_sec_context;
 	char	   *desc;
 
-	if (!sw_check_source_privilege(RelationGetRelid(w->ftrel), GetUserId(),
-								   ACL_SELECT, true))
-		return NULL;
 	for (int i = 0; i < w->current_rri->ri_NumIndices; i++)
 		if (strcmp(RelationGetRelationName(w->current_rri->ri_IndexRelationDescs[i]),
 				   index_name) == 0)
@@ -980,6 +978,27 @@ duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *index_name)
 		}
 	if (index == NULL)
 		return NULL;
+	/* as BuildIndexValueDescription() checks a table: SELECT on it, or on
+	 * each key column (an expression needs the table's) */
+	if (!sw_check_source_privilege(RelationGetRelid(w->ftrel), GetUserId(),
+								   ACL_SELECT, true))
+	{
+		for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++)
+		{
+			AttrNumber	attnum = info->ii_IndexAttrNumbers[k];
+			AttrNumber	own;
+
+			if (attnum <= 0)
+				return NULL;
+			own = get_attnum(RelationGetRelid(w->ftrel),
+							 NameStr(TupleDescAttr(RelationGetDescr(w->current),
+												   attnum - 1)->attname));
+			if (own == InvalidAttrNumber ||
+				pg_attribute_aclcheck(RelationGetRelid(w->ftrel), own, GetUserId(),
+									  ACL_SELECT) != ACLCHECK_OK)
+				return NULL;
+		}
+	}
 	GetPerTupleExprContext(w->estate)->ecxt_scantuple = row;
 	FormIndexDatum(info, row, w->estate, values, isnull);
 	/* as the heap's owner, who may read it */
