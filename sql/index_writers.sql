@@ -3,7 +3,7 @@
 -- INSERT, UPDATE, DELETE, COPY and TRUNCATE, ingestion (appends, upserts
 -- and tombstones, through the workers' writer: the test door), upsert
 -- merges by key, retry_errors(), ALTER ... TYPE, ADD COLUMN, VACUUM FULL
--- and CLUSTER of the hidden heap.  After each, every index of the source
+-- of the hidden heap and CLUSTER.  After each, every index of the source
 -- (a unique btree, a plain btree, an expression index and a GIN index)
 -- finds, when the planner must use it, the rows that a full scan finds,
 -- amcheck finds each btree clean with every heap row in it, and the rows
@@ -399,17 +399,47 @@ INSERT INTO p VALUES (71, 'ingested', NULL, NULL, NULL, 'late');
 SELECT * FROM check_indexes('s', 'p');
 
 --
--- VACUUM FULL and CLUSTER of the hidden heap rebuild its indexes
+-- VACUUM FULL of the hidden heap, and CLUSTER, rebuild its indexes
 --
 SELECT current_rel AS hidden FROM source_writes.source_tables WHERE relid = 's'::regclass \gset
 VACUUM FULL :hidden;
 VACUUM FULL p;
 SELECT * FROM check_indexes('s', 'p');
--- (CLUSTER looks for the index in the heap's schema, where only the key
--- index of an upsert source is)
+-- CLUSTER of a source table orders its hidden heap by one of its indexes,
+-- and marks it for the next CLUSTER, as for a plain table; only the owner
+-- may
+CLUSTER u;
+CLUSTER up;
+CLUSTER s USING s_nope;
+CLUSTER p USING p_nope;
+SET ROLE iw_clerk;
+CLUSTER s USING s_name;
+CLUSTER p USING p_name;
+RESET ROLE;
+UPDATE s SET name = 'a' || name WHERE id % 3 = 0;
+UPDATE p SET name = 'a' || name WHERE id % 3 = 0;
+CLUSTER s USING s_name;
+CLUSTER p USING p_name;
+SELECT indexname FROM source_writes.indexes i JOIN pg_index x ON x.indexrelid = i.indexname::regclass
+WHERE i.tablename = 's' AND x.indisclustered;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT array_agg(name) AS in_the_heap FROM s;
+SELECT array_agg(name) AS in_the_heap FROM p;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT * FROM check_indexes('s', 'p');
+UPDATE s SET name = 'b' || name WHERE id % 2 = 0;
+UPDATE p SET name = 'b' || name WHERE id % 2 = 0;
+CLUSTER (VERBOSE false) s;
+CLUSTER (VERBOSE false) p;
+SELECT * FROM check_indexes('s', 'p');
+-- the key of an upsert source, by its name in the heap's schema, or
+-- CLUSTER of the heap itself (as superuser)
 SELECT current_rel AS hidden, indexname AS key FROM source_writes.source_tables,
        source_writes.indexes
 WHERE relid = 'u'::regclass AND tablename = 'u' AND indexname ~ '^current_' \gset
+CLUSTER u USING :key;
 CLUSTER :hidden USING :key;
 CLUSTER up USING up_pkey;
 SELECT * FROM check_indexes('u', 'up');
