@@ -544,8 +544,8 @@ cluster_table(ParseState *pstate, ClusterStmt *stmt)
 
 /*
  * ProcessUtility hook: CREATE INDEX, REINDEX TABLE and CLUSTER on a source
- * table, which PostgreSQL refuses on a foreign table, with the event triggers that
- * ProcessUtilitySlow() fires around them.
+ * table, which PostgreSQL refuses on a foreign table; CREATE INDEX with the
+ * event triggers that ProcessUtilitySlow() fires around it.
  */
 static void
 indexes_process_utility(PlannedStmt *pstmt, const char *queryString,

@@ -978,8 +978,10 @@ duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *index_name)
 		}
 	if (index == NULL)
 		return NULL;
-	/* as BuildIndexValueDescription() checks a table: SELECT on it, or on
-	 * each key column (an expression needs the table's) */
+	/*
+	 * As BuildIndexValueDescription() checks a table: SELECT on it, or on
+	 * each key column (an expression needs the table's).
+	 */
 	if (!sw_check_source_privilege(RelationGetRelid(w->ftrel), GetUserId(),
 								   ACL_SELECT, true))
 	{
