@@ -170,8 +170,9 @@ parallel_divisor(int workers)
 
 /*
  * A full scan, costed as cost_seqscan() costs a sequential scan of the
- * hidden heap (enable_seqscan included), and its parallel version wherever the planner would scan a
- * plain table of that size in parallel; and the paths through the
+ * hidden heap (enable_seqscan off disables it, as it does a plain table's
+ * sequential scan), and its parallel version wherever the planner would
+ * scan a plain table of that size in parallel; and the paths through the
  * indexes of the hidden heap (fdw_index.c), made first.
  */
 static void

@@ -27,6 +27,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_tablespace.h"
+#include "commands/cluster.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
 #include "fmgr.h"
@@ -633,9 +634,82 @@ reindex_table(ParseState *pstate, ReindexStmt *stmt, bool isTopLevel)
 }
 
 /*
- * ProcessUtility hook: CREATE INDEX and REINDEX TABLE on a source table,
- * which PostgreSQL refuses on a foreign table, with the event triggers that
- * ProcessUtilitySlow() fires around them.
+ * CLUSTER on a source table: its current heap, ordered by one of the
+ * table's indexes (USING, which marks it as the table's clustered index,
+ * as for a plain table) or by the one marked before, with a plain table's
+ * rules (the owner).  The heap is rewritten and its indexes rebuilt as
+ * CLUSTER does a table's.  The key index of an upsert source is named in
+ * the heap's schema.
+ */
+static void
+cluster_table(ParseState *pstate, ClusterStmt *stmt)
+{
+	ClusterParams params = {0};
+	bool		verbose = false;
+	Oid			relid;
+	Oid			indexid = InvalidOid;
+	SwSource	source;
+	ListCell   *lc;
+
+	foreach(lc, stmt->params)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "verbose") == 0)
+			verbose = defGetBoolean(opt);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_SYNTAX_ERROR),
+					 errmsg("unrecognized CLUSTER option \"%s\"", opt->defname),
+					 parser_errposition(pstate, opt->location)));
+	}
+	params.options = verbose ? CLUOPT_VERBOSE : 0;
+
+	relid = RangeVarGetRelidExtended(stmt->relation, AccessExclusiveLock, 0,
+									 RangeVarCallbackOwnsRelation, NULL);
+	sw_source_require(relid, &source);
+
+	if (stmt->indexname != NULL)
+	{
+		indexid = get_relname_relid(stmt->indexname, get_rel_namespace(relid));
+		if (!OidIsValid(indexid))
+			indexid = get_relname_relid(stmt->indexname,
+										get_rel_namespace(source.current_rel));
+		if (!OidIsValid(indexid) || IndexGetRelation(indexid, true) != source.current_rel)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("index \"%s\" for table \"%s\" does not exist",
+							stmt->indexname, stmt->relation->relname)));
+	}
+	else
+	{
+		Relation	heap = table_open(source.current_rel, AccessExclusiveLock);
+
+		foreach(lc, RelationGetIndexList(heap))
+		{
+			HeapTuple	tuple = SearchSysCache1(INDEXRELID,
+												ObjectIdGetDatum(lfirst_oid(lc)));
+
+			if (!HeapTupleIsValid(tuple))
+				elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+			if (((Form_pg_index) GETSTRUCT(tuple))->indisclustered)
+				indexid = lfirst_oid(lc);
+			ReleaseSysCache(tuple);
+		}
+		table_close(heap, NoLock);
+		if (!OidIsValid(indexid))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("there is no previously clustered index for table \"%s\"",
+							stmt->relation->relname)));
+	}
+	cluster_rel(source.current_rel, indexid, &params);
+}
+
+/*
+ * ProcessUtility hook: CREATE INDEX, REINDEX TABLE and CLUSTER on a source
+ * table, which PostgreSQL refuses on a foreign table; CREATE INDEX with the
+ * event triggers that ProcessUtilitySlow() fires around it.
  */
 static void
 indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -662,6 +736,8 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else if (IsA(parsetree, ReindexStmt) &&
 			 ((ReindexStmt *) parsetree)->kind == REINDEX_OBJECT_TABLE)
 		ours = OidIsValid(named_source(((ReindexStmt *) parsetree)->relation));
+	else if (IsA(parsetree, ClusterStmt))
+		ours = OidIsValid(named_source(((ClusterStmt *) parsetree)->relation));
 
 	if (!ours)
 	{
@@ -692,6 +768,16 @@ indexes_process_utility(PlannedStmt *pstmt, const char *queryString,
 	if (readOnlyTree)
 		parsetree = copyObject(parsetree);
 
+	if (IsA(parsetree, ClusterStmt))
+	{
+		ParseState *pstate = make_parsestate(NULL);
+
+		pstate->p_sourcetext = queryString;
+		pstate->p_queryEnv = queryEnv;
+		cluster_table(pstate, (ClusterStmt *) parsetree);
+		free_parsestate(pstate);
+		return;
+	}
 	if (IsA(parsetree, ReindexStmt))
 	{
 		ParseState *pstate = make_parsestate(NULL);
