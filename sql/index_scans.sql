@@ -38,6 +38,7 @@ CREATE INDEX ev_doc ON ev USING gin (doc);
 CREATE INDEX ev_words ON ev USING gin (to_tsvector('simple', body));
 CREATE INDEX ev_trgm ON ev USING gin (body gin_trgm_ops);
 CREATE INDEX ev_late ON ev (late);
+CREATE INDEX ev_span ON ev USING gist (int4range(id, id + 10));
 CREATE UNIQUE INDEX ev_plain_id ON ev_plain (id);
 CREATE INDEX ev_plain_at ON ev_plain (at);
 CREATE INDEX ev_plain_kind_lower ON ev_plain (lower(kind));
@@ -46,6 +47,7 @@ CREATE INDEX ev_plain_doc ON ev_plain USING gin (doc);
 CREATE INDEX ev_plain_words ON ev_plain USING gin (to_tsvector('simple', body));
 CREATE INDEX ev_plain_trgm ON ev_plain USING gin (body gin_trgm_ops);
 CREATE INDEX ev_plain_late ON ev_plain (late);
+CREATE INDEX ev_plain_span ON ev_plain USING gist (int4range(id, id + 10));
 -- plans that stay put: autovacuum off for both heaps
 SELECT current_rel AS hidden FROM source_writes.source_tables
 WHERE relid = 'ev'::regclass \gset
@@ -102,6 +104,10 @@ EXPLAIN (COSTS OFF) SELECT id FROM ev WHERE to_tsvector('simple', body) @@ 'rare
 SELECT same_rows('SELECT id FROM TBL WHERE to_tsvector(''simple'', body) @@ ''rare''::tsquery ORDER BY id');
 EXPLAIN (COSTS OFF) SELECT id FROM ev WHERE body LIKE '%number 1234%' ORDER BY id;
 SELECT same_rows('SELECT id FROM TBL WHERE body LIKE ''%number 1234%'' ORDER BY id');
+
+-- GiST: ranges that contain a value
+EXPLAIN (COSTS OFF) SELECT id FROM ev WHERE int4range(id, id + 10) @> 4242 ORDER BY id;
+SELECT same_rows('SELECT id FROM TBL WHERE int4range(id, id + 10) @> 4242 ORDER BY id');
 
 -- ORDER BY ... LIMIT in index order, forward and backward
 EXPLAIN (COSTS OFF) SELECT id, at FROM ev ORDER BY at DESC LIMIT 3;
