@@ -704,6 +704,43 @@ sw_index_end(SwIndexScan *is)
 }
 
 /*
+ * Find target below plan, and add the plans on the way to it to
+ * *ancestors, its parent first: the ancestors EXPLAIN keeps for the nodes
+ * it shows itself, which deparsing needs to name what a nestloop Param
+ * stands for.
+ */
+static bool
+find_ancestors(Plan *plan, Plan *target, List **ancestors)
+{
+	List	   *children = NIL;
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return false;
+	if (plan == target)
+		return true;
+	if (IsA(plan, Append))
+		children = ((Append *) plan)->appendplans;
+	else if (IsA(plan, MergeAppend))
+		children = ((MergeAppend *) plan)->mergeplans;
+	else if (IsA(plan, SubqueryScan))
+		children = list_make1(((SubqueryScan *) plan)->subplan);
+	else if (IsA(plan, CustomScan))
+		children = ((CustomScan *) plan)->custom_plans;
+	children = lappend(list_copy(children), plan->lefttree);
+	children = lappend(children, plan->righttree);
+	foreach(lc, children)
+	{
+		if (find_ancestors(lfirst(lc), target, ancestors))
+		{
+			*ancestors = lappend(*ancestors, plan);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * EXPLAIN of an index scan: its kind and index, as PostgreSQL names an
  * index scan node ("Index Only Scan Backward: t_at_idx"), and its
  * conditions; with ANALYZE, an index-only scan's heap fetches.  A bitmap
@@ -733,8 +770,20 @@ sw_index_explain(ForeignScanState *node, SwIndexScan *is, int offset,
 	}
 	if (quals != NIL)
 	{
-		List	   *context = set_deparse_context_plan(es->deparse_cxt,
-													   (Plan *) plan, NIL);
+		List	   *ancestors = NIL;
+		List	   *context;
+		ListCell   *lc;
+
+		if (!find_ancestors(es->pstmt->planTree, (Plan *) plan, &ancestors))
+			foreach(lc, es->pstmt->subplans)
+			{
+				list_free(ancestors);
+				ancestors = NIL;
+				if (find_ancestors(lfirst(lc), (Plan *) plan, &ancestors))
+					break;
+			}
+		context = set_deparse_context_plan(es->deparse_cxt, (Plan *) plan,
+										   ancestors);
 
 		ExplainPropertyText(kind == SW_SCAN_BITMAP ? "Recheck Cond" : "Index Cond",
 							deparse_expression((Node *) make_ands_explicit(quals),
