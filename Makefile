@@ -15,6 +15,7 @@ OBJS = \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
 	src/fdw/rdkafka_allowlist.o \
+	src/fdw/source_table.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
 	src/ingest/decode_csv.o \

@@ -44,7 +44,7 @@ extern TupleTableSlot *sw_scan_current_row(struct ForeignScanState *node);
 extern void sw_fdw_modify_routine(struct FdwRoutine *routine);
 
 /*
- * fdw_options.c
+ * fdw_options.c, source_table.c
  * What the options of source_writes servers, user mappings, source
  * tables and their columns say, once validated
  */
