@@ -15,7 +15,6 @@ OBJS = \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
 	src/fdw/rdkafka_allowlist.o \
-	src/fdw/source_table.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
 	src/ingest/decode_csv.o \
@@ -36,6 +35,8 @@ OBJS = \
 	src/log/storage.o \
 	src/log/subxact.o \
 	src/log/writer.o \
+	src/options/option_table.o \
+	src/options/source_table.o \
 	src/webhook/signature.o \
 	src/workers/databases.o \
 	src/workers/launcher.o \
@@ -60,11 +61,12 @@ ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-# the sources, by subsystem: src/log (the log and its commit protocol),
-# src/fdw, src/ingest, src/workers, src/kafka and src/webhook (the Kafka
-# and webhook libraries' own, but for src/webhook/signature.c, which the
-# tests' module calls too), each with one header that the others include
-# as "log/log.h", "fdw/fdw.h", ...
+# the sources, by subsystem: src/options (what a source table's options
+# say), src/log (the log and its commit protocol), src/fdw, src/ingest,
+# src/workers, src/kafka and src/webhook (the Kafka and webhook libraries'
+# own, but for src/webhook/signature.c, which the tests' module calls
+# too), each with one header that the others include as "log/log.h",
+# "fdw/fdw.h", ...
 PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o

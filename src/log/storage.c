@@ -60,8 +60,8 @@
 #include "utils/typcache.h"
 #include "utils/varlena.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
 								   uint32 tag, int nmeta);

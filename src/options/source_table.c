@@ -10,7 +10,7 @@
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/fdw/source_table.c
+ *		  src/options/source_table.c
  *
  *-------------------------------------------------------------------------
  */
@@ -28,9 +28,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fdw/fdw.h"
-#include "fdw/options.h"
-#include "ingest/ingest.h"
+#include "options/options_int.h"
 
 /*
  * The kind a server's options declare.  Options were validated when the
