@@ -15,6 +15,7 @@ OBJS = \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
 	src/fdw/rdkafka_allowlist.o \
+	src/fdw/restore.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
 	src/ingest/decode_csv.o \
@@ -30,7 +31,6 @@ OBJS = \
 	src/log/layout.o \
 	src/log/log.o \
 	src/log/notifier.o \
-	src/log/restore.o \
 	src/log/stamps.o \
 	src/log/storage.o \
 	src/log/subxact.o \
