@@ -30,7 +30,6 @@ OBJS = \
 	src/log/deliveries.o \
 	src/log/layout.o \
 	src/log/log.o \
-	src/log/notifier.o \
 	src/log/stamps.o \
 	src/log/storage.o \
 	src/log/subxact.o \
@@ -40,6 +39,7 @@ OBJS = \
 	src/webhook/signature.o \
 	src/workers/databases.o \
 	src/workers/launcher.o \
+	src/workers/notifier.o \
 	src/workers/supervisor.o \
 	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
