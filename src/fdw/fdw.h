@@ -16,10 +16,8 @@
 #ifndef SW_FDW_H
 #define SW_FDW_H
 
-#include "access/attnum.h"
 #include "executor/tuptable.h"
 #include "foreign/foreign.h"
-#include "nodes/pg_list.h"
 #include "utils/relcache.h"
 
 #include "options/options.h"
