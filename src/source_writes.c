@@ -23,6 +23,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "ingest/ingest.h"
 #include "log/log.h"
 #include "source_writes.h"
 #include "workers/workers.h"
@@ -169,6 +170,9 @@ void
 _PG_init(void)
 {
 	sw_preloaded = process_shared_preload_libraries_in_progress;
+	/* what the lower layers call back (see doc/internals.md, "Source files") */
+	sw_register_formats();
+	sw_upper_moved_hook = sw_notifier_wake;
 
 	DefineCustomStringVariable("source_writes.database",
 							   "Database the webhook server connects to.",

@@ -51,9 +51,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "ingest/ingest.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "source_writes.h"
 #include "workers/workers.h"
 

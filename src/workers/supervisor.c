@@ -31,8 +31,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "workers/workers.h"
 
 /* blocks of a history heap compacted per transaction */

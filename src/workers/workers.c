@@ -37,8 +37,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "workers/workers.h"
 
 /* how long a background worker's statistics may stay unreported */

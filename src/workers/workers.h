@@ -90,6 +90,19 @@ extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char 
 extern void sw_launcher_register(void);
 
 /*
+ * notifier.c
+ * Announcing the new upper of sources to listeners
+ */
+
+extern void sw_notifier_shmem_request(void);
+extern void sw_notifier_shmem_startup(void);
+extern char *sw_channel_name(Oid relid);
+extern void sw_notifier_wake(Oid dboid, Oid relid);
+extern void sw_notifier_attach_launcher(void);
+extern bool sw_notifier_start_requested(void);
+extern void sw_notifier_forget_database(Oid dboid);
+
+/*
  * workers.c
  * The ingestion workers of Kafka sources: their shared state, how
  * their supervisors keep them running, and what they report

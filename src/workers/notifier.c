@@ -8,7 +8,7 @@
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/log/notifier.c
+ *		  src/workers/notifier.c
  *
  *-------------------------------------------------------------------------
  */
