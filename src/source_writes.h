@@ -53,6 +53,9 @@ typedef enum SwKind
 	SW_KIND_WEBHOOK = 0x02
 } SwKind;
 
+/* every kind, as a mask */
+#define SW_KIND_ANY		(SW_KIND_KAFKA | SW_KIND_WEBHOOK)
+
 /* who wrote a batch */
 typedef enum SwOrigin
 {

@@ -445,6 +445,38 @@ remember_options(Relation ftrel)
 }
 
 /*
+ * Start a transaction with a snapshot and open the source table; if it was
+ * dropped, leave: the launcher frees our slot.
+ */
+static Relation
+open_source_or_exit(void)
+{
+	Relation	ftrel;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ftrel = try_relation_open(source_relid, AccessShareLock);
+	if (ftrel == NULL)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
+	return ftrel;
+}
+
+/* close what open_source_or_exit() opened, and commit */
+static void
+close_source(Relation ftrel)
+{
+	relation_close(ftrel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(worker_cxt);
+}
+
+/*
  * Read the source's options and make its consumer and ingestion, in a
  * transaction.  Errors (bad options) propagate: the launcher starts the
  * worker again after a backoff, and the state shows the error.
@@ -457,17 +489,7 @@ set_up(void)
 	List	   *mapping;
 	MemoryContext old;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ftrel = try_relation_open(source_relid, AccessShareLock);
-	if (ftrel == NULL)
-	{
-		/* dropped before we could start: the launcher frees our slot */
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		proc_exit(0);
-	}
+	ftrel = open_source_or_exit();
 	old = MemoryContextSwitchTo(worker_cxt);
 	source_name = pstrdup(RelationGetRelationName(ftrel));
 	server_oid = GetForeignServerIdByRelId(source_relid);
@@ -487,10 +509,7 @@ set_up(void)
 	catalog_has_identity = sw_catalog_progress_has_identity();
 	make_wait_set();
 	create_consumer(make_conf(server, mapping));
-	relation_close(ftrel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(worker_cxt);
+	close_source(ftrel);
 }
 
 /*
@@ -1694,23 +1713,11 @@ check_options(void)
 	bool		same;
 
 	options_maybe_changed = false;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ftrel = try_relation_open(source_relid, AccessShareLock);
-	if (ftrel == NULL)
-	{
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		proc_exit(0);			/* dropped: the launcher frees our slot */
-	}
+	ftrel = open_source_or_exit();
 	same = equalTupleDescs(desc_seen, RelationGetDescr(ftrel)) &&
 		strcmp(describe_options(ftrel), options_seen) == 0 &&
 		offsets_unchanged();
-	relation_close(ftrel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(worker_cxt);
+	close_source(ftrel);
 	if (!same)
 		leave_for_new_options();
 }
@@ -1793,12 +1800,7 @@ source_writes_kafka_main(Datum main_arg)
 		bool		busy = false;
 
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			sw_worker_override_settings();
-		}
+		sw_worker_reload();
 		sw_report_stats();
 		AcceptInvalidationMessages();
 		if (!sw_worker_still_assigned())

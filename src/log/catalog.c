@@ -666,6 +666,42 @@ sw_catalog_sources_of_kind(int kinds)
 }
 
 /*
+ * The OIDs of the sources of one of kinds (SwKind bits), in OID order, in
+ * the caller's memory context: listed in the open transaction, or, when
+ * none is open, in one of their own with a snapshot.  None if the
+ * extension is not in the database.
+ */
+List *
+sw_catalog_source_relids(int kinds)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		own = !IsTransactionState();
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (own)
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	foreach(lc, sw_catalog_sources_of_kind(kinds))
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		result = lappend_oid(result, ((SwSource *) lfirst(lc))->relid);
+		MemoryContextSwitchTo(old);
+	}
+	if (own)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(cxt);
+	}
+	return result;
+}
+
+/*
  * Is a transaction so old that it ended before any snapshot that can still
  * exist was taken?  Running transactions and the xmin of snapshots are
  * never 2^31 transactions behind the next id (wraparound protection), so

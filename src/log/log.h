@@ -164,6 +164,7 @@ extern PGDLLEXPORT bool sw_source_check_kind(const SwSource *source, int kinds,
 											 const char *detail);
 extern List *sw_catalog_sources(Oid serverid);
 extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
+extern List *sw_catalog_source_relids(int kinds);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);

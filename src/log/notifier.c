@@ -233,16 +233,12 @@ sw_notifier_start_requested(void)
 
 	for (int i = 0; i < n; i++)
 	{
-		BackgroundWorker worker = {0};
+		BackgroundWorker worker;
 
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		worker.bgw_main_arg = ObjectIdGetDatum(dbs[i]);
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_notifier_main");
+		sw_worker_describe(&worker, "source_writes", "source_writes_notifier_main",
+						   "source_writes notifier", ObjectIdGetDatum(dbs[i]));
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes notifier for database %u", dbs[i]);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes notifier");
+		worker.bgw_notify_pid = 0;	/* a committing backend: it does not wait */
 		if (RegisterDynamicBackgroundWorker(&worker, NULL))
 			continue;
 
@@ -377,8 +373,7 @@ announce(Oid *sources, int n, bool all, HTAB *announced)
 		ListCell   *lc;
 
 		if (all)
-			foreach(lc, sw_catalog_sources(InvalidOid))
-				relids = lappend_oid(relids, ((SwSource *) lfirst(lc))->relid);
+			relids = sw_catalog_source_relids(SW_KIND_ANY);
 		else
 			for (int i = 0; i < n; i++)
 				relids = lappend_oid(relids, sources[i]);

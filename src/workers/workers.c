@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -249,8 +250,9 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 	*extension = sw_catalog_exists();
 	if (*extension)
 	{
-		List	   *sources = sw_catalog_sources(InvalidOid);
+		List	   *sources = sw_catalog_sources_of_kind(SW_KIND_ANY);
 
+		*any = sources != NIL;
 		foreach(lc, sources)
 		{
 			SwSource   *source = lfirst(lc);
@@ -259,7 +261,6 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 			MemoryContext old;
 			SwWanted   *w;
 
-			*any = true;
 			if (source->kind == SW_KIND_WEBHOOK)
 				*webhooks = true;
 			if (source->kind != SW_KIND_KAFKA)
@@ -293,24 +294,18 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 static bool
 start_worker(int index, uint32 generation, Oid relid, int member)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	bool		started;
 
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_kafka");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_kafka_main");
+	sw_worker_describe(&worker, "source_writes_kafka", "source_writes_kafka_main",
+					   "source_writes kafka worker", Int32GetDatum(index));
 	if (member == 0)
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker for source %u", relid);
 	else
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker %d for source %u",
 				 member + 1, relid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes kafka worker");
-	worker.bgw_main_arg = Int32GetDatum(index);
 	memcpy(worker.bgw_extra, &generation, sizeof(generation));
-	worker.bgw_notify_pid = MyProcPid;
 	started = RegisterDynamicBackgroundWorker(&worker, &supervised[index].handle);
 	MemoryContextSwitchTo(old);
 	if (!started)
@@ -403,18 +398,11 @@ sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 	}
 	if (webhook_handle == NULL && now >= webhook_start_after && running == 0)
 	{
-		BackgroundWorker worker = {0};
+		BackgroundWorker worker;
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_webhook");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_webhook_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes webhook server");
-		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes webhook server");
-		worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-		worker.bgw_notify_pid = MyProcPid;
+		sw_worker_describe(&worker, "source_writes_webhook", "source_writes_webhook_main",
+						   "source_writes webhook server", ObjectIdGetDatum(dboid));
 		if (RegisterDynamicBackgroundWorker(&worker, &webhook_handle))
 			webhook_started_at = now;
 		else
@@ -994,6 +982,42 @@ sw_worker_override_settings(void)
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * In a worker's loop: take in a reload that SIGHUP asked for, if any, and
+ * override the settings again (sw_worker_override_settings()).
+ */
+void
+sw_worker_reload(void)
+{
+	if (!ConfigReloadPending)
+		return;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	sw_worker_override_settings();
+}
+
+/*
+ * Describe, in *worker, a dynamic background worker of ours: it connects
+ * to a database, runs function of library, is never restarted by the
+ * postmaster, and this process is told when it starts and stops.  Its
+ * name is type until the caller says otherwise.
+ */
+void
+sw_worker_describe(BackgroundWorker *worker, const char *library,
+				   const char *function, const char *type, Datum main_arg)
+{
+	memset(worker, 0, sizeof(BackgroundWorker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "%s", library);
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", type);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+	worker->bgw_main_arg = main_arg;
+	worker->bgw_notify_pid = MyProcPid;
 }
 
 /* how far a slot's worker is behind the high watermarks it reported */

@@ -17,6 +17,7 @@
 #define SW_WORKERS_H
 
 #include "datatype/timestamp.h"
+#include "postmaster/bgworker.h"
 #include "storage/latch.h"
 
 /*
@@ -140,6 +141,11 @@ extern PGDLLEXPORT void sw_worker_wait_served(uint64 request);
 extern PGDLLEXPORT void sw_worker_restart_soon(void);
 extern PGDLLEXPORT void sw_report_stats(void);
 extern PGDLLEXPORT void sw_worker_override_settings(void);
+extern PGDLLEXPORT void sw_worker_reload(void);
+extern PGDLLEXPORT void sw_worker_describe(BackgroundWorker *worker,
+										   const char *library,
+										   const char *function,
+										   const char *type, Datum main_arg);
 
 /* the webhook server's worker */
 extern PGDLLEXPORT bool sw_webhook_worker_attach(void);
