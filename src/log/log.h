@@ -242,8 +242,7 @@ typedef struct SwStamping
 	SwStampState state;			/* the newest ts before ours; the pending */
 } SwStamping;
 
-extern void sw_stamps_shmem_request(void);
-extern void sw_stamps_shmem_startup(void);
+extern const SwShmemRegistry sw_stamps_registry;
 extern bool sw_stamps_available(void);
 extern bool sw_stamps_install(Oid relid, int64 last_ts);
 extern void sw_stamps_pin(SwStamping *sources, int n);
@@ -538,8 +537,7 @@ extern bool sw_compact(Oid relid, bool wait, BlockNumber start,
  * Announcing the new upper of sources to listeners
  */
 
-extern void sw_notifier_shmem_request(void);
-extern void sw_notifier_shmem_startup(void);
+extern const SwShmemRegistry sw_notifier_registry;
 extern char *sw_channel_name(Oid relid);
 extern void sw_notifier_wake(Oid dboid, Oid relid);
 extern void sw_notifier_attach_launcher(void);

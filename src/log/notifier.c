@@ -86,33 +86,24 @@ static SwNotifierState notifier_state = SW_NOTIFIER_CONNECTING;
 
 PGDLLEXPORT void source_writes_notifier_main(Datum main_arg);
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_notifier_shmem_request(void)
+static Size
+notifier_shmem_size(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(SwNotifyShared)));
-	RequestNamedLWLockTranche("source_writes", 1);
+	return sizeof(SwNotifyShared);
 }
 
-/*
- * Attach to the shared memory, from the shmem_startup_hook.
- */
-void
-sw_notifier_shmem_startup(void)
+/* the registry's address; a new one gets its lock */
+static void
+notifier_shmem_attach(void *mem, LWLock *lock, bool created)
 {
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes", sizeof(SwNotifyShared), &found);
-	if (!found)
-	{
-		memset(shared, 0, sizeof(SwNotifyShared));
-		shared->lock = &(GetNamedLWLockTranche("source_writes"))->lock;
-	}
-	LWLockRelease(AddinShmemInitLock);
+	shared = mem;
+	if (created)
+		shared->lock = lock;
 }
+
+const SwShmemRegistry sw_notifier_registry = {
+	"source_writes", notifier_shmem_size, NULL, notifier_shmem_attach
+};
 
 /*
  * The notification channel of a source: "source_writes_<oid>".

@@ -145,42 +145,29 @@ slot_count(void)
 	return max_worker_processes + SW_EXTRA_SLOTS;
 }
 
-Size
-sw_workers_shmem_size(void)
+static Size
+workers_shmem_size(void)
 {
 	return MAXALIGN(add_size(offsetof(SwWorkersShared, slots),
 							 mul_size(slot_count(), sizeof(SwWorkerSlot))));
 }
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_workers_shmem_request(void)
+/* the registry's address; a new one gets its lock and its slots */
+static void
+workers_shmem_attach(void *mem, LWLock *lock, bool created)
 {
-	RequestAddinShmemSpace(sw_workers_shmem_size());
-	RequestNamedLWLockTranche("source_writes workers", 1);
-}
-
-/*
- * Attach to the shared memory, from the shmem_startup_hook.
- */
-void
-sw_workers_shmem_startup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes workers", sw_workers_shmem_size(), &found);
-	if (!found)
+	shared = mem;
+	if (created)
 	{
-		memset(shared, 0, sw_workers_shmem_size());
-		shared->lock = &(GetNamedLWLockTranche("source_writes workers"))->lock;
+		shared->lock = lock;
 		ConditionVariableInit(&shared->reported);
 		shared->nslots = slot_count();
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+const SwShmemRegistry sw_workers_registry = {
+	"source_writes workers", workers_shmem_size, NULL, workers_shmem_attach
+};
 
 /*
  * Copy an error's text into one of the SW_ERROR_LEN buffers of shared

@@ -20,6 +20,8 @@
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
 
+#include "source_writes.h"
+
 /*
  * databases.c
  * The databases the workers serve, and keeping out of a database
@@ -46,8 +48,7 @@ typedef struct SwWebhookDatabase
 } SwWebhookDatabase;
 
 /* shared memory, from the hooks in source_writes.c */
-extern void sw_databases_shmem_request(void);
-extern void sw_databases_shmem_startup(void);
+extern const SwShmemRegistry sw_databases_registry;
 extern void sw_databases_install_hooks(void);
 
 /* every worker of ours, before it connects to a database */
@@ -119,9 +120,7 @@ typedef struct SwPartitionReport
 } SwPartitionReport;
 
 /* shared memory, from the hooks in source_writes.c */
-extern Size sw_workers_shmem_size(void);
-extern void sw_workers_shmem_request(void);
-extern void sw_workers_shmem_startup(void);
+extern const SwShmemRegistry sw_workers_registry;
 
 /* the supervisor of a database, and the launcher */
 extern void sw_workers_supervise(bool *extension, bool *webhooks, bool *any);
