@@ -615,15 +615,12 @@ query_offsets(int n, const int32 *parts, bool latest, int64 *offsets)
 }
 
 /*
- * Where partitions without stored progress start: the table's start_offset
- * if the source is starting for the first time, the earliest offset
- * otherwise (partitions added later).
+ * query_offsets(), for offsets the worker cannot go on without: if the
+ * brokers cannot say, the state says so and an error is raised.
  */
 static void
-start_offsets(int n, const int32 *parts, int64 *offsets)
+query_offsets_or_error(int n, const int32 *parts, bool latest, int64 *offsets)
 {
-	const SwSourceTable *st = source_table;
-	bool		latest = first_start && st->start_latest;
 	const char *error = query_offsets(n, parts, latest, offsets);
 
 	if (error)
@@ -634,6 +631,20 @@ start_offsets(int n, const int32 *parts, int64 *offsets)
 				 errmsg("could not read the offsets of topic \"%s\"", topic),
 				 errdetail("%s", error)));
 	}
+}
+
+/*
+ * Where partitions without stored progress start: the table's start_offset
+ * if the source is starting for the first time, the earliest offset
+ * otherwise (partitions added later).
+ */
+static void
+start_offsets(int n, const int32 *parts, int64 *offsets)
+{
+	const SwSourceTable *st = source_table;
+	bool		latest = first_start && st->start_latest;
+
+	query_offsets_or_error(n, parts, latest, offsets);
 	if (!first_start)
 		return;
 	for (int i = 0; i < n; i++)
@@ -819,20 +830,11 @@ check_stored_offsets(List *stored, List *fresh)
 	for (int l = 0; l < 2 && stopping == NULL; l++)
 	{
 		int64	   *offsets;
-		const char *error;
 
 		if (nparts[l] == 0)
 			continue;
 		offsets = palloc(sizeof(int64) * nparts[l]);
-		error = query_offsets(nparts[l], parts[l], l == 1, offsets);
-		if (error)
-		{
-			set_state("cannot reach the brokers", error);
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
-					 errmsg("could not read the offsets of topic \"%s\"", topic),
-					 errdetail("%s", error)));
-		}
+		query_offsets_or_error(nparts[l], parts[l], l == 1, offsets);
 		for (int i = 0; i < nparts[l]; i++)
 		{
 			SwProgress *s = stored_row(stored, parts[l][i]);
