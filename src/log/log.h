@@ -164,6 +164,7 @@ extern PGDLLEXPORT bool sw_source_check_kind(const SwSource *source, int kinds,
 											 const char *detail);
 extern List *sw_catalog_sources(Oid serverid);
 extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
+extern List *sw_catalog_source_relids(int kinds);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);
@@ -241,8 +242,7 @@ typedef struct SwStamping
 	SwStampState state;			/* the newest ts before ours; the pending */
 } SwStamping;
 
-extern void sw_stamps_shmem_request(void);
-extern void sw_stamps_shmem_startup(void);
+extern const SwShmemRegistry sw_stamps_registry;
 extern bool sw_stamps_available(void);
 extern bool sw_stamps_install(Oid relid, int64 last_ts);
 extern void sw_stamps_pin(SwStamping *sources, int n);

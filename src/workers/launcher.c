@@ -194,21 +194,15 @@ take_hints(void)
 static bool
 start_supervisor(LauncherDatabase *db, TimestampTz now)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	MemoryContext old;
 	bool		started;
 
 	if (!sw_database_prepare(db->dboid, NameStr(db->name)))
 		return false;
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_supervisor_main");
+	sw_worker_describe(&worker, "source_writes", "source_writes_supervisor_main",
+					   "source_writes supervisor", ObjectIdGetDatum(db->dboid));
 	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes supervisor for database %u", db->dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes supervisor");
-	worker.bgw_main_arg = ObjectIdGetDatum(db->dboid);
-	worker.bgw_notify_pid = MyProcPid;
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	started = RegisterDynamicBackgroundWorker(&worker, &db->handle);
 	MemoryContextSwitchTo(old);
