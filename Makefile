@@ -17,6 +17,7 @@ OBJS = \
 	src/fdw/functions.o \
 	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
+	src/fdw/restore.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
 	src/ingest/decode_csv.o \
@@ -31,15 +32,16 @@ OBJS = \
 	src/log/deliveries.o \
 	src/log/layout.o \
 	src/log/log.o \
-	src/log/notifier.o \
-	src/log/restore.o \
 	src/log/stamps.o \
 	src/log/storage.o \
 	src/log/subxact.o \
 	src/log/writer.o \
+	src/options/option_table.o \
+	src/options/source_table.o \
 	src/webhook/signature.o \
 	src/workers/databases.o \
 	src/workers/launcher.o \
+	src/workers/notifier.o \
 	src/workers/supervisor.o \
 	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
@@ -61,11 +63,12 @@ ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-# the sources, by subsystem: src/log (the log and its commit protocol),
-# src/fdw, src/ingest, src/workers, src/kafka and src/webhook (the Kafka
-# and webhook libraries' own, but for src/webhook/signature.c, which the
-# tests' module calls too), each with one header that the others include
-# as "log/log.h", "fdw/fdw.h", ...
+# the sources, by subsystem: src/options (what a source table's options
+# say), src/log (the log and its commit protocol), src/fdw, src/ingest,
+# src/workers, src/kafka and src/webhook (the Kafka and webhook libraries'
+# own, but for src/webhook/signature.c, which the tests' module calls
+# too), each with one header that the others include as "log/log.h",
+# "fdw/fdw.h", ...
 PG_CPPFLAGS = -Isrc
 
 KAFKA_OBJS = src/kafka/kafka_worker.o

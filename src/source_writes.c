@@ -21,10 +21,12 @@
 #include "common/string.h"
 #include "utils/builtins.h"
 #include "storage/ipc.h"
+#include "storage/shmem.h"
 #include "utils/guc.h"
 #include "utils/plancache.h"
 
 #include "fdw/fdw.h"
+#include "ingest/ingest.h"
 #include "log/log.h"
 #include "source_writes.h"
 #include "workers/workers.h"
@@ -123,41 +125,54 @@ check_webhook_listen(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-/*
- * Tell the user, once per command that would need them, that the workers
- * are not running.
- */
-void
-sw_warn_if_not_preloaded(void)
-{
-	if (sw_preloaded)
-		return;
-	ereport(WARNING,
-			(errmsg("source_writes is not loaded through shared_preload_libraries"),
-			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks, and listeners are not notified of new batches."),
-			 errhint("Add source_writes to shared_preload_libraries in postgresql.conf and restart the server to start the workers.")));
-}
+/* our registries in shared memory: a new one is one more line */
+static const SwShmemRegistry *const registries[] = {
+	&sw_databases_registry,
+	&sw_notifier_registry,
+	&sw_stamps_registry,
+	&sw_workers_registry,
+};
 
+/*
+ * Ask for the registries' shared memory and locks, from the
+ * shmem_request_hook.
+ */
 static void
 sw_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	sw_databases_shmem_request();
-	sw_notifier_shmem_request();
-	sw_stamps_shmem_request();
-	sw_workers_shmem_request();
+	for (int i = 0; i < lengthof(registries); i++)
+	{
+		const SwShmemRegistry *r = registries[i];
+
+		RequestAddinShmemSpace(MAXALIGN(r->size()));
+		if (r->more)
+			RequestAddinShmemSpace(r->more());
+		RequestNamedLWLockTranche(r->name, 1);
+	}
 }
 
+/*
+ * Create the registries, or attach to them, from the shmem_startup_hook.
+ */
 static void
 sw_shmem_startup(void)
 {
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
-	sw_databases_shmem_startup();
-	sw_notifier_shmem_startup();
-	sw_stamps_shmem_startup();
-	sw_workers_shmem_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	for (int i = 0; i < lengthof(registries); i++)
+	{
+		const SwShmemRegistry *r = registries[i];
+		bool		found;
+		void	   *mem = ShmemInitStruct(r->name, r->size(), &found);
+
+		if (!found)
+			memset(mem, 0, r->size());
+		r->attach(mem, &(GetNamedLWLockTranche(r->name))->lock, !found);
+	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 PG_FUNCTION_INFO_V1(source_writes_warn_unless_preloaded);
@@ -179,6 +194,9 @@ void
 _PG_init(void)
 {
 	sw_preloaded = process_shared_preload_libraries_in_progress;
+	/* what the lower layers call back (see doc/internals.md, "Source files") */
+	sw_register_formats();
+	sw_upper_moved_hook = sw_notifier_wake;
 
 	DefineCustomStringVariable("source_writes.database",
 							   "Database the webhook server connects to.",

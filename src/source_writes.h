@@ -17,6 +17,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "storage/lwlock.h"
 
 /*
  * The functions and settings that the extension's other libraries (the
@@ -53,6 +54,23 @@ typedef enum SwKind
 	SW_KIND_WEBHOOK = 0x02
 } SwKind;
 
+/* every kind, as a mask */
+#define SW_KIND_ANY		(SW_KIND_KAFKA | SW_KIND_WEBHOOK)
+
+/*
+ * A registry of ours in shared memory: a struct with one lock, of the
+ * same name (as pg_shmem_allocations and wait events show them).  The
+ * list in source_writes.c asks for both and attaches each to its module.
+ */
+typedef struct SwShmemRegistry
+{
+	const char *name;			/* of the struct, and of its lock's tranche */
+	Size		(*size) (void); /* the struct's */
+	Size		(*more) (void); /* what attach allocates besides, or NULL */
+	/* keep the struct's address; set it up if created (it is zeroed) */
+	void		(*attach) (void *mem, LWLock *lock, bool created);
+} SwShmemRegistry;
+
 /* who wrote a batch */
 typedef enum SwOrigin
 {
@@ -79,6 +97,5 @@ extern PGDLLEXPORT char *sw_webhook_ssl_key_file;
 extern PGDLLEXPORT int	sw_webhook_request_timeout;
 extern PGDLLEXPORT int	sw_webhook_join_time;
 
-extern void sw_warn_if_not_preloaded(void);
 
 #endif							/* SOURCE_WRITES_H */

@@ -34,6 +34,7 @@
 #include "utils/typcache.h"
 
 #include "log/log.h"
+#include "workers/workers.h"
 
 /* columns of updates() */
 #define UPDATES_NATTS	5

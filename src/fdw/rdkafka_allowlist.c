@@ -22,7 +22,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 
-#include "fdw/options.h"
+#include "fdw/rdkafka_allowlist.h"
 
 /*
  * librdkafka properties that source_writes sets itself.

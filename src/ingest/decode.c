@@ -696,32 +696,13 @@ static const SwFormatOps *const formats[] = {
 };
 
 /*
- * The format that option format's value names, NULL if none.
+ * Hand the table of formats to the option parser, which resolves option
+ * format with it.  From _PG_init.
  */
-const SwFormatOps *
-sw_format_lookup(const char *name)
+void
+sw_register_formats(void)
 {
-	for (int i = 0; i < lengthof(formats); i++)
-		if (strcmp(formats[i]->name, name) == 0)
-			return formats[i];
-	return NULL;
-}
-
-/*
- * The names of the formats that sources of the given kinds take,
- * NULL-terminated, in the current memory context.
- */
-const char *const *
-sw_format_names(int kinds)
-{
-	const char **names = palloc(sizeof(char *) * (lengthof(formats) + 1));
-	int			n = 0;
-
-	for (int i = 0; i < lengthof(formats); i++)
-		if (formats[i]->kinds & kinds)
-			names[n++] = formats[i]->name;
-	names[n] = NULL;
-	return names;
+	sw_set_formats(formats, lengthof(formats));
 }
 
 /*

@@ -20,7 +20,7 @@
 #include "executor/tuptable.h"
 #include "utils/relcache.h"
 
-#include "fdw/fdw.h"
+#include "options/options.h"
 #include "source_writes.h"
 
 /*
@@ -83,42 +83,12 @@ typedef struct SwBodySplit
 } SwBodySplit;
 
 /*
- * A format of messages, as option format names it: what the option
- * checks, the decoder and the webhook worker ask of it.  One file each
- * (decode_json.c, decode_csv.c, decode_text.c), listed in decode.c; a new
- * format is a new file and a line there.  See doc/internals.md, "Writing and
- * the stamping protocol" (Decoding).
+ * The formats of messages (SwFormatOps, in options/options.h): one file
+ * each (decode_json.c, decode_csv.c, decode_text.c), listed in decode.c.
  */
-struct DecodeRun;
 
-typedef struct SwFormatOps
-{
-	const char *name;			/* the value of option format */
-	int			kinds;			/* SwKind bits of the sources that take it */
-	bool		takes_fields;	/* data columns may name a field (option field) */
-	bool		needs_value;	/* a message without a value is an error */
-	const char *const *content_types;	/* webhook bodies it takes, NULL-
-										 * terminated ("text/": any text);
-										 * NULL: any */
-
-	/* check the table's data columns, at DDL (NULL: any will do) */
-	void		(*check_columns) (const SwSourceTable *st, Relation rel);
-	/* make the format's state in a new decoder (NULL: it needs none) */
-	void		(*prepare) (SwDecoder *d);
-	/*
-	 * fill the data columns from a message's value (value is NULL if the
-	 * message has none)
-	 */
-	void		(*decode) (struct DecodeRun *r, const char *value, size_t len);
-	/* cut a webhook body into messages, return how many (NULL: it is one) */
-	int			(*split_body) (const char *body, size_t len,
-							   const SwBodySplit *split);
-} SwFormatOps;
-
-/* the format that a value of option format names; NULL if none */
-extern const SwFormatOps *sw_format_lookup(const char *name);
-/* the names of the formats sources of these kinds (SwKind bits) take */
-extern const char *const *sw_format_names(int kinds);
+/* hand the list of formats to the option parser, from _PG_init */
+extern void sw_register_formats(void);
 /* a webhook body (NUL-terminated at len), cut into the format's messages */
 extern PGDLLEXPORT int sw_split_body(const SwFormatOps *format, const char *body,
 									 size_t len, const SwBodySplit *split);

@@ -23,8 +23,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 
 PG_FUNCTION_INFO_V1(source_writes_reset_offsets);
 

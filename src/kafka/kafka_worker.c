@@ -51,9 +51,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "ingest/ingest.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "source_writes.h"
 #include "workers/workers.h"
 
@@ -445,6 +445,38 @@ remember_options(Relation ftrel)
 }
 
 /*
+ * Start a transaction with a snapshot and open the source table; if it was
+ * dropped, leave: the launcher frees our slot.
+ */
+static Relation
+open_source_or_exit(void)
+{
+	Relation	ftrel;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ftrel = try_relation_open(source_relid, AccessShareLock);
+	if (ftrel == NULL)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
+	return ftrel;
+}
+
+/* close what open_source_or_exit() opened, and commit */
+static void
+close_source(Relation ftrel)
+{
+	relation_close(ftrel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(worker_cxt);
+}
+
+/*
  * Read the source's options and make its consumer and ingestion, in a
  * transaction.  Errors (bad options) propagate: the launcher starts the
  * worker again after a backoff, and the state shows the error.
@@ -457,17 +489,7 @@ set_up(void)
 	List	   *mapping;
 	MemoryContext old;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ftrel = try_relation_open(source_relid, AccessShareLock);
-	if (ftrel == NULL)
-	{
-		/* dropped before we could start: the launcher frees our slot */
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		proc_exit(0);
-	}
+	ftrel = open_source_or_exit();
 	old = MemoryContextSwitchTo(worker_cxt);
 	source_name = pstrdup(RelationGetRelationName(ftrel));
 	server_oid = GetForeignServerIdByRelId(source_relid);
@@ -487,10 +509,7 @@ set_up(void)
 	catalog_has_identity = sw_catalog_progress_has_identity();
 	make_wait_set();
 	create_consumer(make_conf(server, mapping));
-	relation_close(ftrel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(worker_cxt);
+	close_source(ftrel);
 }
 
 /*
@@ -596,15 +615,12 @@ query_offsets(int n, const int32 *parts, bool latest, int64 *offsets)
 }
 
 /*
- * Where partitions without stored progress start: the table's start_offset
- * if the source is starting for the first time, the earliest offset
- * otherwise (partitions added later).
+ * query_offsets(), for offsets the worker cannot go on without: if the
+ * brokers cannot say, the state says so and an error is raised.
  */
 static void
-start_offsets(int n, const int32 *parts, int64 *offsets)
+query_offsets_or_error(int n, const int32 *parts, bool latest, int64 *offsets)
 {
-	const SwSourceTable *st = source_table;
-	bool		latest = first_start && st->start_latest;
 	const char *error = query_offsets(n, parts, latest, offsets);
 
 	if (error)
@@ -615,6 +631,20 @@ start_offsets(int n, const int32 *parts, int64 *offsets)
 				 errmsg("could not read the offsets of topic \"%s\"", topic),
 				 errdetail("%s", error)));
 	}
+}
+
+/*
+ * Where partitions without stored progress start: the table's start_offset
+ * if the source is starting for the first time, the earliest offset
+ * otherwise (partitions added later).
+ */
+static void
+start_offsets(int n, const int32 *parts, int64 *offsets)
+{
+	const SwSourceTable *st = source_table;
+	bool		latest = first_start && st->start_latest;
+
+	query_offsets_or_error(n, parts, latest, offsets);
 	if (!first_start)
 		return;
 	for (int i = 0; i < n; i++)
@@ -800,20 +830,11 @@ check_stored_offsets(List *stored, List *fresh)
 	for (int l = 0; l < 2 && stopping == NULL; l++)
 	{
 		int64	   *offsets;
-		const char *error;
 
 		if (nparts[l] == 0)
 			continue;
 		offsets = palloc(sizeof(int64) * nparts[l]);
-		error = query_offsets(nparts[l], parts[l], l == 1, offsets);
-		if (error)
-		{
-			set_state("cannot reach the brokers", error);
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
-					 errmsg("could not read the offsets of topic \"%s\"", topic),
-					 errdetail("%s", error)));
-		}
+		query_offsets_or_error(nparts[l], parts[l], l == 1, offsets);
 		for (int i = 0; i < nparts[l]; i++)
 		{
 			SwProgress *s = stored_row(stored, parts[l][i]);
@@ -907,6 +928,119 @@ check_past_end(KafkaPartition *p, int64 high, bool *suspect)
 }
 
 /*
+ * The partitions of the topic that the metadata md lists and the worker
+ * has not seen yet, in *fresh; none if the topic does not exist (yet).
+ * Says so in the state.  False if the topic cannot be read.
+ */
+static bool
+find_fresh_partitions(const rd_kafka_metadata_t *md, List **fresh)
+{
+	const rd_kafka_metadata_topic_t *t = NULL;
+
+	*fresh = NIL;
+	for (int i = 0; i < md->topic_cnt && t == NULL; i++)
+		if (strcmp(md->topics[i].topic, topic) == 0)
+			t = &md->topics[i];
+	if (t == NULL || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+		t->partition_cnt == 0)
+	{
+		topic_exists = false;
+		set_state("waiting for the topic", NULL);
+		return true;
+	}
+	if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		set_state("cannot read the topic", rd_kafka_err2str(t->err));
+		return false;
+	}
+	set_state("running", NULL);
+	topic_exists = true;
+	for (int i = 0; i < t->partition_cnt; i++)
+		if (!bms_is_member(t->partitions[i].id, seen))
+			*fresh = lappend_int(*fresh, t->partitions[i].id);
+	return true;
+}
+
+/*
+ * Store where the partitions in fresh that have no progress yet start
+ * (start_offsets()), once the stored offsets are checked against the
+ * brokers (check_stored_offsets()).  Returns the source's progress rows
+ * after that.  In refresh_partitions()'s transaction.
+ */
+static List *
+store_fresh_starts(List *fresh)
+{
+	List	   *stored = sw_catalog_progress(source_relid);
+	int32	   *parts = palloc(sizeof(int32) * Max(list_length(fresh), 1));
+	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(fresh), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	stored = check_stored_offsets(stored, fresh);
+	identity_checked = true;
+	first_start = (stored == NIL);
+	foreach(lc, fresh)
+	{
+		int32		part = lfirst_int(lc);
+
+		if (stored_row(stored, part) == NULL)
+			parts[n++] = part;
+	}
+	if (n > 0)
+		start_offsets(n, parts, offsets);
+	for (int i = 0; i < n; i++)
+		sw_catalog_start_progress(source_relid, parts[i], offsets[i], topic,
+								  cluster_id);
+	CommandCounterIncrement();
+	return sw_catalog_progress(source_relid);
+}
+
+/*
+ * Take the partitions in fresh as seen, and add those of ours to the
+ * worker's partitions, at the offsets their progress rows (stored) say.
+ * Returns the index of the first added.
+ */
+static int
+add_fresh_partitions(List *fresh, List *stored)
+{
+	MemoryContext old = MemoryContextSwitchTo(worker_cxt);
+	int			ours = 0;
+	int			first_new;
+	ListCell   *lc;
+
+	foreach(lc, fresh)
+	{
+		seen = bms_add_member(seen, lfirst_int(lc));
+		ours += is_ours(lfirst_int(lc));
+	}
+	partitions = partitions
+		? repalloc(partitions, sizeof(KafkaPartition) * (npartitions + ours))
+		: palloc(sizeof(KafkaPartition) * Max(ours, 1));
+	MemoryContextSwitchTo(old);
+	first_new = npartitions;
+	foreach(lc, fresh)
+	{
+		KafkaPartition *p;
+		SwProgress *row = stored_row(stored, lfirst_int(lc));
+
+		if (!is_ours(lfirst_int(lc)))
+			continue;
+		p = &partitions[npartitions++];
+		memset(p, 0, sizeof(KafkaPartition));
+		p->partition = lfirst_int(lc);
+		p->high = -1;
+		p->batch_first = -1;
+		p->deleted_to = -1;
+		if (row)
+		{
+			p->next = row->next_offset;
+			p->stopped = row->stopped != NULL;
+		}
+	}
+	return first_new;
+}
+
+/*
  * Find the topic's partitions through metadata, and assign the new ones
  * that are ours at their stored offsets.  Where a new partition starts is
  * stored first, if it has no progress yet, by whichever worker of the
@@ -921,9 +1055,8 @@ refresh_partitions(void)
 {
 	const rd_kafka_metadata_t *md;
 	rd_kafka_resp_err_t err;
-	const rd_kafka_metadata_topic_t *t = NULL;
-	List	   *fresh = NIL;
-	ListCell   *lc;
+	List	   *fresh;
+	bool		readable;
 	int			first_new;
 
 	/*
@@ -944,33 +1077,12 @@ refresh_partitions(void)
 		leave_for_other_cluster();
 	}
 
-	for (int i = 0; i < md->topic_cnt && t == NULL; i++)
-		if (strcmp(md->topics[i].topic, topic) == 0)
-			t = &md->topics[i];
-	if (t == NULL || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-		t->partition_cnt == 0)
-	{
-		topic_exists = false;
-		set_state("waiting for the topic", NULL);
-		rd_kafka_metadata_destroy(md);
-		return true;
-	}
-	if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR)
-	{
-		set_state("cannot read the topic", rd_kafka_err2str(t->err));
-		rd_kafka_metadata_destroy(md);
+	readable = find_fresh_partitions(md, &fresh);
+	rd_kafka_metadata_destroy(md);
+	if (!readable)
 		return false;
-	}
-	set_state("running", NULL);
-	topic_exists = true;
-	for (int i = 0; i < t->partition_cnt; i++)
-		if (!bms_is_member(t->partitions[i].id, seen))
-			fresh = lappend_int(fresh, t->partitions[i].id);
-	if (fresh == NIL && identity_checked)
-	{
-		rd_kafka_metadata_destroy(md);
+	if (!topic_exists || (fresh == NIL && identity_checked))
 		return true;
-	}
 
 	/*
 	 * Where the new partitions start, stored once, in a transaction that
@@ -985,73 +1097,14 @@ refresh_partitions(void)
 		/* dropped: we leave at the next look at our slot */
 		CommitTransactionCommand();
 		MemoryContextSwitchTo(worker_cxt);
-		rd_kafka_metadata_destroy(md);
 		return true;
 	}
 	sw_catalog_lock_progress(source_relid);
 	PushActiveSnapshot(GetTransactionSnapshot());
-	{
-		List	   *stored = sw_catalog_progress(source_relid);
-		MemoryContext old;
-
-		int32	   *parts = palloc(sizeof(int32) * Max(list_length(fresh), 1));
-		int64	   *offsets = palloc(sizeof(int64) * Max(list_length(fresh), 1));
-		int			n = 0;
-		int			ours = 0;
-
-		stored = check_stored_offsets(stored, fresh);
-		identity_checked = true;
-		first_start = (stored == NIL);
-		foreach(lc, fresh)
-		{
-			int32		part = lfirst_int(lc);
-
-			if (stored_row(stored, part) == NULL)
-				parts[n++] = part;
-		}
-		if (n > 0)
-			start_offsets(n, parts, offsets);
-		for (int i = 0; i < n; i++)
-			sw_catalog_start_progress(source_relid, parts[i], offsets[i], topic,
-									  cluster_id);
-		CommandCounterIncrement();
-		stored = sw_catalog_progress(source_relid);
-
-		old = MemoryContextSwitchTo(worker_cxt);
-		foreach(lc, fresh)
-		{
-			seen = bms_add_member(seen, lfirst_int(lc));
-			ours += is_ours(lfirst_int(lc));
-		}
-		partitions = partitions
-			? repalloc(partitions, sizeof(KafkaPartition) * (npartitions + ours))
-			: palloc(sizeof(KafkaPartition) * Max(ours, 1));
-		MemoryContextSwitchTo(old);
-		first_new = npartitions;
-		foreach(lc, fresh)
-		{
-			KafkaPartition *p;
-			SwProgress *row = stored_row(stored, lfirst_int(lc));
-
-			if (!is_ours(lfirst_int(lc)))
-				continue;
-			p = &partitions[npartitions++];
-			memset(p, 0, sizeof(KafkaPartition));
-			p->partition = lfirst_int(lc);
-			p->high = -1;
-			p->batch_first = -1;
-			p->deleted_to = -1;
-			if (row)
-			{
-				p->next = row->next_offset;
-				p->stopped = row->stopped != NULL;
-			}
-		}
-	}
+	first_new = add_fresh_partitions(fresh, store_fresh_starts(fresh));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(worker_cxt);
-	rd_kafka_metadata_destroy(md);
 
 	/* a new partition of ours may start beyond its end */
 	for (int i = first_new; i < npartitions && !halted; i++)
@@ -1694,23 +1747,11 @@ check_options(void)
 	bool		same;
 
 	options_maybe_changed = false;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ftrel = try_relation_open(source_relid, AccessShareLock);
-	if (ftrel == NULL)
-	{
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		proc_exit(0);			/* dropped: the launcher frees our slot */
-	}
+	ftrel = open_source_or_exit();
 	same = equalTupleDescs(desc_seen, RelationGetDescr(ftrel)) &&
 		strcmp(describe_options(ftrel), options_seen) == 0 &&
 		offsets_unchanged();
-	relation_close(ftrel, AccessShareLock);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(worker_cxt);
+	close_source(ftrel);
 	if (!same)
 		leave_for_new_options();
 }
@@ -1728,20 +1769,16 @@ wait_for_events(long timeout_ms)
 	ResetLatch(MyLatch);
 }
 
-void
-source_writes_kafka_main(Datum main_arg)
+/*
+ * Take the slot of index, connect to its database, and make the worker's
+ * memory and cache callbacks.  Leaves if the slot went to another source
+ * or the database cannot be entered.
+ */
+static void
+attach_and_connect(int index)
 {
-	int			index = DatumGetInt32(main_arg);
 	uint32		generation;
 	Oid			dboid = InvalidOid;
-	int			failures = 0;
-	uint64		served = 0;
-	TimestampTz last_metadata = 0;
-	TimestampTz last_report = 0;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
 
 	memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
 	source_relid = sw_worker_attach(index, generation, &dboid, &member, &members);
@@ -1766,7 +1803,15 @@ source_writes_kafka_main(Datum main_arg)
 	CacheRegisterSyscacheCallback(PROCOID, ingest_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, ingest_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHOID, ingest_callback, (Datum) 0);
+}
 
+/*
+ * set_up(), with its error in the state ("cannot start") if it fails; the
+ * error propagates.
+ */
+static void
+set_up_or_say_why(void)
+{
 	PG_TRY();
 	{
 		set_up();
@@ -1781,6 +1826,88 @@ source_writes_kafka_main(Datum main_arg)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * The partitions, in each round of the loop: serve a wait_for() request
+ * (*served: the last served) with fresh watermarks, or, now and then
+ * (*last_metadata), look for new partitions; assign again if some came.
+ */
+static void
+look_at_partitions(uint64 *served, TimestampTz *last_metadata)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		requested = sw_worker_wait_requested();
+
+	if (requested > *served && halted)
+	{
+		/* still stopped after what came before the request: say so */
+		AcceptInvalidationMessages();
+		if (options_maybe_changed)
+			check_options();
+		sw_worker_wait_served(requested);
+		*served = requested;
+	}
+	else if (requested > *served)
+	{
+		int			before = npartitions;
+
+		if (serve_wait())
+		{
+			sw_worker_wait_served(requested);
+			*served = requested;
+		}
+		*last_metadata = now;
+		if (npartitions != before)
+			assign_partitions();
+	}
+	else if (TimestampDifferenceExceeds(*last_metadata, now,
+										topic_exists ? SW_METADATA_MS : SW_METADATA_MISSING_MS))
+	{
+		int			before = npartitions;
+
+		*last_metadata = now;
+		if (refresh_partitions() && npartitions != before)
+			assign_partitions();
+	}
+}
+
+/*
+ * Report the partitions in shared memory every SW_REPORT_MS (*last_report:
+ * when last), and check whether a partition now starts past its end.
+ */
+static void
+report_now_and_then(TimestampTz *last_report)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(*last_report, now, SW_REPORT_MS))
+		return;
+	report_partitions();
+	*last_report = now;
+	for (int i = 0; i < npartitions && !halted; i++)
+		if (check_past_end(&partitions[i], -1, NULL))
+			report_partitions();
+}
+
+/*
+ * The Kafka worker of the slot main_arg: ingests its share of the
+ * source's partitions until the slot goes to another source.
+ */
+void
+source_writes_kafka_main(Datum main_arg)
+{
+	int			failures = 0;
+	uint64		served = 0;
+	TimestampTz last_metadata = 0;
+	TimestampTz last_report = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	attach_and_connect(DatumGetInt32(main_arg));
+	set_up_or_say_why();
 	ereport(LOG,
 			(errmsg("kafka worker for source table \"%s\" started on topic \"%s\"",
 					source_name, topic)));
@@ -1788,17 +1915,10 @@ source_writes_kafka_main(Datum main_arg)
 
 	for (;;)
 	{
-		TimestampTz now;
-		uint64		requested;
 		bool		busy = false;
 
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			sw_worker_override_settings();
-		}
+		sw_worker_reload();
 		sw_report_stats();
 		AcceptInvalidationMessages();
 		if (!sw_worker_still_assigned())
@@ -1818,39 +1938,7 @@ source_writes_kafka_main(Datum main_arg)
 		}
 
 		/* partitions, now and then; wait_for() wants fresh watermarks */
-		now = GetCurrentTimestamp();
-		requested = sw_worker_wait_requested();
-		if (requested > served && halted)
-		{
-			/* still stopped after what came before the request: say so */
-			AcceptInvalidationMessages();
-			if (options_maybe_changed)
-				check_options();
-			sw_worker_wait_served(requested);
-			served = requested;
-		}
-		else if (requested > served)
-		{
-			int			before = npartitions;
-
-			if (serve_wait())
-			{
-				sw_worker_wait_served(requested);
-				served = requested;
-			}
-			last_metadata = now;
-			if (npartitions != before)
-				assign_partitions();
-		}
-		else if (TimestampDifferenceExceeds(last_metadata, now,
-											topic_exists ? SW_METADATA_MS : SW_METADATA_MISSING_MS))
-		{
-			int			before = npartitions;
-
-			last_metadata = now;
-			if (refresh_partitions() && npartitions != before)
-				assign_partitions();
-		}
+		look_at_partitions(&served, &last_metadata);
 
 		/*
 		 * A batch, when messages came, when the brokers deleted some before
@@ -1871,15 +1959,7 @@ source_writes_kafka_main(Datum main_arg)
 		}
 		MemoryContextSwitchTo(worker_cxt);
 
-		now = GetCurrentTimestamp();
-		if (TimestampDifferenceExceeds(last_report, now, SW_REPORT_MS))
-		{
-			report_partitions();
-			last_report = now;
-			for (int i = 0; i < npartitions && !halted; i++)
-				if (check_past_end(&partitions[i], -1, NULL))
-					report_partitions();
-		}
+		report_now_and_then(&last_report);
 
 		/* nothing came: sleep until something does, or it is time to look */
 		if (!busy)

@@ -666,6 +666,42 @@ sw_catalog_sources_of_kind(int kinds)
 }
 
 /*
+ * The OIDs of the sources of one of kinds (SwKind bits), in OID order, in
+ * the caller's memory context: listed in the open transaction, or, when
+ * none is open, in one of their own with a snapshot.  None if the
+ * extension is not in the database.
+ */
+List *
+sw_catalog_source_relids(int kinds)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		own = !IsTransactionState();
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (own)
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	foreach(lc, sw_catalog_sources_of_kind(kinds))
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		result = lappend_oid(result, ((SwSource *) lfirst(lc))->relid);
+		MemoryContextSwitchTo(old);
+	}
+	if (own)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(cxt);
+	}
+	return result;
+}
+
+/*
  * Is a transaction so old that it ended before any snapshot that can still
  * exist was taken?  Running transactions and the xmin of snapshots are
  * never 2^31 transactions behind the next id (wraparound protection), so
@@ -1011,19 +1047,28 @@ sw_catalog_set_since(Oid relid, int64 since, int64 retain)
 	table_close(rel, RowExclusiveLock);
 }
 
+/* insert a row, of values and nulls, into a table of the catalog */
+static void
+insert_row(Oid table, Datum *values, bool *nulls)
+{
+	Relation	rel = table_open(table, RowExclusiveLock);
+	HeapTuple	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+}
+
 /*
  * Add the catalog row of a new source table.
  */
 void
 sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
 {
-	Relation	rel;
 	Datum		values[Natts_st];
 	bool		nulls[Natts_st] = {0};
-	HeapTuple	tuple;
 
 	require_catalog();
-	rel = table_open(oids.source_tables, RowExclusiveLock);
 	values[Anum_st_relid - 1] = ObjectIdGetDatum(source->relid);
 	values[Anum_st_kind - 1] =
 		CStringGetTextDatum(source->kind == SW_KIND_WEBHOOK ? "webhook" : "kafka");
@@ -1032,11 +1077,7 @@ sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
 	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
 	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
 	values[Anum_st_retain - 1] = Int64GetDatum(frontiers->retain);
-
-	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-	CatalogTupleInsert(rel, tuple);
-	heap_freetuple(tuple);
-	table_close(rel, RowExclusiveLock);
+	insert_row(oids.source_tables, values, nulls);
 }
 
 /*
@@ -1197,13 +1238,10 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 						int npending, const SwPending *pending,
 						const SwBlockRanges blocks[2])
 {
-	Relation	rel;
 	Datum		values[Natts_b];
 	bool		nulls[Natts_b] = {0};
-	HeapTuple	tuple;
 
 	require_catalog();
-	rel = table_open(oids.batches, RowExclusiveLock);
 	values[Anum_b_source - 1] = ObjectIdGetDatum(relid);
 	values[Anum_b_batch - 1] = Int64GetDatum(batch->batch);
 	values[Anum_b_ts - 1] = Int64GetDatum(batch->ts);
@@ -1231,11 +1269,7 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 	}
 	set_blocks(values, nulls, SW_CURRENT_HEAP, &blocks[SW_CURRENT_HEAP]);
 	set_blocks(values, nulls, SW_HISTORY_HEAP, &blocks[SW_HISTORY_HEAP]);
-
-	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-	CatalogTupleInsert(rel, tuple);
-	heap_freetuple(tuple);
-	table_close(rel, RowExclusiveLock);
+	insert_row(oids.batches, values, nulls);
 }
 
 /*

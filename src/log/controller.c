@@ -56,6 +56,9 @@ static SwStamping *stamping = NULL;
 static int	nstamping = 0;
 static bool callbacks_registered = false;
 
+/* the notifier's, set when the library loads: see log/log.h */
+void		(*sw_upper_moved_hook) (Oid dboid, Oid relid) = NULL;
+
 static void sw_xact_callback(XactEvent event, void *arg);
 static void sw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
@@ -360,10 +363,10 @@ finish_stamping(void)
 }
 
 /*
- * Tell the notifier that the upper of the sources whose batches were
- * stamped may have moved: they committed, or they aborted after stamping,
- * which may let upper pass their timestamps.  Runs after commit or abort,
- * and cannot fail.
+ * Tell the notifier (through sw_upper_moved_hook) that the upper of the
+ * sources whose batches were stamped may have moved: they committed, or
+ * they aborted after stamping, which may let upper pass their timestamps.
+ * Runs after commit or abort, and cannot fail.
  */
 static void
 announce_batches(void)
@@ -374,8 +377,8 @@ announce_batches(void)
 	{
 		SwWrite    *w = lfirst(lc);
 
-		if (w->stamped)
-			sw_notifier_wake(MyDatabaseId, w->relid);
+		if (w->stamped && sw_upper_moved_hook)
+			sw_upper_moved_hook(MyDatabaseId, w->relid);
 	}
 }
 

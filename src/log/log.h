@@ -164,6 +164,7 @@ extern PGDLLEXPORT bool sw_source_check_kind(const SwSource *source, int kinds,
 											 const char *detail);
 extern List *sw_catalog_sources(Oid serverid);
 extern PGDLLEXPORT List *sw_catalog_sources_of_kind(int kinds);
+extern List *sw_catalog_source_relids(int kinds);
 
 extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 								 SwFrontiers *frontiers);
@@ -241,8 +242,7 @@ typedef struct SwStamping
 	SwStampState state;			/* the newest ts before ours; the pending */
 } SwStamping;
 
-extern void sw_stamps_shmem_request(void);
-extern void sw_stamps_shmem_startup(void);
+extern const SwShmemRegistry sw_stamps_registry;
 extern bool sw_stamps_available(void);
 extern bool sw_stamps_install(Oid relid, int64 last_ts);
 extern void sw_stamps_pin(SwStamping *sources, int n);
@@ -256,6 +256,13 @@ extern void sw_stamps_unpin(SwStamping *sources, int n);
  */
 
 extern int64 sw_now_ms(void);
+
+/*
+ * Called after commit or abort with each source whose upper may have
+ * moved; cannot fail.  The notifier sets it (workers/workers.h) when the
+ * library loads.
+ */
+extern void (*sw_upper_moved_hook) (Oid dboid, Oid relid);
 /*
  * A check that the controller runs when it stamps the batches of the
  * committing transaction, under the stamp lock of the source it was
@@ -537,19 +544,6 @@ extern void sw_constraints_check(Relation ftrel);
 
 extern bool sw_compact(Oid relid, bool wait, BlockNumber start,
 					   BlockNumber nblocks, int64 *removed, BlockNumber *next);
-
-/*
- * notifier.c
- * Announcing the new upper of sources to listeners
- */
-
-extern void sw_notifier_shmem_request(void);
-extern void sw_notifier_shmem_startup(void);
-extern char *sw_channel_name(Oid relid);
-extern void sw_notifier_wake(Oid dboid, Oid relid);
-extern void sw_notifier_attach_launcher(void);
-extern bool sw_notifier_start_requested(void);
-extern void sw_notifier_forget_database(Oid dboid);
 
 /*
  * deliveries.c

@@ -110,36 +110,37 @@ stampers_size(void)
 					mul_size(MaxBackends, sizeof(int)));
 }
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_stamps_shmem_request(void)
+static Size
+stamps_shmem_size(void)
 {
-	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(SwStampShared)),
-									hash_estimate_size(sw_stamp_slots,
-													   sizeof(SwStampSlot))));
-	RequestAddinShmemSpace(stampers_size());
-	RequestNamedLWLockTranche("source_writes stamps", 1);
+	return sizeof(SwStampShared);
+}
+
+/* besides the struct: the slots' hash, and the backends' entries */
+static Size
+stamps_shmem_more(void)
+{
+	return add_size(hash_estimate_size(sw_stamp_slots, sizeof(SwStampSlot)),
+					stampers_size());
 }
 
 /*
- * Attach to the shared memory, from the shmem_startup_hook.
+ * The registry's address; a new one gets its lock and the backends'
+ * entries.  Then the slots' hash.
  */
-void
-sw_stamps_shmem_startup(void)
+static void
+stamps_shmem_attach(void *registry, LWLock *lock, bool created)
 {
 	bool		found;
 	HASHCTL		ctl;
 
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes stamps", sizeof(SwStampShared), &found);
-	if (!found)
+	shared = registry;
+	if (created)
 	{
 		char	   *mem = ShmemInitStruct("source_writes stamps of backends",
 										  stampers_size(), &found);
 
-		shared->lock = &(GetNamedLWLockTranche("source_writes stamps"))->lock;
+		shared->lock = lock;
 		shared->clock = 0;
 		shared->ncommitting = 0;
 		shared->stampers = (SwStamper *) mem;
@@ -162,8 +163,11 @@ sw_stamps_shmem_startup(void)
 	ctl.entrysize = sizeof(SwStampSlot);
 	slots = ShmemInitHash("source_writes stamp slots", sw_stamp_slots, sw_stamp_slots,
 						  &ctl, HASH_ELEM | HASH_BLOBS);
-	LWLockRelease(AddinShmemInitLock);
 }
+
+const SwShmemRegistry sw_stamps_registry = {
+	"source_writes stamps", stamps_shmem_size, stamps_shmem_more, stamps_shmem_attach
+};
 
 /*
  * Is there shared memory to stamp with (the library was preloaded)?

@@ -61,8 +61,8 @@
 #include "utils/typcache.h"
 #include "utils/varlena.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
 								   uint32 tag, int nmeta);
@@ -122,7 +122,7 @@ sw_storage_sync(Oid relid, List *retyped)
 	/*
 	 * A table that a restore creates (pg_dump's scripts turn
 	 * check_function_bodies off) gets no storage now: the restore brings it,
-	 * with the table's catalog row (restore.c).  Storage made now could be
+	 * with the table's catalog row (fdw/restore.c).  Storage made now could be
 	 * ingested into before that, and would be dropped then.
 	 */
 	if (!exists && !check_function_bodies)
@@ -489,7 +489,7 @@ sw_storage_depend(Oid relid, Oid hiddenid)
  * of the database where they are missing: pg_upgrade does not carry them.
  * (pg_dump --binary-upgrade dumps no pg_depend rows, and the upgrade brings
  * the extension's catalog back as files, not as rows that the restore
- * trigger of restore.c would see.)  A source that somebody holds locked is
+ * trigger of fdw/restore.c would see.)  A source that somebody holds locked is
  * left for the next call: returns false if any was.  The caller is in a
  * transaction, with an active snapshot.
  */

@@ -18,7 +18,7 @@
 
 #include "utils/relcache.h"
 
-#include "fdw/fdw.h"
+#include "options/options.h"
 
 /*
  * signature.c, in source_writes.so: the signature schemes.  A scheme

@@ -20,8 +20,8 @@
 #include "utils/rel.h"
 #include "utils/timeout.h"
 
-#include "fdw/fdw.h"
 #include "ingest/ingest.h"
+#include "options/options.h"
 #include "webhook/signature.h"
 #include "webhook/webhook_server.h"
 

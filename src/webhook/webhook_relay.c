@@ -646,7 +646,7 @@ lose_relay(Relay *relay, bool backoff)
 static bool
 start_relay(Relay *relay)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	MemoryContext old;
 	dsm_segment *seg;
 	RelaySegment *header;
@@ -668,16 +668,11 @@ start_relay(Relay *relay)
 						 SW_RELAY_QUEUE_SIZE);
 	shm_mq_set_receiver(from, MyProc);
 
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_webhook");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_webhook_relay_main");
+	sw_worker_describe(&worker, "source_writes_webhook", "source_writes_webhook_relay_main",
+					   "source_writes webhook worker",
+					   UInt32GetDatum(dsm_segment_handle(seg)));
 	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes webhook worker for database %u",
 			 relay->dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes webhook worker");
-	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-	worker.bgw_notify_pid = MyProcPid;
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{

@@ -154,35 +154,22 @@ connected(void)
 	return (SwConnected *) (entries() + shared->nentries);
 }
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_databases_shmem_request(void)
+/* the registry's address; a new one gets its lock and its entries */
+static void
+databases_shmem_attach(void *mem, LWLock *lock, bool created)
 {
-	RequestAddinShmemSpace(databases_shmem_size());
-	RequestNamedLWLockTranche("source_writes databases", 1);
-}
-
-/*
- * Attach to the shared memory, from the shmem_startup_hook.
- */
-void
-sw_databases_shmem_startup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes databases", databases_shmem_size(), &found);
-	if (!found)
+	shared = mem;
+	if (created)
 	{
-		memset(shared, 0, databases_shmem_size());
-		shared->lock = &(GetNamedLWLockTranche("source_writes databases"))->lock;
+		shared->lock = lock;
 		shared->nentries = entry_count();
 		shared->nconnected = entry_count();
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+const SwShmemRegistry sw_databases_registry = {
+	"source_writes databases", databases_shmem_size, NULL, databases_shmem_attach
+};
 
 /* has the process gone without saying so (its slot is stale)? */
 static bool

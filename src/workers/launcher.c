@@ -90,6 +90,21 @@ typedef struct LauncherDatabase
 static HTAB *databases = NULL;
 
 /*
+ * Tell the user, once per command that would need them, that the workers
+ * are not running.
+ */
+void
+sw_warn_if_not_preloaded(void)
+{
+	if (sw_preloaded)
+		return;
+	ereport(WARNING,
+			(errmsg("source_writes is not loaded through shared_preload_libraries"),
+			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks, and listeners are not notified of new batches."),
+			 errhint("Add source_writes to shared_preload_libraries in postgresql.conf and restart the server to start the workers.")));
+}
+
+/*
  * Register the launcher; called from _PG_init in the postmaster.
  */
 void
@@ -194,21 +209,15 @@ take_hints(void)
 static bool
 start_supervisor(LauncherDatabase *db, TimestampTz now)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	MemoryContext old;
 	bool		started;
 
 	if (!sw_database_prepare(db->dboid, NameStr(db->name)))
 		return false;
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_supervisor_main");
+	sw_worker_describe(&worker, "source_writes", "source_writes_supervisor_main",
+					   "source_writes supervisor", ObjectIdGetDatum(db->dboid));
 	snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes supervisor for database %u", db->dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes supervisor");
-	worker.bgw_main_arg = ObjectIdGetDatum(db->dboid);
-	worker.bgw_notify_pid = MyProcPid;
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	started = RegisterDynamicBackgroundWorker(&worker, &db->handle);
 	MemoryContextSwitchTo(old);

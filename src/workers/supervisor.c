@@ -31,8 +31,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "workers/workers.h"
 
 /* blocks of a history heap compacted per transaction */
@@ -111,6 +111,20 @@ supervise_workers(bool force)
 }
 
 /*
+ * In a PG_CATCH of the supervisor: log the error and abort the
+ * transaction; the supervisor goes on.
+ */
+static void
+log_and_abort(void)
+{
+	HOLD_INTERRUPTS();
+	EmitErrorReport();
+	AbortOutOfAnyTransaction();
+	FlushErrorState();
+	RESUME_INTERRUPTS();
+}
+
+/*
  * Compact one range of a source's history in its own transaction.  Returns
  * the block to go on from, or InvalidBlockNumber when the source is done,
  * was skipped, or failed (the error is logged).
@@ -154,11 +168,7 @@ compact_chunk(Oid relid, BlockNumber start)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortOutOfAnyTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		log_and_abort();
 		next = InvalidBlockNumber;
 	}
 	PG_END_TRY();
@@ -174,25 +184,8 @@ compact_chunk(Oid relid, BlockNumber start)
 static void
 compaction_pass(void)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List	   *sources = NIL;
+	List	   *sources = sw_catalog_source_relids(SW_KIND_ANY);
 	ListCell   *lc;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (sw_catalog_exists())
-	{
-		List	   *entries = sw_catalog_sources(InvalidOid);
-		MemoryContext old = MemoryContextSwitchTo(pass_cxt);
-
-		foreach(lc, entries)
-			sources = lappend_oid(sources, ((SwSource *) lfirst(lc))->relid);
-		MemoryContextSwitchTo(old);
-	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(pass_cxt);
 
 	foreach(lc, sources)
 	{
@@ -231,11 +224,7 @@ restore_dependencies(void)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortOutOfAnyTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		log_and_abort();
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
@@ -298,12 +287,7 @@ source_writes_supervisor_main(Datum main_arg)
 
 		CHECK_FOR_INTERRUPTS();
 
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			sw_worker_override_settings();
-		}
+		sw_worker_reload();
 
 		sw_report_stats();
 

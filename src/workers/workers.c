@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -37,8 +38,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 #include "workers/workers.h"
 
 /* how long a background worker's statistics may stay unreported */
@@ -144,42 +145,29 @@ slot_count(void)
 	return max_worker_processes + SW_EXTRA_SLOTS;
 }
 
-Size
-sw_workers_shmem_size(void)
+static Size
+workers_shmem_size(void)
 {
 	return MAXALIGN(add_size(offsetof(SwWorkersShared, slots),
 							 mul_size(slot_count(), sizeof(SwWorkerSlot))));
 }
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_workers_shmem_request(void)
+/* the registry's address; a new one gets its lock and its slots */
+static void
+workers_shmem_attach(void *mem, LWLock *lock, bool created)
 {
-	RequestAddinShmemSpace(sw_workers_shmem_size());
-	RequestNamedLWLockTranche("source_writes workers", 1);
-}
-
-/*
- * Attach to the shared memory, from the shmem_startup_hook.
- */
-void
-sw_workers_shmem_startup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes workers", sw_workers_shmem_size(), &found);
-	if (!found)
+	shared = mem;
+	if (created)
 	{
-		memset(shared, 0, sw_workers_shmem_size());
-		shared->lock = &(GetNamedLWLockTranche("source_writes workers"))->lock;
+		shared->lock = lock;
 		ConditionVariableInit(&shared->reported);
 		shared->nslots = slot_count();
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+const SwShmemRegistry sw_workers_registry = {
+	"source_writes workers", workers_shmem_size, NULL, workers_shmem_attach
+};
 
 /*
  * Copy an error's text into one of the SW_ERROR_LEN buffers of shared
@@ -249,8 +237,9 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 	*extension = sw_catalog_exists();
 	if (*extension)
 	{
-		List	   *sources = sw_catalog_sources(InvalidOid);
+		List	   *sources = sw_catalog_sources_of_kind(SW_KIND_ANY);
 
+		*any = sources != NIL;
 		foreach(lc, sources)
 		{
 			SwSource   *source = lfirst(lc);
@@ -259,7 +248,6 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 			MemoryContext old;
 			SwWanted   *w;
 
-			*any = true;
 			if (source->kind == SW_KIND_WEBHOOK)
 				*webhooks = true;
 			if (source->kind != SW_KIND_KAFKA)
@@ -293,24 +281,18 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 static bool
 start_worker(int index, uint32 generation, Oid relid, int member)
 {
-	BackgroundWorker worker = {0};
+	BackgroundWorker worker;
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	bool		started;
 
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_kafka");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_kafka_main");
+	sw_worker_describe(&worker, "source_writes_kafka", "source_writes_kafka_main",
+					   "source_writes kafka worker", Int32GetDatum(index));
 	if (member == 0)
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker for source %u", relid);
 	else
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes kafka worker %d for source %u",
 				 member + 1, relid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes kafka worker");
-	worker.bgw_main_arg = Int32GetDatum(index);
 	memcpy(worker.bgw_extra, &generation, sizeof(generation));
-	worker.bgw_notify_pid = MyProcPid;
 	started = RegisterDynamicBackgroundWorker(&worker, &supervised[index].handle);
 	MemoryContextSwitchTo(old);
 	if (!started)
@@ -403,18 +385,11 @@ sw_webhook_server_supervise(bool wanted, Oid dboid, TimestampTz now)
 	}
 	if (webhook_handle == NULL && now >= webhook_start_after && running == 0)
 	{
-		BackgroundWorker worker = {0};
+		BackgroundWorker worker;
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes_webhook");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_webhook_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes webhook server");
-		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes webhook server");
-		worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-		worker.bgw_notify_pid = MyProcPid;
+		sw_worker_describe(&worker, "source_writes_webhook", "source_writes_webhook_main",
+						   "source_writes webhook server", ObjectIdGetDatum(dboid));
 		if (RegisterDynamicBackgroundWorker(&worker, &webhook_handle))
 			webhook_started_at = now;
 		else
@@ -599,6 +574,140 @@ wanted_workers(List *sources, Oid relid)
 }
 
 /*
+ * Share the slots out among the sources wanted (SwWanted), under the lock:
+ * the slots of a source that is gone, or wants another number of workers
+ * (its partitions are shared out anew), are freed and marked in to_stop;
+ * each worker wanted without a slot gets a free one, or its source is
+ * marked short of slots.
+ */
+static void
+share_out_slots(List *sources, bool *to_stop)
+{
+	ListCell   *lc;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwWorkerSlot *slot = &shared->slots[i];
+
+		if (!OidIsValid(slot->relid) || slot->dboid != MyDatabaseId)
+			continue;
+		if (wanted_workers(sources, slot->relid) != slot->members)
+		{
+			slot->relid = InvalidOid;
+			slot->generation++;
+			to_stop[i] = true;
+		}
+	}
+	foreach(lc, sources)
+	{
+		SwWanted   *w = lfirst(lc);
+
+		for (int m = 0; m < w->workers; m++)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < shared->nslots && !found; i++)
+				found = shared->slots[i].relid == w->relid &&
+					shared->slots[i].dboid == MyDatabaseId &&
+					shared->slots[i].member == m;
+			if (!found && !assign_slot(w->relid, m, w->workers))
+				w->short_of_slots = true;
+		}
+	}
+	LWLockRelease(shared->lock);
+}
+
+/* say so once for each source short of slots, until it has them */
+static void
+warn_short_of_slots(List *sources)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	List	   *short_of_slots = NIL;
+	ListCell   *lc;
+
+	foreach(lc, sources)
+	{
+		SwWanted   *w = lfirst(lc);
+
+		if (!w->short_of_slots)
+			continue;
+		if (!list_member_oid(warned_no_slot, w->relid))
+			ereport(WARNING,
+					(errmsg("no worker slot is free for source table \"%s\"", w->name),
+					 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
+		short_of_slots = lappend_oid(short_of_slots, w->relid);
+	}
+	list_free(warned_no_slot);
+	warned_no_slot = short_of_slots;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Keep the worker of slot i running: stop it first if stop (its slot was
+ * freed).  One that stopped is started again at once if it asked to be
+ * or ran long enough, else after a backoff that grows with each failure.
+ */
+static void
+supervise_slot(int i, bool stop, TimestampTz now)
+{
+	SwSupervised *sup = &supervised[i];
+	SwWorkerSlot *slot = &shared->slots[i];
+	pid_t		pid;
+	Oid			relid;
+	uint32		generation;
+	bool		restart_now;
+	int			member;
+
+	if (stop && sup->handle)
+		TerminateBackgroundWorker(sup->handle);
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	relid = slot->relid;
+	generation = slot->generation;
+	restart_now = slot->restart_now;
+	pid = slot->pid;
+	member = slot->member;
+	LWLockRelease(shared->lock);
+
+	/* a worker that an earlier supervisor started is still at work */
+	if (sup->handle == NULL && pid != 0)
+		return;
+	if (sup->handle &&
+		GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
+		return;					/* running, or starting */
+	if (sup->handle)
+	{
+		/* it stopped: start it again at once, or after a backoff */
+		pfree(sup->handle);
+		sup->handle = NULL;
+		if (restart_now ||
+			TimestampDifferenceExceeds(sup->started_at, now, SW_HEALTHY_MS))
+			sup->failures = 0;
+		else
+			sup->failures++;
+		sup->start_after = sup->failures == 0 ? 0 :
+			TimestampTzPlusMilliseconds(now, sw_backoff_ms(sup->failures, 1000,
+														   SW_MAX_BACKOFF_MS));
+	}
+	if (!OidIsValid(relid) || shared->slots[i].dboid != MyDatabaseId ||
+		now < sup->start_after)
+		return;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	slot->restart_now = false;
+	LWLockRelease(shared->lock);
+	if (start_worker(i, generation, relid, member))
+		sup->started_at = now;
+	else
+	{
+		report(i, generation, "waiting for a background worker",
+			   "max_worker_processes are all in use");
+		sup->start_after = TimestampTzPlusMilliseconds(now, 1000);
+	}
+}
+
+/*
  * Keep the workers of each Kafka source of the database running, and none
  * for sources that are gone (all of them once the extension is gone).
  * *extension says whether the extension is there, *webhooks whether the
@@ -625,121 +734,11 @@ sw_workers_supervise(bool *extension, bool *webhooks, bool *any)
 	sources = kafka_sources(extension, webhooks, any);
 	to_stop = palloc0(sizeof(bool) * shared->nslots);
 
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	share_out_slots(sources, to_stop);
+	warn_short_of_slots(sources);
 	for (int i = 0; i < shared->nslots; i++)
-	{
-		SwWorkerSlot *slot = &shared->slots[i];
+		supervise_slot(i, to_stop[i], now);
 
-		if (!OidIsValid(slot->relid) || slot->dboid != MyDatabaseId)
-			continue;
-		/*
-		 * A source that is gone or wants another number of workers (its
-		 * partitions are shared out anew)
-		 */
-		if (wanted_workers(sources, slot->relid) != slot->members)
-		{
-			slot->relid = InvalidOid;
-			slot->generation++;
-			to_stop[i] = true;
-		}
-	}
-	foreach(lc, sources)
-	{
-		SwWanted   *w = lfirst(lc);
-
-		for (int m = 0; m < w->workers; m++)
-		{
-			bool		found = false;
-
-			for (int i = 0; i < shared->nslots && !found; i++)
-				found = shared->slots[i].relid == w->relid &&
-					shared->slots[i].dboid == MyDatabaseId &&
-					shared->slots[i].member == m;
-			if (!found && !assign_slot(w->relid, m, w->workers))
-				w->short_of_slots = true;
-		}
-	}
-	LWLockRelease(shared->lock);
-
-	/* say so once for each source short of slots, until it has them */
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-		List	   *short_of_slots = NIL;
-
-		foreach(lc, sources)
-		{
-			SwWanted   *w = lfirst(lc);
-
-			if (!w->short_of_slots)
-				continue;
-			if (!list_member_oid(warned_no_slot, w->relid))
-				ereport(WARNING,
-						(errmsg("no worker slot is free for source table \"%s\"", w->name),
-						 errhint("Each Kafka source table takes a background worker, or as many as its option \"workers\" says; raise max_worker_processes.")));
-			short_of_slots = lappend_oid(short_of_slots, w->relid);
-		}
-		list_free(warned_no_slot);
-		warned_no_slot = short_of_slots;
-		MemoryContextSwitchTo(old);
-	}
-
-	for (int i = 0; i < shared->nslots; i++)
-	{
-		SwSupervised *sup = &supervised[i];
-		SwWorkerSlot *slot = &shared->slots[i];
-		pid_t		pid;
-		Oid			relid;
-		uint32		generation;
-		bool		restart_now;
-		int			member;
-
-		if (to_stop[i] && sup->handle)
-			TerminateBackgroundWorker(sup->handle);
-
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		relid = slot->relid;
-		generation = slot->generation;
-		restart_now = slot->restart_now;
-		pid = slot->pid;
-		member = slot->member;
-		LWLockRelease(shared->lock);
-
-		/* a worker that an earlier supervisor started is still at work */
-		if (sup->handle == NULL && pid != 0)
-			continue;
-		if (sup->handle &&
-			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
-			continue;			/* running, or starting */
-		if (sup->handle)
-		{
-			/* it stopped: start it again at once, or after a backoff */
-			pfree(sup->handle);
-			sup->handle = NULL;
-			if (restart_now ||
-				TimestampDifferenceExceeds(sup->started_at, now, SW_HEALTHY_MS))
-				sup->failures = 0;
-			else
-				sup->failures++;
-			sup->start_after = sup->failures == 0 ? 0 :
-				TimestampTzPlusMilliseconds(now, sw_backoff_ms(sup->failures, 1000,
-															   SW_MAX_BACKOFF_MS));
-		}
-		if (!OidIsValid(relid) || shared->slots[i].dboid != MyDatabaseId ||
-			now < sup->start_after)
-			continue;
-
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		slot->restart_now = false;
-		LWLockRelease(shared->lock);
-		if (start_worker(i, generation, relid, member))
-			sup->started_at = now;
-		else
-		{
-			report(i, generation, "waiting for a background worker",
-				   "max_worker_processes are all in use");
-			sup->start_after = TimestampTzPlusMilliseconds(now, 1000);
-		}
-	}
 	pfree(to_stop);
 	foreach(lc, sources)
 		pfree(((SwWanted *) lfirst(lc))->name);
@@ -994,6 +993,42 @@ sw_worker_override_settings(void)
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * In a worker's loop: take in a reload that SIGHUP asked for, if any, and
+ * override the settings again (sw_worker_override_settings()).
+ */
+void
+sw_worker_reload(void)
+{
+	if (!ConfigReloadPending)
+		return;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	sw_worker_override_settings();
+}
+
+/*
+ * Describe, in *worker, a dynamic background worker of ours: it connects
+ * to a database, runs function of library, is never restarted by the
+ * postmaster, and this process is told when it starts and stops.  Its
+ * name is type until the caller says otherwise.
+ */
+void
+sw_worker_describe(BackgroundWorker *worker, const char *library,
+				   const char *function, const char *type, Datum main_arg)
+{
+	memset(worker, 0, sizeof(BackgroundWorker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "%s", library);
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", type);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+	worker->bgw_main_arg = main_arg;
+	worker->bgw_notify_pid = MyProcPid;
 }
 
 /* how far a slot's worker is behind the high watermarks it reported */
@@ -1348,28 +1383,25 @@ typedef struct SwWaitedWorker
 	SwPartitionReport targets[SW_MAX_REPORTED_PARTITIONS];
 } SwWaitedWorker;
 
-/*
- * source_writes.wait_for(source, timeout): return once the source's workers
- * have committed every message its topic held when we asked.  We ask each
- * worker for fresh high watermarks, take those it reports after answering
- * as targets, and wait until each partition's next offset reaches its
- * target.  While a worker does not run (the supervisor has not started it
- * yet, or starts it again), we wait for it.
- */
-Datum
-source_writes_wait_for(PG_FUNCTION_ARGS)
+/* what wait_for() knows of the source's workers, from one look to the next */
+typedef struct SwWaitState
 {
-	Oid			relid = PG_GETARG_OID(0);
-	Interval   *timeout = PG_GETARG_INTERVAL_P(1);
-	int64		timeout_us;
-	TimestampTz deadline;
+	SwWaitedWorker waited[SW_MAX_SOURCE_WORKERS];	/* by member */
+	bool		supervisor_woken;
+	char		state[SW_STATE_LEN];	/* of the worker we tell of */
+	char		last_error[SW_ERROR_LEN];
+	int64		left;			/* messages left to ingest; -1: not known */
+	bool		halted;			/* a worker stopped until reset_offsets() */
+} SwWaitState;
+
+/*
+ * The checks of wait_for() on its source, before it waits: an error if it
+ * may not, or cannot.
+ */
+static void
+check_wait_for(Oid relid)
+{
 	SwSource	source;
-	bool		supervisor_woken = false;
-	SwWaitedWorker *waited = palloc0(sizeof(SwWaitedWorker) * SW_MAX_SOURCE_WORKERS);
-	char		state[SW_STATE_LEN] = "no worker";
-	char		last_error[SW_ERROR_LEN] = "";
-	int64		left = -1;
-	bool		halted = false;
 
 	sw_source_resolve(relid, &source, false);
 	if (!may_read(relid))
@@ -1389,118 +1421,179 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 				 errmsg("source table \"%s\" is not ingested: source_writes is not loaded at server start",
 						get_rel_name(relid)),
 				 errhint("Add source_writes to shared_preload_libraries and restart the server.")));
+}
 
-	timeout_us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
+/* when a wait of timeout from now ends; an error if it is negative */
+static TimestampTz
+wait_deadline(const Interval *timeout)
+{
+	int64		timeout_us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
 		(int64) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
+
 	if (timeout_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must not be negative")));
-	deadline = GetCurrentTimestamp() + timeout_us;
+	return GetCurrentTimestamp() + timeout_us;
+}
+
+/*
+ * Look at a slot of one of the source's workers, under the lock: ask a
+ * worker new to us for fresh watermarks (its latch is added to wake),
+ * take what it reports after answering as its targets, and count the
+ * messages left.  False while it has not reached its targets.
+ */
+static bool
+watch_worker(SwWaitState *ws, SwWorkerSlot *slot, Latch **wake, int *nwake)
+{
+	SwWaitedWorker *w = &ws->waited[slot->member];
+	bool		done = true;
+
+	if (slot->generation != w->generation)
+	{
+		/* a worker's slot, new to us: ask it for fresh watermarks */
+		w->generation = slot->generation;
+		w->request = ++slot->wait_requested;
+		w->have_targets = false;
+		if (slot->latch)
+			wake[(*nwake)++] = slot->latch;
+	}
+	if (!w->have_targets && slot->wait_served >= w->request && slot->pid != 0)
+	{
+		w->ntargets = slot->npartitions;
+		memcpy(w->targets, slot->partitions, sizeof(SwPartitionReport) * w->ntargets);
+		w->have_targets = true;
+	}
+	if (!w->have_targets)
+		return false;
+	ws->left = Max(ws->left, 0);
+	for (int t = 0; t < w->ntargets; t++)
+	{
+		int64		next = reported_next(slot, w->targets[t].partition);
+
+		if (next < w->targets[t].high)
+		{
+			done = false;
+			ws->left += w->targets[t].high - Max(next, 0);
+		}
+	}
+	return done;
+}
+
+/*
+ * Take the state of a worker to tell, under the lock: at once that of one
+ * halted after our request (so after any reset before it); else that of
+ * the first worker (by member) that is not simply running, or of the
+ * first.  *told and *told_bad say whose state is taken so far.
+ */
+static void
+tell_worker(SwWaitState *ws, const SwWorkerSlot *slot, int *told, bool *told_bad)
+{
+	const SwWaitedWorker *w = &ws->waited[slot->member];
+	bool		bad = slot->pid == 0 || strcmp(slot->state, "running") != 0;
+
+	if (slot->halted && slot->pid != 0 && slot->wait_served >= w->request &&
+		!ws->halted)
+	{
+		/* it ingests nothing until reset_offsets(): say so now */
+		ws->halted = true;
+		strlcpy(ws->state, slot->state, SW_STATE_LEN);
+		strlcpy(ws->last_error, slot->last_error, SW_ERROR_LEN);
+	}
+	if (!ws->halted && (*told < 0 || (bad && !*told_bad) ||
+						(bad == *told_bad && slot->member < *told)))
+	{
+		*told = slot->member;
+		*told_bad = bad;
+		strlcpy(ws->state, slot->pid == 0 ? "no worker" : slot->state, SW_STATE_LEN);
+		strlcpy(ws->last_error, slot->last_error, SW_ERROR_LEN);
+	}
+}
+
+/*
+ * One look at the source's workers, under the lock: true once every one
+ * has a slot and has reached its targets.  The latches to set are added
+ * to wake: those of workers asked for watermarks, and the supervisor's
+ * the first time the source has no worker at all.
+ */
+static bool
+watch_workers(Oid relid, SwWaitState *ws, Latch **wake, int *nwake)
+{
+	int			members = 0;
+	int			nslots = 0;
+	int			told = -1;		/* the member whose state we tell */
+	bool		told_bad = false;
+	bool		done = true;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	ws->left = -1;
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		SwWorkerSlot *slot = &shared->slots[i];
+
+		if (slot->relid != relid || slot->dboid != MyDatabaseId ||
+			slot->member < 0 || slot->member >= SW_MAX_SOURCE_WORKERS)
+			continue;
+		members = slot->members;
+		nslots++;
+		if (!watch_worker(ws, slot, wake, nwake))
+			done = false;
+		tell_worker(ws, slot, &told, &told_bad);
+	}
+	if (nslots == 0 && !ws->supervisor_woken)
+	{
+		/* a new source: the supervisor gives it workers now, not in a second */
+		Latch	   *supervisor = sw_database_supervisor_latch(MyDatabaseId);
+
+		if (supervisor)
+			wake[(*nwake)++] = supervisor;
+		ws->supervisor_woken = true;
+	}
+	if (nslots == 0 || nslots < members)
+		done = false;			/* some worker has no slot yet */
+	LWLockRelease(shared->lock);
+	return done;
+}
+
+/*
+ * source_writes.wait_for(source, timeout): return once the source's workers
+ * have committed every message its topic held when we asked.  We ask each
+ * worker for fresh high watermarks, take those it reports after answering
+ * as targets, and wait until each partition's next offset reaches its
+ * target.  While a worker does not run (the supervisor has not started it
+ * yet, or starts it again), we wait for it.
+ */
+Datum
+source_writes_wait_for(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Interval   *timeout = PG_GETARG_INTERVAL_P(1);
+	TimestampTz deadline;
+	SwWaitState *ws = palloc0(sizeof(SwWaitState));
+
+	strlcpy(ws->state, "no worker", SW_STATE_LEN);
+	ws->left = -1;
+	check_wait_for(relid);
+	deadline = wait_deadline(timeout);
 
 	ConditionVariablePrepareToSleep(&shared->reported);
 	for (;;)
 	{
 		Latch	   *wake[SW_MAX_SOURCE_WORKERS + 1];
 		int			nwake = 0;
-		int			members = 0;
-		int			nslots = 0;
-		int			told = -1;	/* the member whose state we tell */
-		bool		told_bad = false;
-		bool		done = true;
+		bool		done = watch_workers(relid, ws, wake, &nwake);
 		long		remaining;
-
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		left = -1;
-		for (int i = 0; i < shared->nslots; i++)
-		{
-			SwWorkerSlot *slot = &shared->slots[i];
-			SwWaitedWorker *w;
-			bool		bad;
-
-			if (slot->relid != relid || slot->dboid != MyDatabaseId ||
-				slot->member < 0 || slot->member >= SW_MAX_SOURCE_WORKERS)
-				continue;
-			w = &waited[slot->member];
-			members = slot->members;
-			nslots++;
-			if (slot->generation != w->generation)
-			{
-				/* a worker's slot, new to us: ask it for fresh watermarks */
-				w->generation = slot->generation;
-				w->request = ++slot->wait_requested;
-				w->have_targets = false;
-				if (slot->latch)
-					wake[nwake++] = slot->latch;
-			}
-			if (!w->have_targets && slot->wait_served >= w->request && slot->pid != 0)
-			{
-				w->ntargets = slot->npartitions;
-				memcpy(w->targets, slot->partitions, sizeof(SwPartitionReport) * w->ntargets);
-				w->have_targets = true;
-			}
-			if (!w->have_targets)
-				done = false;
-			else
-			{
-				left = Max(left, 0);
-				for (int t = 0; t < w->ntargets; t++)
-				{
-					int64		next = reported_next(slot, w->targets[t].partition);
-
-					if (next < w->targets[t].high)
-					{
-						done = false;
-						left += w->targets[t].high - Max(next, 0);
-					}
-				}
-			}
-
-			/* tell the state of the first worker that is not simply running */
-			bad = slot->pid == 0 || strcmp(slot->state, "running") != 0;
-			if (slot->halted && slot->pid != 0 && slot->wait_served >= w->request &&
-				!halted)
-			{
-				/*
-				 * It ingests nothing until reset_offsets(), as it said after
-				 * our request (so after any reset before it): say so now
-				 */
-				halted = true;
-				strlcpy(state, slot->state, SW_STATE_LEN);
-				strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
-			}
-			if (!halted && (told < 0 || (bad && !told_bad) ||
-							(bad == told_bad && slot->member < told)))
-			{
-				told = slot->member;
-				told_bad = bad;
-				strlcpy(state, slot->pid == 0 ? "no worker" : slot->state, SW_STATE_LEN);
-				strlcpy(last_error, slot->last_error, SW_ERROR_LEN);
-			}
-		}
-		if (nslots == 0 && !supervisor_woken)
-		{
-			/* a new source: the supervisor gives it workers now, not in a second */
-			Latch	   *supervisor = sw_database_supervisor_latch(MyDatabaseId);
-
-			if (supervisor)
-				wake[nwake++] = supervisor;
-			supervisor_woken = true;
-		}
-		if (nslots == 0 || nslots < members)
-			done = false;		/* some worker has no slot yet */
-		LWLockRelease(shared->lock);
 
 		for (int i = 0; i < nwake; i++)
 			SetLatch(wake[i]);
-		if (halted)
+		if (ws->halted)
 		{
 			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("source table \"%s\" stopped ingesting its topic",
 							get_rel_name(relid)),
-					 errdetail("Its state is \"%s\": %s.", state, last_error),
+					 errdetail("Its state is \"%s\": %s.", ws->state, ws->last_error),
 					 errhint("Say where it goes on with source_writes.reset_offsets().")));
 		}
 		if (done)
@@ -1515,11 +1608,11 @@ source_writes_wait_for(PG_FUNCTION_ARGS)
 							get_rel_name(relid),
 							DatumGetCString(DirectFunctionCall1(interval_out,
 																IntervalPGetDatum(timeout)))),
-					 left >= 0
+					 ws->left >= 0
 					 ? errdetail("Its state is \"%s\", with " INT64_FORMAT " messages left to ingest.",
-								 state, left)
-					 : errdetail("Its state is \"%s\".", state),
-					 last_error[0] ? errhint("Its last error was: %s.", last_error) : 0));
+								 ws->state, ws->left)
+					 : errdetail("Its state is \"%s\".", ws->state),
+					 ws->last_error[0] ? errhint("Its last error was: %s.", ws->last_error) : 0));
 		}
 		(void) ConditionVariableTimedSleep(&shared->reported, Min(remaining, 100),
 										   PG_WAIT_EXTENSION);

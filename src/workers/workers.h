@@ -17,7 +17,10 @@
 #define SW_WORKERS_H
 
 #include "datatype/timestamp.h"
+#include "postmaster/bgworker.h"
 #include "storage/latch.h"
+
+#include "source_writes.h"
 
 /*
  * databases.c
@@ -45,8 +48,7 @@ typedef struct SwWebhookDatabase
 } SwWebhookDatabase;
 
 /* shared memory, from the hooks in source_writes.c */
-extern void sw_databases_shmem_request(void);
-extern void sw_databases_shmem_startup(void);
+extern const SwShmemRegistry sw_databases_registry;
 extern void sw_databases_install_hooks(void);
 
 /* every worker of ours, before it connects to a database */
@@ -88,6 +90,19 @@ extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char 
  */
 
 extern void sw_launcher_register(void);
+extern void sw_warn_if_not_preloaded(void);
+
+/*
+ * notifier.c
+ * Announcing the new upper of sources to listeners
+ */
+
+extern const SwShmemRegistry sw_notifier_registry;
+extern char *sw_channel_name(Oid relid);
+extern void sw_notifier_wake(Oid dboid, Oid relid);
+extern void sw_notifier_attach_launcher(void);
+extern bool sw_notifier_start_requested(void);
+extern void sw_notifier_forget_database(Oid dboid);
 
 /*
  * workers.c
@@ -118,9 +133,7 @@ typedef struct SwPartitionReport
 } SwPartitionReport;
 
 /* shared memory, from the hooks in source_writes.c */
-extern Size sw_workers_shmem_size(void);
-extern void sw_workers_shmem_request(void);
-extern void sw_workers_shmem_startup(void);
+extern const SwShmemRegistry sw_workers_registry;
 
 /* the supervisor of a database, and the launcher */
 extern void sw_workers_supervise(bool *extension, bool *webhooks, bool *any);
@@ -140,6 +153,11 @@ extern PGDLLEXPORT void sw_worker_wait_served(uint64 request);
 extern PGDLLEXPORT void sw_worker_restart_soon(void);
 extern PGDLLEXPORT void sw_report_stats(void);
 extern PGDLLEXPORT void sw_worker_override_settings(void);
+extern PGDLLEXPORT void sw_worker_reload(void);
+extern PGDLLEXPORT void sw_worker_describe(BackgroundWorker *worker,
+										   const char *library,
+										   const char *function,
+										   const char *type, Datum main_arg);
 
 /* the webhook server's worker */
 extern PGDLLEXPORT bool sw_webhook_worker_attach(void);

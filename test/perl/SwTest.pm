@@ -10,6 +10,8 @@
 #                                                      # of a named cluster
 #   SwTest::broker_control($broker, 'broker-down 1');
 #   SwTest::run_client('pg_dump', 'pg_dump', '-f', $file, $connstr);
+#   my $from = -s $node->logfile; kill 'KILL', $pid;
+#   SwTest::wait_for_restart($node, $from);       # after a backend's crash
 #
 # The broker is the embedded one (test/kafka_broker), started once per
 # test file that asks for it and stopped when the file ends.
@@ -151,6 +153,20 @@ sub run_client
 	Test::More::unlike($stderr, qr/ERROR|WARNING|FATAL/,
 		"$name reports no errors or warnings");
 	Test::More::note("stderr of $name: $stderr") if $stderr ne '';
+}
+
+# Wait for the postmaster to restart everything after a backend died
+# (kill -9) and to accept connections again.  $from is the size of the
+# log before the kill: a connection that merely came before the
+# postmaster noticed the death would not prove the restart.
+sub wait_for_restart
+{
+	my ($node, $from) = @_;
+
+	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $from)
+	  or die 'the postmaster did not restart the server';
+	$node->poll_query_until('postgres', 'SELECT true')
+	  or die 'the server did not come back';
 }
 
 END

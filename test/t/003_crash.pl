@@ -40,9 +40,10 @@ my $pid = $session->query_safe('SELECT pg_backend_pid()');
 like($session->query_safe(q{SELECT count(*) FROM source_writes.source_tables}),
 	qr/^2$/, 'uncommitted source visible to its session');
 
+my $from = -s $node->logfile;
 kill 'KILL', $pid;
 # the postmaster restarts everything through crash recovery
-$node->poll_query_until('postgres', 'SELECT true') or die 'server did not come back';
+SwTest::wait_for_restart($node, $from);
 eval { $session->quit };
 
 is($node->safe_psql('postgres', $storage_query), 'kept:2 / 2',

@@ -67,9 +67,9 @@ sub edit_and_kill
 		# a backend in the middle of its work: the postmaster restarts all
 		my $pid = $node->safe_psql('postgres',
 			q{SELECT pid FROM pg_stat_activity WHERE application_name = 'edits' LIMIT 1});
+		my $from = -s $node->logfile;
 		kill 'KILL', $pid;
-		$node->poll_query_until('postgres', 'SELECT true')
-		  or die 'the server did not come back';
+		SwTest::wait_for_restart($node, $from);
 	}
 	$bench->finish;
 }

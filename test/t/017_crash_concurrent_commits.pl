@@ -469,6 +469,7 @@ for my $round (1 .. 3)
 		't', "$what: upper stays behind the stuck batches");
 
 	my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
+	my $from = -s $node->logfile;
 	if ($victim eq 'postmaster')
 	{
 		$node->kill9;
@@ -503,8 +504,7 @@ for my $round (1 .. 3)
 
 	if ($victim eq 'backend')
 	{
-		$node->poll_query_until('postgres', 'SELECT true')
-		  or die 'the server did not come back';
+		SwTest::wait_for_restart($node, $from);
 	}
 	else
 	{

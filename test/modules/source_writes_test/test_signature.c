@@ -23,6 +23,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "ingest/ingest.h"
 #include "log/log.h"
 #include "webhook/signature.h"
 
@@ -32,8 +33,7 @@ PG_FUNCTION_INFO_V1(source_writes_test_signature);
 typedef struct TestHeaders
 {
 	int			n;
-	char	  **names;
-	char	  **values;
+	SwHeader   *headers;
 } TestHeaders;
 
 /* a header's value, found in any case, the last one if repeated */
@@ -41,12 +41,9 @@ static const char *
 test_header(const SwSignedRequest *request, const char *name)
 {
 	const TestHeaders *h = request->arg;
-	const char *value = NULL;
+	int			i = sw_find_header(h->headers, sizeof(SwHeader), h->n, name, true);
 
-	for (int i = 0; i < h->n; i++)
-		if (pg_strcasecmp(h->names[i], name) == 0)
-			value = h->values[i];
-	return value;
+	return i < 0 ? NULL : h->headers[i].value;
 }
 
 /* the name/value pairs of a jsonb object of strings */
@@ -59,8 +56,7 @@ read_headers(Jsonb *jb, TestHeaders *h)
 	int			room = 8;
 
 	h->n = 0;
-	h->names = palloc(sizeof(char *) * room);
-	h->values = palloc(sizeof(char *) * room);
+	h->headers = palloc(sizeof(SwHeader) * room);
 	if (!JB_ROOT_IS_OBJECT(jb))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -72,10 +68,9 @@ read_headers(Jsonb *jb, TestHeaders *h)
 			if (h->n == room)
 			{
 				room *= 2;
-				h->names = repalloc(h->names, sizeof(char *) * room);
-				h->values = repalloc(h->values, sizeof(char *) * room);
+				h->headers = repalloc(h->headers, sizeof(SwHeader) * room);
 			}
-			h->names[h->n] = pnstrdup(v.val.string.val, v.val.string.len);
+			h->headers[h->n].name = pnstrdup(v.val.string.val, v.val.string.len);
 		}
 		else if (tok == WJB_VALUE)
 		{
@@ -83,7 +78,9 @@ read_headers(Jsonb *jb, TestHeaders *h)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("headers must be a JSON object of strings")));
-			h->values[h->n++] = pnstrdup(v.val.string.val, v.val.string.len);
+			h->headers[h->n].value = pnstrdup(v.val.string.val, v.val.string.len);
+			h->headers[h->n].len = v.val.string.len;
+			h->n++;
 		}
 	}
 }

@@ -8,7 +8,7 @@
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/log/notifier.c
+ *		  src/workers/notifier.c
  *
  *-------------------------------------------------------------------------
  */
@@ -86,33 +86,24 @@ static SwNotifierState notifier_state = SW_NOTIFIER_CONNECTING;
 
 PGDLLEXPORT void source_writes_notifier_main(Datum main_arg);
 
-/*
- * Ask for the shared memory and lock, from the shmem_request_hook.
- */
-void
-sw_notifier_shmem_request(void)
+static Size
+notifier_shmem_size(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(SwNotifyShared)));
-	RequestNamedLWLockTranche("source_writes", 1);
+	return sizeof(SwNotifyShared);
 }
 
-/*
- * Attach to the shared memory, from the shmem_startup_hook.
- */
-void
-sw_notifier_shmem_startup(void)
+/* the registry's address; a new one gets its lock */
+static void
+notifier_shmem_attach(void *mem, LWLock *lock, bool created)
 {
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("source_writes", sizeof(SwNotifyShared), &found);
-	if (!found)
-	{
-		memset(shared, 0, sizeof(SwNotifyShared));
-		shared->lock = &(GetNamedLWLockTranche("source_writes"))->lock;
-	}
-	LWLockRelease(AddinShmemInitLock);
+	shared = mem;
+	if (created)
+		shared->lock = lock;
 }
+
+const SwShmemRegistry sw_notifier_registry = {
+	"source_writes", notifier_shmem_size, NULL, notifier_shmem_attach
+};
 
 /*
  * The notification channel of a source: "source_writes_<oid>".
@@ -233,16 +224,12 @@ sw_notifier_start_requested(void)
 
 	for (int i = 0; i < n; i++)
 	{
-		BackgroundWorker worker = {0};
+		BackgroundWorker worker;
 
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		worker.bgw_main_arg = ObjectIdGetDatum(dbs[i]);
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "source_writes");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "source_writes_notifier_main");
+		sw_worker_describe(&worker, "source_writes", "source_writes_notifier_main",
+						   "source_writes notifier", ObjectIdGetDatum(dbs[i]));
 		snprintf(worker.bgw_name, BGW_MAXLEN, "source_writes notifier for database %u", dbs[i]);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "source_writes notifier");
+		worker.bgw_notify_pid = 0;	/* a committing backend: it does not wait */
 		if (RegisterDynamicBackgroundWorker(&worker, NULL))
 			continue;
 
@@ -377,8 +364,7 @@ announce(Oid *sources, int n, bool all, HTAB *announced)
 		ListCell   *lc;
 
 		if (all)
-			foreach(lc, sw_catalog_sources(InvalidOid))
-				relids = lappend_oid(relids, ((SwSource *) lfirst(lc))->relid);
+			relids = sw_catalog_source_relids(SW_KIND_ANY);
 		else
 			for (int i = 0; i < n; i++)
 				relids = lappend_oid(relids, sources[i]);

@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * restore.c
- *		  Giving a source table its storage back after pg_restore
+ *		  The trigger on the catalog that gives a source table its storage
+ *		  back after pg_restore
  *
  * See doc/internals.md, "Storage layout" (Restore).
  *
  * Copyright (c) 2026, source_writes developers
  *
  * IDENTIFICATION
- *		  src/log/restore.c
+ *		  src/fdw/restore.c
  *
  *-------------------------------------------------------------------------
  */
