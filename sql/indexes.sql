@@ -304,6 +304,30 @@ SET ROLE idx_bob;
 SELECT count(*) FROM source_writes.indexes WHERE tablename = 'up';
 RESET ROLE;
 
+-- what the docs say an index does not give a source table: INSERT ... ON
+-- CONFLICT, FETCH BACKWARD without SCROLL, REINDEX SCHEMA (which passes
+-- over it; REINDEX TABLE takes it)
+INSERT INTO idx2.up VALUES (9, 'b') ON CONFLICT DO NOTHING;
+BEGIN;
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+DECLARE c CURSOR FOR SELECT v FROM idx2.up WHERE v >= 'a' ORDER BY v;
+FETCH 2 FROM c;
+FETCH BACKWARD 1 FROM c;
+ROLLBACK;
+BEGIN;
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+DECLARE c SCROLL CURSOR FOR SELECT v FROM idx2.up WHERE v >= 'a' ORDER BY v;
+FETCH 2 FROM c;
+FETCH BACKWARD 1 FROM c;
+ROLLBACK;
+SELECT relfilenode AS up_v_file FROM pg_class WHERE oid = 'idx2.up_v'::regclass \gset
+REINDEX SCHEMA idx2;
+SELECT relfilenode = :up_v_file AS passed_over FROM pg_class WHERE oid = 'idx2.up_v'::regclass;
+REINDEX TABLE idx2.up;
+SELECT relfilenode = :up_v_file AS passed_over FROM pg_class WHERE oid = 'idx2.up_v'::regclass;
+
 -- DROP of the table drops its indexes
 DROP FOREIGN TABLE idx2.src, idx2.up;
 DROP TABLE idx2.pl;
