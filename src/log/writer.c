@@ -1005,15 +1005,47 @@ duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *indexname)
 }
 
 /*
- * Index the current rows just written.  On a source with a key, a key that
- * a concurrent transaction took since we checked it (or that an update
- * moves a row onto) fails in the unique index, whose error would name the
- * hidden index: the error is said of the source instead, and re-thrown.
- * A unique index of the user's fails with PostgreSQL's error, which names
- * that index; it is said of the source table rather than of its heap, and
- * its detail shown to the roles that may read the source's rows.  The
- * key's detail is PostgreSQL's, shown only to roles that may read the rows
- * of the heap.
+ * The error of a unique index of the current heap, said of the source (in
+ * the PG_CATCH of the caller, in its memory context cxt; row is the row
+ * being indexed).  On a source with a key, a key that a concurrent
+ * transaction took since we checked it (or that an update moves a row
+ * onto) fails in the key index, whose error would name the hidden index:
+ * the error is said of the source's key instead.  A unique index of the
+ * user's fails with PostgreSQL's error, which names that index; it is said
+ * of the source table rather than of its heap, and its detail shown to the
+ * roles that may read the source's rows.  The key's detail is
+ * PostgreSQL's, shown only to roles that may read the rows of the heap.
+ * Any other error is re-thrown as it is.
+ */
+static pg_attribute_noreturn() void
+rethrow_index_error(SwWriter *w, MemoryContext cxt, TupleTableSlot *row)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		PG_RE_THROW();
+	FlushErrorState();
+	edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
+	edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
+	if (!OidIsValid(w->key_index) || edata->constraint_name == NULL ||
+		strcmp(edata->constraint_name, get_rel_name(w->key_index)) != 0)
+	{
+		if (edata->detail == NULL)
+			edata->detail = duplicate_detail(w, row, edata->constraint_name);
+		ReThrowError(edata);
+	}
+	edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
+							  RelationGetRelationName(w->ftrel));
+	edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
+	edata->constraint_name = NULL;
+	ReThrowError(edata);
+}
+
+/*
+ * Index the current rows just written; a unique index's error is said of
+ * the source (rethrow_index_error()).
  */
 static void
 insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
@@ -1034,27 +1066,7 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			PG_RE_THROW();
-		FlushErrorState();
-		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
-		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
-		if (!OidIsValid(w->key_index) || edata->constraint_name == NULL ||
-			strcmp(edata->constraint_name, get_rel_name(w->key_index)) != 0)
-		{
-			if (edata->detail == NULL)
-				edata->detail = duplicate_detail(w, rows[failed], edata->constraint_name);
-			ReThrowError(edata);
-		}
-		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
-								  RelationGetRelationName(w->ftrel));
-		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
-		edata->constraint_name = NULL;
-		ReThrowError(edata);
+		rethrow_index_error(w, cxt, rows[failed]);
 	}
 	PG_END_TRY();
 }
@@ -1770,6 +1782,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		bool		conflict = false;
 		bool		found;
 		HeapTuple	old = NULL;
+		MemoryContext cxt = CurrentMemoryContext;
 
 		next_command(w);
 		found = lock_key(w, w->new_slot, &tid, LockTupleNoKeyExclusive);
@@ -1803,8 +1816,17 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		table_tuple_insert_speculative(w->current, w->new_slot,
 									   w->estate->es_output_cid, 0, NULL, token);
 		note_block(w, w->new_slot);
-		ExecInsertIndexTuples(w->current_rri, w->new_slot, w->estate, false,
-							  true, &conflict, w->key_indexes);
+		/* the key's conflict is ours to take; a user's index's is an error */
+		PG_TRY();
+		{
+			ExecInsertIndexTuples(w->current_rri, w->new_slot, w->estate, false,
+								  true, &conflict, w->key_indexes);
+		}
+		PG_CATCH();
+		{
+			rethrow_index_error(w, cxt, w->new_slot);
+		}
+		PG_END_TRY();
 		table_tuple_complete_speculative(w->current, w->new_slot, token, !conflict);
 		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
 		if (conflict)
