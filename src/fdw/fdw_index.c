@@ -20,6 +20,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/visibilitymap.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "executor/nodeIndexscan.h"
@@ -94,6 +95,7 @@ typedef struct MapVars
 {
 	Index		varno;
 	const SwLayout *layout;
+	TupleDesc	desc;			/* the foreign table's */
 	bool		ours;			/* found one of our own columns */
 } MapVars;
 
@@ -111,28 +113,49 @@ table_attnum(const SwLayout *layout, AttrNumber hidden)
 	return hidden - layout->nmeta;
 }
 
-static bool
-map_vars_walker(Node *node, MapVars *map)
+/*
+ * A Var of the current heap made the foreign table's.  A column of a
+ * domain type has the domain's base type in the heap, and CREATE INDEX
+ * dropped the coercion of the domain to its base type (indexes.c); it is
+ * put back as the parser puts it in a query (a RelabelType to the base
+ * type, its typmod unknown), for the planner to find the index's
+ * expressions and predicate in the query's.
+ */
+static Node *
+map_vars_mutator(Node *node, MapVars *map)
 {
 	if (node == NULL)
-		return false;
+		return NULL;
 	if (IsA(node, Var))
 	{
 		Var		   *var = (Var *) node;
+		Var		   *mapped;
+		AttrNumber	attnum;
+		Form_pg_attribute att;
 
-		if (var->varno == map->varno && var->varlevelsup == 0 &&
-			var->varattno > 0)
+		if (var->varno != map->varno || var->varlevelsup != 0 ||
+			var->varattno <= 0)
+			return (Node *) copyObject(var);
+		attnum = table_attnum(map->layout, var->varattno);
+		if (attnum == InvalidAttrNumber || attnum > map->desc->natts)
 		{
-			AttrNumber	attnum = table_attnum(map->layout, var->varattno);
-
-			if (attnum == InvalidAttrNumber)
-				map->ours = true;
-			var->varattno = attnum;
-			var->varattnosyn = attnum;
+			map->ours = true;
+			return (Node *) copyObject(var);
 		}
-		return false;
+		att = TupleDescAttr(map->desc, attnum - 1);
+		mapped = makeVar(var->varno, attnum, att->atttypid, att->atttypmod,
+						 att->attcollation, 0);
+		mapped->location = var->location;
+		if (att->atttypid == var->vartype)
+		{
+			mapped->vartypmod = var->vartypmod;
+			mapped->varcollid = var->varcollid;
+			return (Node *) mapped;
+		}
+		return (Node *) makeRelabelType((Expr *) mapped, var->vartype, -1,
+										var->varcollid, COERCE_IMPLICIT_CAST);
 	}
-	return expression_tree_walker(node, map_vars_walker, (void *) map);
+	return expression_tree_mutator(node, map_vars_mutator, (void *) map);
 }
 
 /*
@@ -145,8 +168,8 @@ static bool
 map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
 		  const SwLayout *layout)
 {
-	MapVars		map = {rel->relid, layout, false};
 	TupleDesc	desc = RelationGetDescr(ftrel);
+	MapVars		map = {rel->relid, layout, desc, false};
 	ListCell   *lc;
 	int			i;
 
@@ -160,14 +183,14 @@ map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
 				return false;
 		}
 	}
-	map_vars_walker((Node *) index->indexprs, &map);
-	map_vars_walker((Node *) index->indpred, &map);
+	index->indexprs = (List *) map_vars_mutator((Node *) index->indexprs, &map);
+	index->indpred = (List *) map_vars_mutator((Node *) index->indpred, &map);
 	if (map.ours)
 		return false;
 
 	/*
-	 * The target list's expressions are those of indexprs, mapped above;
-	 * its simple columns become the table's, with the table's types (a
+	 * The target list's expressions are those of indexprs, mapped the same
+	 * way; its simple columns become the table's, with the table's types (a
 	 * domain's, where the heap has its base type).
 	 */
 	i = 0;
@@ -183,6 +206,8 @@ map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
 			tle->expr = (Expr *) makeVar(rel->relid, attnum, att->atttypid,
 										 att->atttypmod, att->attcollation, 0);
 		}
+		else
+			tle->expr = (Expr *) map_vars_mutator((Node *) tle->expr, &map);
 	}
 	return true;
 }
@@ -228,11 +253,13 @@ table_indexes(PlannerInfo *root, RelOptInfo *rel, Relation ftrel,
  * emptied again.  Reads as of a time scan the heaps, and get none.
  *
  * The relation lists the indexes only while its index paths are made.
- * Selectivity estimates of a relation with indexes read actual extremes
- * from its btree indexes (get_actual_variable_range()), through the table
- * AM of the relation itself, which a foreign table has none of; meanwhile
- * the range table entry says the relation is partitioned, the one kind
- * for which that function looks no further.
+ * Selectivity estimates made meanwhile (of a partial index's predicate, of
+ * the range a LIKE prefix makes) read actual extremes from a relation's
+ * btree indexes (get_actual_variable_range()) through the table AM of the
+ * relation itself, which a foreign table has none of: meanwhile the btree
+ * indexes say they are hypothetical, which that function skips, and the
+ * estimates use the histogram.  (Of the index AMs' cost estimators, only
+ * GIN's and BRIN's look at the flag.)
  */
 List *
 sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
@@ -241,7 +268,6 @@ sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
 	List	   *paths = NIL;
 	Relation	current;
 	Relation	ftrel;
-	char		relkind;
 	ListCell   *lc;
 
 	if (sw_as_of >= 0)
@@ -260,10 +286,16 @@ sw_index_paths(PlannerInfo *root, RelOptInfo *rel, Oid current_rel)
 		return NIL;
 
 	check_index_predicates(root, rel);
-	relkind = rte->relkind;
-	rte->relkind = RELKIND_PARTITIONED_TABLE;
+	foreach(lc, rel->indexlist)
+	{
+		IndexOptInfo *index = lfirst(lc);
+
+		if (index->relam == BTREE_AM_OID)
+			index->hypothetical = true;
+	}
 	create_index_paths(root, rel);
-	rte->relkind = relkind;
+	foreach(lc, rel->indexlist)
+		((IndexOptInfo *) lfirst(lc))->hypothetical = false;
 
 	foreach(lc, rel->pathlist)
 	{
