@@ -10,10 +10,12 @@ OBJS = \
 	src/source_writes.o \
 	src/fdw/ddl.o \
 	src/fdw/fdw.o \
+	src/fdw/fdw_index.o \
 	src/fdw/fdw_modify.o \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/fdw/restore.o \
 	src/ingest/decode.o \
@@ -43,17 +45,17 @@ OBJS = \
 	src/workers/supervisor.o \
 	src/workers/workers.o
 DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
-	sql/source_writes--0.2.sql
+	sql/source_writes--0.2--0.3.sql sql/source_writes--0.3.sql
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
 REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode \
-	add_column row_locks ingestion signatures
+	add_column row_locks ingestion signatures indexes index_scans index_writers
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
 ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer \
-	row_locks retry upsert_triggers
+	row_locks retry upsert_triggers index_build index_unique index_reads
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 

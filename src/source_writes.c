@@ -23,7 +23,9 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
+#include "utils/plancache.h"
 
+#include "fdw/fdw.h"
 #include "ingest/ingest.h"
 #include "log/log.h"
 #include "source_writes.h"
@@ -85,10 +87,18 @@ check_as_of(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * Plans are made for the current rows or for a time (reads as of a time
+ * use no index): a change makes cached plans again.
+ */
 static void
 assign_as_of(const char *newval, void *extra)
 {
-	sw_as_of = *(int64 *) extra;
+	int64		as_of = *(int64 *) extra;
+
+	if (as_of != sw_as_of)
+		ResetPlanCache();
+	sw_as_of = as_of;
 }
 
 /*
@@ -113,21 +123,6 @@ check_webhook_listen(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
-}
-
-/*
- * Tell the user, once per command that would need them, that the workers
- * are not running.
- */
-void
-sw_warn_if_not_preloaded(void)
-{
-	if (sw_preloaded)
-		return;
-	ereport(WARNING,
-			(errmsg("source_writes is not loaded through shared_preload_libraries"),
-			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks, and listeners are not notified of new batches."),
-			 errhint("Add source_writes to shared_preload_libraries in postgresql.conf and restart the server to start the workers.")));
 }
 
 /* our registries in shared memory: a new one is one more line */
@@ -318,6 +313,9 @@ _PG_init(void)
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("source_writes");
+
+	/* CREATE INDEX on source tables, in every backend that loads us */
+	sw_indexes_install_hooks();
 
 	if (!sw_preloaded)
 		return;

@@ -97,6 +97,5 @@ extern PGDLLEXPORT char *sw_webhook_ssl_key_file;
 extern PGDLLEXPORT int	sw_webhook_request_timeout;
 extern PGDLLEXPORT int	sw_webhook_join_time;
 
-extern void sw_warn_if_not_preloaded(void);
 
 #endif							/* SOURCE_WRITES_H */

@@ -42,6 +42,9 @@ extern TupleTableSlot *sw_scan_current_row(struct ForeignScanState *node);
 /* fdw_modify.c: INSERT, UPDATE, DELETE, COPY, TRUNCATE */
 extern void sw_fdw_modify_routine(struct FdwRoutine *routine);
 
+/* indexes.c: CREATE INDEX and REINDEX TABLE on source tables */
+extern void sw_indexes_install_hooks(void);
+
 /* fdw_options.c: the validator's checks */
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 

@@ -50,19 +50,22 @@
 #include "utils/spccache.h"
 
 #include "fdw/fdw.h"
+#include "fdw/index_scan.h"
 #include "log/log.h"
 
 /* planner state, in baserel->fdw_private */
 typedef struct SwPlanInfo
 {
-	BlockNumber pages;			/* of the hidden heap */
+	Oid			current_rel;	/* the hidden heap of current rows */
+	BlockNumber pages;			/* ... its size */
 	BlockNumber plain_pages;	/* of a plain table of the same rows */
 } SwPlanInfo;
 
 /* indexes into ForeignScan.fdw_private */
 enum SwScanPrivate
 {
-	SwScanNeededAtts			/* Integer: last foreign attnum the plan reads */
+	SwScanNeededAtts,			/* Integer: last foreign attnum the plan reads */
+	SwScanIndex					/* index and bitmap scans: see fdw_index.c */
 };
 
 /* shared state of a parallel scan: one parallel heap scan per hidden heap */
@@ -96,6 +99,7 @@ typedef struct SwScanState
 	int64		as_of;			/* -1, or the time read */
 	SwBatchMap *batches;		/* as_of: batches after it */
 	SwParallelScan *pscan;		/* parallel scan, when there is one */
+	SwIndexScan *index;			/* index or bitmap scan, when the plan is one */
 } SwScanState;
 
 /*
@@ -113,6 +117,7 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	Selectivity sel;
 
 	sw_source_require(foreigntableid, &source);
+	info->current_rel = source.current_rel;
 	current = table_open(source.current_rel, AccessShareLock);
 	estimate_rel_size(current, NULL, &info->pages, &tuples, &allvisfrac);
 	table_close(current, NoLock);
@@ -165,8 +170,10 @@ parallel_divisor(int workers)
 
 /*
  * A full scan, costed as cost_seqscan() costs a sequential scan of the
- * hidden heap, and its parallel version wherever the planner would scan a
- * plain table of that size in parallel.
+ * hidden heap (enable_seqscan off disables it, as it does a plain table's
+ * sequential scan), and its parallel version wherever the planner would
+ * scan a plain table of that size in parallel; and the paths through the
+ * indexes of the hidden heap (fdw_index.c), made first.
  */
 static void
 swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
@@ -178,10 +185,18 @@ swGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	Cost		cpu_run;
 	Cost		disk_run;
 	int			workers;
+	List	   *index_paths;
+	ListCell   *lc;
+
+	index_paths = sw_index_paths(root, baserel, info->current_rel);
+	foreach(lc, index_paths)
+		add_path(baserel, lfirst(lc));
 
 	get_tablespace_page_costs(InvalidOid, NULL, &seq_page_cost);
 	startup = baserel->baserestrictcost.startup +
 		baserel->reltarget->cost.startup;
+	if (!enable_seqscan)
+		startup += disable_cost;
 	disk_run = seq_page_cost * info->pages;
 	cpu_per_tuple = cpu_tuple_cost + baserel->baserestrictcost.per_tuple;
 	cpu_run = cpu_per_tuple * baserel->tuples +
@@ -239,17 +254,40 @@ needed_attributes(RelOptInfo *baserel, List *scan_clauses)
 	return last;
 }
 
+/*
+ * The plan of a full scan, or of an index path (fdw_index.c).  The plan
+ * depends on the hidden heap, whose relcache invalidations say that an
+ * index came or went.
+ */
 static ForeignScan *
 swGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				 ForeignPath *best_path, List *tlist, List *scan_clauses,
 				 Plan *outer_plan)
 {
+	SwPlanInfo *info = baserel->fdw_private;
+	List	   *fdw_private;
+	List	   *fdw_exprs = NIL;
+	List	   *recheck_quals = NIL;
+
 	/* all quals are checked locally, by the ForeignScan node */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	fdw_private = list_make1(makeInteger(needed_attributes(baserel, scan_clauses)));
+	root->glob->relationOids = lappend_oid(root->glob->relationOids,
+										   info->current_rel);
 
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, NIL,
-							list_make1(makeInteger(needed_attributes(baserel, scan_clauses))),
-							NIL, NIL, outer_plan);
+	if (best_path->fdw_private != NIL)
+	{
+		SwIndexPlan index;
+
+		sw_index_plan(root, best_path, &index);
+		fdw_private = list_concat(fdw_private, index.fdw_private);
+		scan_clauses = index.qual;
+		fdw_exprs = index.fdw_exprs;
+		recheck_quals = index.recheck_quals;
+		outer_plan = index.outer_plan;
+	}
+	return make_foreignscan(tlist, scan_clauses, baserel->relid, fdw_exprs,
+							fdw_private, NIL, recheck_quals, outer_plan);
 }
 
 /*
@@ -273,6 +311,31 @@ check_read_past(Relation ftrel)
 							RelationGetRelationName(ftrel)),
 					 errdetail("Reading the past needs SELECT on the source table itself, also through views and functions."),
 					 errhint("RESET source_writes.as_of to read the current contents.")));
+}
+
+/*
+ * A plan through an index reads the current rows through it.  Reading as
+ * of a time reads the heaps: planning makes no index paths then, and a
+ * change of source_writes.as_of makes cached plans again.  A plan made for
+ * the current rows is refused, should one be run as of a time all the
+ * same.
+ */
+static void
+begin_index_scan(ForeignScanState *node, SwScanState *ss)
+{
+	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
+
+	if (sw_index_plan_kind(plan->fdw_private, SwScanIndex) == SW_SCAN_HEAP)
+		return;
+	if (ss->as_of < 0)
+		ss->index = sw_index_begin(node, SwScanIndex, ss->current,
+								   &ss->current_layout, ss->snapshot);
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot read source table \"%s\" as of a time with a plan made for its current rows",
+						RelationGetRelationName(node->ss.ss_currentRelation)),
+				 errhint("Prepare the statement again after setting source_writes.as_of.")));
 }
 
 static void
@@ -358,6 +421,7 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 			sw_check_readable(relid, &frontiers, ss->as_of);
 		}
 	}
+	begin_index_scan(node, ss);
 }
 
 /*
@@ -527,6 +591,36 @@ end_scan(SwScanState *ss, bool for_good)
 }
 
 /*
+ * The next row an index or bitmap scan finds, checked against the index's
+ * conditions where the index matched it lossily.
+ */
+static TupleTableSlot *
+next_indexed_row(ForeignScanState *node, SwScanState *ss, TupleTableSlot *slot)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+
+	for (;;)
+	{
+		TupleTableSlot *hidden = sw_index_next(ss->index, ss->current_slot, slot);
+
+		if (hidden == NULL)
+		{
+			clear_slot(ss, slot);
+			return slot;
+		}
+		if (hidden != slot)		/* else an index-only scan made the row */
+			store_row(ss, hidden, &ss->current_layout, slot);
+		if (!sw_index_recheck(ss->index))
+			return slot;
+		econtext->ecxt_scantuple = slot;
+		if (ExecQual(node->fdw_recheck_quals, econtext))
+			return slot;
+		InstrCountFiltered2(node, 1);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * The general case of swIterateForeignScan: start the scan, read as of a
  * time, copy columns that are not where the table has them, or clear a
  * slot that holds a tuple.  Kept out of line, so that the common case pays
@@ -540,6 +634,8 @@ iterate_scan(ForeignScanState *node)
 	TupleTableSlot *hidden;
 	SwLayout   *layout = &ss->current_layout;
 
+	if (ss->index)
+		return next_indexed_row(node, ss, slot);
 	if (ss->scan == NULL && !ss->in_history)
 	{
 		/* we run in per-tuple memory; the scan lives as long as the query */
@@ -610,7 +706,9 @@ swReScanForeignScan(ForeignScanState *node)
 
 	/* the executor clears the slot next, but leaves the rest to us */
 	clear_slot(ss, node->ss.ss_ScanTupleSlot);
-	if (ss->in_history)
+	if (ss->index)
+		sw_index_rescan(ss->index);
+	else if (ss->in_history)
 	{
 		/* back to the start: the current heap */
 		end_scan(ss, false);
@@ -628,6 +726,8 @@ swEndForeignScan(ForeignScanState *node)
 	if (ss == NULL || ss->current == NULL)
 		return;
 	end_scan(ss, true);
+	if (ss->index)
+		sw_index_end(ss->index);
 	if (ss->registered)
 		UnregisterSnapshot(ss->snapshot);
 	if (ss->history)
@@ -881,6 +981,8 @@ swExplainForeignScan(ForeignScanState *node, ExplainState *es)
 
 	if (ss && ss->as_of >= 0)
 		ExplainPropertyInteger("As Of", NULL, ss->as_of, es);
+	else
+		sw_index_explain(node, ss ? ss->index : NULL, SwScanIndex, es);
 
 	if (sw_server_kind(server) == SW_KIND_WEBHOOK)
 	{

@@ -21,6 +21,7 @@
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "commands/comment.h"
 #include "commands/trigger.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -123,6 +124,9 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 
 	sw_storage_depend(relid, restored[0]);
 	sw_storage_depend(relid, restored[1]);
+	if (GetComment(restored[0], RelationRelationId, 0) != NULL)
+		sw_storage_mark_current(relid, restored[0]);
+	sw_storage_place_indexes(relid, restored[0], false);
 	CacheInvalidateRelcacheByRelid(relid);
 
 	/* nothing is ingested before the rest of the restore came */

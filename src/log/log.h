@@ -362,6 +362,12 @@ extern void sw_storage_rename_error(ErrorData *edata, const SwHiddenNames *names
 extern void sw_storage_rethrow(const SwHiddenNames *names,
 							   MemoryContext cxt) pg_attribute_noreturn();
 extern bool sw_storage_restore_dependencies(void);
+extern Oid	sw_storage_source_of_current(Oid hiddenid);
+extern void sw_storage_mark_current(Oid relid, Oid hiddenid);
+extern Oid	sw_storage_marked_source(Oid hiddenid);
+extern bool sw_storage_reserved_index_name(Oid hiddenid, const char *name);
+extern void sw_storage_place_index(Oid relid, Oid hiddenid, Oid indexid);
+extern bool sw_storage_place_indexes(Oid relid, Oid hiddenid, bool nowait);
 
 /*
  * log.c

@@ -35,6 +35,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "catalog/toasting.h"
+#include "commands/comment.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
 #include "commands/tablecmds.h"
@@ -69,6 +70,7 @@ static List *sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
+static bool is_own_index(Oid hiddenid, const char *indexname);
 static bool storage_in_step(Relation ftrel, const SwSource *source,
 							SwSourceTable *st);
 
@@ -112,6 +114,10 @@ sw_storage_sync(Oid relid, List *retyped)
 
 	/* every option and column must make sense before anything is stored */
 	st = sw_source_table(ftrel);
+
+	/* ALTER ... SET SCHEMA takes the table's indexes along */
+	if (exists)
+		sw_storage_place_indexes(relid, source.current_rel, false);
 
 	/*
 	 * A table that a restore creates (pg_dump's scripts turn
@@ -524,6 +530,10 @@ sw_storage_restore_dependencies(void)
 				continue;
 			sw_storage_depend(source->relid, hidden[i]);
 			recorded++;
+			/* pg_upgrade made the user's indexes beside the heap */
+			if (i == 0 &&
+				!sw_storage_place_indexes(source->relid, hidden[0], true))
+				complete = false;
 		}
 	}
 	if (recorded > 0)
@@ -532,6 +542,188 @@ sw_storage_restore_dependencies(void)
 							   "recorded the dependencies of %d hidden relations on their source tables",
 							   recorded, recorded),
 				 errdetail("pg_upgrade does not carry them.")));
+	return complete;
+}
+
+/*
+ * The source table whose current heap hiddenid is, or InvalidOid: found
+ * through the heap's internal dependency on its table, and checked against
+ * the table's catalog row.  A heap that a restore brought and no table has
+ * adopted yet (restore.c), or whose dependency pg_upgrade did not carry,
+ * has none.
+ */
+Oid
+sw_storage_source_of_current(Oid hiddenid)
+{
+	Relation	depend;
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			relid = InvalidOid;
+	SwSource	source;
+
+	if (get_rel_namespace(hiddenid) != get_namespace_oid(SW_INTERNAL_SCHEMA, true))
+		return InvalidOid;
+	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(hiddenid));
+	scan = systable_beginscan(depend, DependDependerIndexId, true, NULL, 2, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+
+		if (dep->refclassid == RelationRelationId &&
+			dep->deptype == DEPENDENCY_INTERNAL)
+			relid = dep->refobjid;
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
+
+	if (!OidIsValid(relid) || !sw_is_source_table(relid) ||
+		!sw_source_lookup(relid, &source) || source.current_rel != hiddenid)
+		return InvalidOid;
+	return relid;
+}
+
+/*
+ * pg_upgrade restores the indexes of a current heap before the catalog
+ * rows and dependencies that say whose heap it is, and needs each index
+ * in the schema it had.  So a current heap that has a user's index says
+ * whose it is in its comment, which pg_dump --binary-upgrade carries, with
+ * the OIDs it keeps.
+ */
+#define SW_CURRENT_COMMENT	"current rows of source table %u"
+
+/*
+ * Say in the comment of a current heap whose it is, unless it does.
+ */
+void
+sw_storage_mark_current(Oid relid, Oid hiddenid)
+{
+	char	   *comment = GetComment(hiddenid, RelationRelationId, 0);
+	char	   *wanted = psprintf(SW_CURRENT_COMMENT, relid);
+
+	if (comment != NULL && strcmp(comment, wanted) == 0)
+		return;
+	CreateComments(hiddenid, RelationRelationId, 0, wanted);
+	CommandCounterIncrement();
+}
+
+/*
+ * The source table that the comment of a current heap names, if it is one;
+ * else InvalidOid.  For pg_upgrade only, which keeps OIDs.
+ */
+Oid
+sw_storage_marked_source(Oid hiddenid)
+{
+	char	   *comment;
+	unsigned int relid;
+	char		rest;
+
+	if (get_rel_namespace(hiddenid) != get_namespace_oid(SW_INTERNAL_SCHEMA, true))
+		return InvalidOid;
+	comment = GetComment(hiddenid, RelationRelationId, 0);
+	if (comment == NULL ||
+		sscanf(comment, SW_CURRENT_COMMENT "%c", &relid, &rest) != 1 ||
+		!sw_is_source_table((Oid) relid))
+		return InvalidOid;
+	return (Oid) relid;
+}
+
+/*
+ * Is this index of a current heap one that we make (the key index of an
+ * upsert source, or a copy that REINDEX CONCURRENTLY makes of it)?  Those
+ * stay beside the heap.
+ */
+static bool
+is_own_index(Oid hiddenid, const char *indexname)
+{
+	char		name[NAMEDATALEN];
+	char	   *hidden_name = get_rel_name(hiddenid);
+
+	if (hidden_name == NULL)
+		return false;
+	sw_key_index_name(hidden_name, name);
+	return strncmp(indexname, name, strlen(name)) == 0;
+}
+
+/*
+ * Is name one that we keep for our own indexes of this current heap?
+ */
+bool
+sw_storage_reserved_index_name(Oid hiddenid, const char *name)
+{
+	return is_own_index(hiddenid, name);
+}
+
+/*
+ * A user's index of a source table is an index of its current heap whose
+ * pg_class row is in the table's schema, so that it is named, dropped and
+ * altered as the index of a plain table is.  Move one there, with
+ * PostgreSQL's error if the schema has a relation of that name.  The
+ * caller holds the index locked, and has made its pg_class row visible.
+ */
+void
+sw_storage_place_index(Oid relid, Oid hiddenid, Oid indexid)
+{
+	Oid			nsp = get_rel_namespace(relid);
+	Oid			old = get_rel_namespace(indexid);
+	char	   *name = get_rel_name(indexid);
+	Relation	classRel;
+	ObjectAddresses *moved;
+
+	if (name == NULL || is_own_index(hiddenid, name))
+		return;
+	sw_storage_mark_current(relid, hiddenid);
+	if (old == nsp)
+		return;
+	classRel = table_open(RelationRelationId, RowExclusiveLock);
+	moved = new_object_addresses();
+	AlterRelationNamespaceInternal(classRel, indexid, old, nsp, false, moved);
+	free_object_addresses(moved);
+	table_close(classRel, RowExclusiveLock);
+	CommandCounterIncrement();
+}
+
+/*
+ * Put the user's indexes of a source table in the table's schema: after
+ * ALTER ... SET SCHEMA, and when a restore or an upgrade gives a table its
+ * heap back.  With nowait, an index somebody holds locked is left for
+ * later: returns false if any was.
+ */
+bool
+sw_storage_place_indexes(Oid relid, Oid hiddenid, bool nowait)
+{
+	Relation	heap;
+	List	   *indexes;
+	ListCell   *lc;
+	Oid			nsp = get_rel_namespace(relid);
+	bool		complete = true;
+
+	heap = try_relation_open(hiddenid, AccessShareLock);
+	if (heap == NULL)
+		return true;
+	indexes = RelationGetIndexList(heap);
+	foreach(lc, indexes)
+	{
+		Oid			indexid = lfirst_oid(lc);
+		char	   *name = get_rel_name(indexid);
+
+		if (name == NULL || get_rel_namespace(indexid) == nsp ||
+			is_own_index(hiddenid, name))
+			continue;
+		if (nowait && !ConditionalLockRelationOid(indexid, AccessExclusiveLock))
+		{
+			complete = false;
+			continue;
+		}
+		if (!nowait)
+			LockRelationOid(indexid, AccessExclusiveLock);
+		sw_storage_place_index(relid, hiddenid, indexid);
+	}
+	relation_close(heap, AccessShareLock);
 	return complete;
 }
 
@@ -1130,7 +1322,9 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
 			MemoryContextSwitchTo(cxt);
 			edata = CopyErrorData();
 			FlushErrorState();
-			if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION)
+			if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION &&
+				edata->constraint_name != NULL &&
+				is_own_index(hiddenid, edata->constraint_name))
 			{
 				edata->message = psprintf(_("cannot make the key of source table \"%s\" unique"),
 										  RelationGetRelationName(ftrel));

@@ -14,12 +14,14 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/sysattr.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_trigger.h"
 #include "commands/prepare.h"
 #include "commands/trigger.h"
@@ -35,6 +37,8 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/ruleutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
@@ -949,25 +953,98 @@ check_key_free(SwWriter *w, TupleTableSlot *row)
 }
 
 /*
+ * The detail of a unique violation in index index_name of the current
+ * heap, for row: "Key (...)=(...) already exists.", or NULL.  PostgreSQL
+ * leaves it out unless the role may read the table the index is on, the
+ * hidden heap, which nobody is granted: it is built again, as PostgreSQL
+ * builds it, for a role that may read the source table or the key's
+ * columns of it.
+ */
+static char *
+duplicate_detail(SwWriter *w, TupleTableSlot *row, const char *index_name)
+{
+	Relation	index = NULL;
+	IndexInfo  *info = NULL;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	Oid			save_userid;
+	int			save_sec_context;
+	char	   *desc;
+
+	for (int i = 0; i < w->current_rri->ri_NumIndices; i++)
+		if (strcmp(RelationGetRelationName(w->current_rri->ri_IndexRelationDescs[i]),
+				   index_name) == 0)
+		{
+			index = w->current_rri->ri_IndexRelationDescs[i];
+			info = w->current_rri->ri_IndexRelationInfo[i];
+		}
+	if (index == NULL ||
+		check_enable_rls(RelationGetRelid(w->ftrel), InvalidOid, true) == RLS_ENABLED)
+		return NULL;
+
+	/*
+	 * As BuildIndexValueDescription() checks a table: no row security, and
+	 * SELECT on it, or on each key column (an expression needs the
+	 * table's).
+	 */
+	if (!sw_check_source_privilege(RelationGetRelid(w->ftrel), GetUserId(),
+								   ACL_SELECT, true))
+	{
+		for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++)
+		{
+			AttrNumber	attnum = info->ii_IndexAttrNumbers[k];
+			AttrNumber	own;
+
+			if (attnum <= 0)
+				return NULL;
+			own = get_attnum(RelationGetRelid(w->ftrel),
+							 NameStr(TupleDescAttr(RelationGetDescr(w->current),
+												   attnum - 1)->attname));
+			if (own == InvalidAttrNumber ||
+				pg_attribute_aclcheck(RelationGetRelid(w->ftrel), own, GetUserId(),
+									  ACL_SELECT) != ACLCHECK_OK)
+				return NULL;
+		}
+	}
+	GetPerTupleExprContext(w->estate)->ecxt_scantuple = row;
+	FormIndexDatum(info, row, w->estate, values, isnull);
+	/* as the heap's owner, who may read it */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(w->current->rd_rel->relowner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	desc = BuildIndexValueDescription(index, values, isnull);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return desc ? psprintf(_("Key %s already exists."), desc) : NULL;
+}
+
+/*
  * Index the current rows just written.  On a source with a key, a key that
  * a concurrent transaction took since we checked it (or that an update
  * moves a row onto) fails in the unique index, whose error would name the
  * hidden index: the error is said of the source instead, and re-thrown.
- * Its detail, with the key's values, is PostgreSQL's, shown only to roles
- * that may read the rows.
+ * A unique index of the user's fails with PostgreSQL's error, which names
+ * that index; it is said of the source table rather than of its heap.
+ * The detail, with the key's values, is PostgreSQL's, shown only to roles
+ * that may read the rows.  With key_conflict, the row was inserted
+ * speculatively: a conflict in the key's index sets *key_conflict instead
+ * of failing, as INSERT ... ON CONFLICT's arbiter index does, and the
+ * user's unique indexes fail as they do without it.
  */
 static void
-insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
+index_rows(SwWriter *w, TupleTableSlot **rows, int n, bool update,
+		   bool *key_conflict)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	volatile int i = 0;
 
 	if (w->current_rri->ri_NumIndices == 0)
 		return;
 	PG_TRY();
 	{
-		for (int i = 0; i < n; i++)
+		for (; i < n; i++)
 			ExecInsertIndexTuples(w->current_rri, rows[i], w->estate, update,
-								  false, NULL, NIL);
+								  key_conflict != NULL, key_conflict,
+								  key_conflict ? w->key_indexes : NIL);
 	}
 	PG_CATCH();
 	{
@@ -975,19 +1052,30 @@ insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
-			!OidIsValid(w->key_index))
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 			PG_RE_THROW();
 		FlushErrorState();
+		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
+		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
+		if (edata->detail == NULL && edata->constraint_name != NULL && i < n)
+			edata->detail = duplicate_detail(w, rows[i], edata->constraint_name);
+		if (!OidIsValid(w->key_index) || edata->constraint_name == NULL ||
+			strcmp(edata->constraint_name, get_rel_name(w->key_index)) != 0)
+			ReThrowError(edata);
 		edata->message = psprintf(_("duplicate key value violates the key of upsert source \"%s\""),
 								  RelationGetRelationName(w->ftrel));
 		edata->hint = pstrdup(_("Use UPDATE to change the row of an existing key."));
-		edata->schema_name = get_namespace_name(RelationGetNamespace(w->ftrel));
-		edata->table_name = pstrdup(RelationGetRelationName(w->ftrel));
 		edata->constraint_name = NULL;
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
+}
+
+/* index the current rows just written (see index_rows()) */
+static inline void
+insert_index_entries(SwWriter *w, TupleTableSlot **rows, int n, bool update)
+{
+	index_rows(w, rows, n, update, NULL);
 }
 
 /*
@@ -1734,8 +1822,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		table_tuple_insert_speculative(w->current, w->new_slot,
 									   w->estate->es_output_cid, 0, NULL, token);
 		note_block(w, w->new_slot);
-		ExecInsertIndexTuples(w->current_rri, w->new_slot, w->estate, false,
-							  true, &conflict, w->key_indexes);
+		index_rows(w, &w->new_slot, 1, false, &conflict);
 		table_tuple_complete_speculative(w->current, w->new_slot, token, !conflict);
 		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
 		if (conflict)

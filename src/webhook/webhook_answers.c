@@ -111,12 +111,12 @@ resume_checked(SwRequest *r, int status)
  * pass (a lock, resources, shutdown) get 503.  An error in what it sent:
  * one that reading its body raised itself (the decoder, a column's input
  * function, with no code of the table's between them: in_body),
- * or one of classes 22 and 23, gets 400, its message, for data exceptions
- * its detail (where the JSON broke), and where: the decoder's context line
- * (decoder_where, the column and field) and the part of the body (piece),
- * never the error's other context lines, which the table's own code adds
- * (its queries, its functions).  Of others, only that the server failed:
- * 500.
+ * or one of classes 22 and 23, gets 400 (409 for a row a unique index
+ * already has), its message, for data exceptions its detail (where the
+ * JSON broke), and where: the decoder's context line (decoder_where, the
+ * column and field) and the part of the body (piece), never the error's
+ * other context lines, which the table's own code adds (its queries, its
+ * functions).  Of others, only that the server failed: 500.
  */
 int
 error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
@@ -152,7 +152,7 @@ error_answer(ErrorData *edata, bool in_body, const char *decoder_where,
 		appendStringInfo(&s, " (%s)", piece);
 	appendStringInfoChar(&s, '\n');
 	*text = s.data;
-	return 400;
+	return edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION ? 409 : 400;
 }
 
 /*

@@ -90,6 +90,21 @@ typedef struct LauncherDatabase
 static HTAB *databases = NULL;
 
 /*
+ * Tell the user, once per command that would need them, that the workers
+ * are not running.
+ */
+void
+sw_warn_if_not_preloaded(void)
+{
+	if (sw_preloaded)
+		return;
+	ereport(WARNING,
+			(errmsg("source_writes is not loaded through shared_preload_libraries"),
+			 errdetail("Source tables can be created, read and edited, but nothing is ingested from Kafka or webhooks, and listeners are not notified of new batches."),
+			 errhint("Add source_writes to shared_preload_libraries in postgresql.conf and restart the server to start the workers.")));
+}
+
+/*
  * Register the launcher; called from _PG_init in the postmaster.
  */
 void

@@ -90,6 +90,7 @@ extern bool sw_database_webhook_writer(Oid dboid, pid_t *pid, char *state, char 
  */
 
 extern void sw_launcher_register(void);
+extern void sw_warn_if_not_preloaded(void);
 
 /*
  * notifier.c

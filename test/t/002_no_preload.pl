@@ -39,6 +39,24 @@ is($stderr, '', 'reading does not warn');
 ($ret, $stdout, $stderr) = $plain->psql('postgres', 'ALTER FOREIGN TABLE events ADD COLUMN n int');
 is($stderr, '', 'ALTER does not warn');
 
+# CREATE INDEX first thing in a session: PostgreSQL takes it as one on a
+# foreign table before the library is loaded; the command says so, and
+# works when run again in the session
+($ret, $stdout, $stderr) = $plain->psql('postgres', q{
+	CREATE INDEX events_id ON events (id);
+	CREATE INDEX events_id ON events (id);
+	SELECT schemaname || '.' || indexname FROM source_writes.indexes},
+	on_error_stop => 0);
+like($stderr, qr/ERROR:  source_writes was not loaded when this command began\n.*\n.*HINT:  Run the command again: the library is loaded now/,
+	'CREATE INDEX first in a session says to run it again');
+is($stdout, 'public.events_id', 'run again, it works');
+# a restore makes indexes on the hidden heaps, and they go to their tables'
+# schemas
+my $heap = $plain->safe_psql('postgres', 'SELECT current_rel FROM source_writes.source_tables');
+$plain->safe_psql('postgres', "CREATE INDEX events_note ON $heap (note)");
+is($plain->safe_psql('postgres', q{SELECT 'events_note'::regclass::text}), 'events_note',
+	'an index made on the hidden heap in a new session goes to the table\'s schema');
+
 # with the library preloaded nothing warns
 my $preloaded = SwTest::node('preloaded', no_extension => 1);
 ($ret, $stdout, $stderr) = $preloaded->psql('postgres', q{

@@ -21,6 +21,9 @@ $old->safe_psql('postgres', q{
 	  OPTIONS (topic 'u', envelope 'upsert', key 'k');
 	CREATE ROLE alice;
 	GRANT SELECT, INSERT, UPDATE, DELETE ON t, u TO alice;
+	CREATE INDEX t_note ON t (note);
+	COMMENT ON INDEX t_note IS 'by note';
+	CREATE INDEX ON u (v);
 });
 
 # several batches, by two roles, one of them over both sources
@@ -141,6 +144,20 @@ ok($new->poll_query_until('postgres',
 
 ok($new->poll_query_until('postgres', "SELECT ($depends_query) = 4"),
 	'the upgraded cluster has the internal dependencies again');
+# pg_upgrade makes the users' indexes beside the hidden heaps, whose
+# tables it has not given back yet: they go back to their tables' schemas
+is($new->safe_psql('postgres', q{
+		SELECT string_agg(c.oid::regclass || ' ' || coalesce(obj_description(c.oid, 'pg_class'), '-'),
+		                  ',' ORDER BY c.relname)
+		FROM source_writes.indexes i JOIN pg_class c ON c.relname = i.indexname
+		WHERE i.indexname !~ '^current_'}),
+	't_note by note,u_v_idx -', 'the users\' indexes are in their tables\' schemas again');
+is($new->safe_psql('postgres', q{
+		SET enable_seqscan = off;
+		SELECT format('SELECT count(*) FROM %s WHERE note = ''row 3''', current_rel)
+		FROM source_writes.source_tables WHERE relid = 't'::regclass
+		\gexec}),
+	'1', 'and find the rows');
 $current_t = $new->safe_psql('postgres', $current_t_query);
 ($ret, $stdout, $stderr) = $new->psql('postgres', "DROP TABLE $current_t");
 like($stderr, qr/cannot drop table \Q$current_t\E because foreign table t requires it/,

@@ -105,6 +105,16 @@ $src->safe_psql('postgres', $_) for (
 ok($src->safe_psql('postgres', q{SELECT source_writes.compact('ev')}) > 0,
 	'compaction deleted history before since');
 
+# indexes of the users', in the tables' schemas, one on a column added
+# later and one with a comment
+$src->safe_psql('postgres', q{
+	CREATE INDEX ev_kind ON ev (kind) WHERE qty > 0;
+	COMMENT ON INDEX ev_kind IS 'by kind';
+	CREATE INDEX ON ev (length(note));
+	CREATE UNIQUE INDEX ON u (v, region, k);
+	CREATE INDEX by_amount ON "Hooks".payments USING brin (amount);
+	COMMENT ON INDEX "Hooks".by_amount IS 'by amount'});
+
 my @sources = ('ev', 'u', '"Hooks".payments');
 my %as_of_times;
 
@@ -143,7 +153,15 @@ my %global = (
 	servers => "SELECT srvname, srvowner::regrole, (SELECT array_agg(o ORDER BY o) FROM unnest(srvoptions) o) FROM pg_foreign_server ORDER BY 1",
 	mappings => "SELECT srvname, usename, (SELECT array_agg(o ORDER BY o) FROM unnest(umoptions) o) FROM pg_user_mappings ORDER BY 1, 2",
 	sequence => q{SELECT pg_sequence_last_value(to_regclass('source_writes.batch_ids'))},
-	catalog => 'SELECT relid::text, kind, since, upper FROM source_writes.source_tables ORDER BY 1');
+	catalog => 'SELECT relid::text, kind, since, upper FROM source_writes.source_tables ORDER BY 1',
+	# the users' indexes, in their tables' schemas, with their comments
+	indexes => q{
+		SELECT i.schemaname, i.tablename, i.indexname, i.indexdef, c.relnamespace::regnamespace,
+		       c.relowner::regrole, obj_description(c.oid, 'pg_class')
+		FROM source_writes.indexes i
+		JOIN pg_class c ON c.relname = i.indexname
+		WHERE c.relnamespace <> 'source_writes_internal'::regnamespace
+		ORDER BY 1, 2, 3});
 
 # the output of a query, or its error
 sub result
@@ -289,15 +307,24 @@ sub check_restored
 			WHERE relnamespace = 'source_writes_internal'::regnamespace}),
 		'7', "$label: six hidden heaps and one key index, no more");
 	is(result($node, $db, q{
-			SELECT count(*)
+			SELECT string_agg(i.indexrelid::regclass::text || ' ' || (i.indrelid = s.current_rel),
+			                  ',' ORDER BY i.indexrelid::regclass::text)
 			FROM pg_index i JOIN source_writes.source_tables s
 			  ON i.indrelid IN (s.current_rel, s.history_rel)
 			WHERE s.relid = 'ev'::regclass}),
-		'0', "$label: ev's hidden heaps have no index");
+		'ev_kind true,ev_length_idx true', "$label: ev's indexes are on its current heap");
+	is(result($node, $db, q{
+			SET enable_seqscan = off;
+			SELECT format('SELECT count(*) FROM %s WHERE kind = ''kept'' AND qty > 0', current_rel)
+			FROM source_writes.source_tables WHERE relid = 'ev'::regclass
+			\gexec}),
+		'2', "$label: ev's rows are found through its index");
 	is(result($node, $db, q{
 			SELECT pg_get_indexdef(i.indexrelid) LIKE '%UNIQUE%(region, k)'
 			FROM pg_index i JOIN source_writes.source_tables s ON i.indrelid = s.current_rel
-			WHERE s.relid = 'u'::regclass AND i.indisunique}),
+			JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE s.relid = 'u'::regclass AND i.indisunique
+			  AND c.relnamespace = 'source_writes_internal'::regnamespace}),
 		't', "$label: u has its unique key index on (region, k)");
 	my ($ret, $stdout, $stderr) = $node->psql($db, q{INSERT INTO u VALUES ('us', 1, 'again')});
 	like($stderr, qr/duplicate key value violates the key of upsert source "u"/,

@@ -6,6 +6,7 @@
 # The same with log_min_messages = error (the cut is known from a warning),
 # and when the worker is terminated during the wait; a kill -9 then leaves
 # the row committed once, and a retry with its idempotency key gets 200.
+# An index made on the primary is used by the standby's reads.
 use strict;
 use warnings;
 
@@ -156,5 +157,23 @@ is(sql(q{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM
 	'every row once, but the one sent again without its key');
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', q{SELECT count(*) FROM ev}), '10', 'and the standby has them');
+
+# an index made on the primary is the standby's too: its reads use it, and
+# find the rows the primary changes after the index was made
+sql(q{INSERT INTO ev SELECT 'r' || g FROM generate_series(1, 2000) g;
+	CREATE INDEX ev_id ON ev (id);
+	ANALYZE ev;
+	DELETE FROM ev WHERE id = 'r43'});
+is(post('r2001'), '1 row 200', 'a row posted after the index was made');
+$node->wait_for_catchup($standby);
+my $by_id = q{SELECT string_agg(id, ',' ORDER BY id) FROM ev
+	WHERE id IN ('killed', 'r42', 'r43', 'r2001')};
+like($standby->safe_psql('postgres', "EXPLAIN (COSTS OFF) $by_id"),
+	qr/(Index (Only )?Scan: |Bitmap Index Scan on )ev_id\b/,
+	'the standby reads through the index made on the primary');
+is($standby->safe_psql('postgres', $by_id), 'killed,killed,r2001,r42',
+	'and finds the rows the primary has, not the one it deleted');
+is($standby->safe_psql('postgres', q{SELECT count(*) FROM ev}), '2010',
+	'the standby has every row');
 
 done_testing();

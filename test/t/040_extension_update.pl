@@ -230,6 +230,29 @@ is($node->safe_psql('postgres', q{
 	'an edit after the update is one batch of the log');
 is($node->safe_psql('postgres', q{SELECT v FROM u WHERE k = 1}), 'after',
 	'the upsert source takes updates');
+
+# 0.3: indexes on the sources that 0.1 made, listed with the key of u
+$node->safe_psql('postgres', q{
+	CREATE INDEX t_note ON t (note);
+	CREATE UNIQUE INDEX ON u (v, k)});
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(schemaname || '.' || tablename || ' '
+		                  || regexp_replace(indexname, '^current_\d+_[0-9a-f]+_key$', 'KEY')
+		                  || ': ' || regexp_replace(indexdef, 'current_\d+_[0-9a-f]+_key', 'KEY'),
+		                  E'\n' ORDER BY indexdef)
+		FROM source_writes.indexes}),
+	"public.t t_note: CREATE INDEX t_note ON public.t USING btree (note)\n"
+	  . "public.u KEY: CREATE UNIQUE INDEX KEY ON public.u USING btree (k)\n"
+	  . "public.u u_v_k_idx: CREATE UNIQUE INDEX u_v_k_idx ON public.u USING btree (v, k)",
+	'indexes on the sources of 0.1, in source_writes.indexes');
+is($node->safe_psql('postgres', q{
+		SET enable_seqscan = off;
+		SET enable_bitmapscan = off;
+		SELECT format('SELECT string_agg(id::text, '','' ORDER BY id) FROM %s
+		               WHERE note IN (''row 2'', ''after the update'')', current_rel)
+		FROM source_writes.source_tables WHERE relid = 't'::regclass
+		\gexec}),
+	'2,100', 'rows written before and after the update are in the index');
 is($node->safe_psql('postgres', q{
 		SELECT count(*) FROM source_writes.sources WHERE source IN ('t'::regclass, 'u'::regclass)}),
 	'2', 'both sources are in the sources view');

@@ -58,9 +58,9 @@ is(sql(q{SELECT count(*) FROM source_writes.deliveries}), '5', '0.1 remembers th
 # the update, with messages coming meanwhile
 produce(51 .. 100);
 sql('ALTER EXTENSION source_writes UPDATE');
-is(sql(q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'}), '0.2',
-	'updated to 0.2');
-is(post("k$_", qq{{"id": $_}}), '200 1 row', "0.2: delivery k$_") for 6 .. 10;
+is(sql(q{SELECT extversion FROM pg_extension WHERE extname = 'source_writes'}), '0.3',
+	'updated to 0.3');
+is(post("k$_", qq{{"id": $_}}), '200 1 row', "0.3: delivery k$_") for 6 .. 10;
 is(post('k3', '{"id": 3}'), '200 1 row', 'a delivery of 0.1 repeated after the update');
 produce(101 .. 120);
 sql(q{SELECT source_writes.wait_for('ev')});

@@ -1,4 +1,4 @@
-/* source_writes--0.2.sql */
+/* source_writes--0.3.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION source_writes" to load this file. \quit
@@ -208,6 +208,33 @@ COMMENT ON VIEW source_writes.partitions IS
   'Per partition of the Kafka sources the current role may read: the next offset to ingest, the high watermark, and the offsets lost to retention';
 GRANT SELECT ON source_writes.partitions TO PUBLIC;
 
+-- every index of a source table, the key index of an upsert source too,
+-- shaped like pg_indexes: indexdef names the source table, not its hidden
+-- heap, and can be run again as it is
+CREATE VIEW source_writes.indexes AS
+  SELECT n.nspname AS schemaname, t.relname AS tablename, i.relname AS indexname,
+         ts.spcname AS tablespace,
+         d.prefix || pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(t.relname)
+           || pg_catalog.substr(d.def, pg_catalog.length(d.prefix) + pg_catalog.length(d.heap) + 1)
+           AS indexdef
+  FROM source_writes.source_tables s
+  JOIN pg_catalog.pg_class t ON t.oid = s.relid
+  JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+  JOIN pg_catalog.pg_class h ON h.oid = s.current_rel
+  JOIN pg_catalog.pg_namespace hn ON hn.oid = h.relnamespace
+  JOIN pg_catalog.pg_index x ON x.indrelid = h.oid
+  JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+  LEFT JOIN pg_catalog.pg_tablespace ts ON ts.oid = i.reltablespace
+  CROSS JOIN LATERAL (
+    SELECT pg_catalog.pg_get_indexdef(i.oid) AS def,
+           'CREATE ' || CASE WHEN x.indisunique THEN 'UNIQUE ' ELSE '' END
+             || 'INDEX ' || pg_catalog.quote_ident(i.relname) || ' ON ' AS prefix,
+           pg_catalog.quote_ident(hn.nspname) || '.' || pg_catalog.quote_ident(h.relname) AS heap
+  ) d;
+COMMENT ON VIEW source_writes.indexes IS
+  'The indexes of source tables, as pg_indexes shows those of plain tables: indexdef names the source table';
+GRANT SELECT ON source_writes.indexes TO PUBLIC;
+
 CREATE FUNCTION source_writes.wait_for(source regclass,
                                        timeout interval DEFAULT '30 s')
 RETURNS void
@@ -272,6 +299,16 @@ CREATE EVENT TRIGGER source_writes_ddl_command_end ON ddl_command_end
 
 CREATE EVENT TRIGGER source_writes_sql_drop ON sql_drop
   EXECUTE FUNCTION source_writes.on_sql_drop();
+
+-- CREATE INDEX in a session that had not loaded the library (indexes.c)
+CREATE FUNCTION source_writes.on_ddl_command_start()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_ddl_command_start'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER source_writes_ddl_command_start ON ddl_command_start
+  WHEN TAG IN ('CREATE INDEX')
+  EXECUTE FUNCTION source_writes.on_ddl_command_start();
 
 -- say at once when the workers cannot run
 CREATE FUNCTION source_writes.warn_unless_preloaded()

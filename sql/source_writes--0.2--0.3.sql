@@ -1,0 +1,43 @@
+/* source_writes--0.2--0.3.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION source_writes UPDATE TO '0.3'" to load this file. \quit
+
+-- Source tables take CREATE INDEX from 0.3 on; psql's \d cannot list those
+-- indexes, which index the table's hidden heap.
+-- every index of a source table, the key index of an upsert source too,
+-- shaped like pg_indexes: indexdef names the source table, not its hidden
+-- heap, and can be run again as it is
+CREATE VIEW source_writes.indexes AS
+  SELECT n.nspname AS schemaname, t.relname AS tablename, i.relname AS indexname,
+         ts.spcname AS tablespace,
+         d.prefix || pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(t.relname)
+           || pg_catalog.substr(d.def, pg_catalog.length(d.prefix) + pg_catalog.length(d.heap) + 1)
+           AS indexdef
+  FROM source_writes.source_tables s
+  JOIN pg_catalog.pg_class t ON t.oid = s.relid
+  JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+  JOIN pg_catalog.pg_class h ON h.oid = s.current_rel
+  JOIN pg_catalog.pg_namespace hn ON hn.oid = h.relnamespace
+  JOIN pg_catalog.pg_index x ON x.indrelid = h.oid
+  JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+  LEFT JOIN pg_catalog.pg_tablespace ts ON ts.oid = i.reltablespace
+  CROSS JOIN LATERAL (
+    SELECT pg_catalog.pg_get_indexdef(i.oid) AS def,
+           'CREATE ' || CASE WHEN x.indisunique THEN 'UNIQUE ' ELSE '' END
+             || 'INDEX ' || pg_catalog.quote_ident(i.relname) || ' ON ' AS prefix,
+           pg_catalog.quote_ident(hn.nspname) || '.' || pg_catalog.quote_ident(h.relname) AS heap
+  ) d;
+COMMENT ON VIEW source_writes.indexes IS
+  'The indexes of source tables, as pg_indexes shows those of plain tables: indexdef names the source table';
+GRANT SELECT ON source_writes.indexes TO PUBLIC;
+
+-- CREATE INDEX in a session that had not loaded the library (indexes.c)
+CREATE FUNCTION source_writes.on_ddl_command_start()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'source_writes_ddl_command_start'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER source_writes_ddl_command_start ON ddl_command_start
+  WHEN TAG IN ('CREATE INDEX')
+  EXECUTE FUNCTION source_writes.on_ddl_command_start();
