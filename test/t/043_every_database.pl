@@ -223,8 +223,10 @@ produce('a', 601, 40_000);
 ok($node->poll_query_until('app1', 'SELECT count(*) > 600 FROM ta'), 'ingestion of a backlog began');
 $worker = sql('app1', q{SELECT worker_pid FROM source_writes.sources WHERE source = 'ta'::regclass});
 my $mid = sql('app1', 'SELECT count(*) FROM ta');
+my $from = -s $node->logfile;
 kill 'KILL', $worker;
 note("killed the worker of app1 at $mid rows");
+SwTest::wait_for_restart($node, $from);
 ok($node->poll_query_until('app1', q{SELECT state = 'running' FROM source_writes.sources
 	WHERE source = 'ta'::regclass}), 'the server and the worker come back');
 is(sql('app1', q{SELECT source_writes.wait_for('ta', '120 s')}), '', 'it catches up');

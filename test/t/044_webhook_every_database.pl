@@ -268,8 +268,10 @@ sub round
 round(1, 3000, 500, 'kill -9 of the webhook worker', sub {
 	my $pid = sql('postgres', q{SELECT pid FROM pg_stat_activity
 		WHERE backend_type = 'source_writes webhook worker' AND datname = 'w1'});
+	my $from = -s $node->logfile;
 	kill 'KILL', $pid;
 	note("killed the webhook worker of w1 ($pid)");
+	SwTest::wait_for_restart($node, $from);
 	# the server restarts; the clients meanwhile find no one or lose a connection
 	ok($node->poll_query_until('w1', q{SELECT state = 'listening' FROM source_writes.sources
 		WHERE source = 'req1'::regclass}), 'after the crash, w1 is served again');
