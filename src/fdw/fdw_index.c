@@ -774,7 +774,9 @@ find_ancestors(Plan *plan, Plan *target, List **ancestors)
 
 /*
  * EXPLAIN of an index scan: its kind and index, as PostgreSQL names an
- * index scan node ("Index Only Scan Backward: t_at_idx"), and its
+ * index scan node ("Index Only Scan Backward: t_at_idx"; in the other
+ * formats, the keys of an index scan node: "Scan Direction", "Index
+ * Name"), and its
  * conditions; with ANALYZE, an index-only scan's heap fetches.  A bitmap
  * scan's indexes are in the nodes of its outer plan; its conditions on the
  * table's columns are its "Recheck Cond", as PostgreSQL shows them.
@@ -794,11 +796,20 @@ sw_index_explain(ForeignScanState *node, SwIndexScan *is, int offset,
 		Oid			indexoid = (Oid) intVal(list_nth(plan->fdw_private,
 													 offset + SwIndexOid));
 
-		ExplainPropertyText(psprintf("%s%s",
-									 kind == SW_SCAN_INDEX ? "Index Scan" : "Index Only Scan",
-									 boolVal(list_nth(plan->fdw_private, offset + SwIndexBackward))
-									 ? " Backward" : ""),
-							quote_identifier(get_rel_name(indexoid)), es);
+		const char *scan = kind == SW_SCAN_INDEX ? "Index Scan" : "Index Only Scan";
+		bool		backward = boolVal(list_nth(plan->fdw_private,
+											offset + SwIndexBackward));
+
+		if (es->format == EXPLAIN_FORMAT_TEXT)
+			ExplainPropertyText(psprintf("%s%s", scan, backward ? " Backward" : ""),
+								quote_identifier(get_rel_name(indexoid)), es);
+		else
+		{
+			/* the keys PostgreSQL gives an index scan node */
+			ExplainPropertyText("Index Scan Type", scan, es);
+			ExplainPropertyText("Scan Direction", backward ? "Backward" : "Forward", es);
+			ExplainPropertyText("Index Name", get_rel_name(indexoid), es);
+		}
 	}
 	if (quals != NIL)
 	{
