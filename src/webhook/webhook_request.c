@@ -292,7 +292,7 @@ inflate_body(const char *in, size_t in_len, int wbits, char *out,
  * Returns 0, or the status to answer with the text in *text: 415 for a
  * coding this server cannot decode, 413 for a body whose decoded bytes
  * would be more than max_body_bytes (the table's limit is on what it
- * stores), 400 for a body that is not what its coding says, 503 with no
+ * stores), or than the SW_WEBHOOK_MAX_BODY any body may have, 400 for a body that is not what its coding says, 503 with no
  * memory to decode it.
  */
 int
@@ -301,7 +301,7 @@ decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view, char **text)
 	const char *bad = NULL;
 	int			bad_len = 0;
 	int			coding = body_coding(r, &bad, &bad_len);
-	size_t		limit = (size_t) st->max_body_bytes;
+	size_t		limit = Min((size_t) st->max_body_bytes, SW_WEBHOOK_MAX_BODY);
 	const char *in = r->body ? r->body : "";
 	size_t		cap;
 	char	   *out;

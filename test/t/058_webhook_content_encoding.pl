@@ -49,6 +49,7 @@ sub raw_deflate { my $out; rawdeflate(\$_[0] => \$out) or die $RawDeflateError; 
 sql(q{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE events (id text) SERVER hooks OPTIONS (format 'json');
 	CREATE FOREIGN TABLE small (id text) SERVER hooks OPTIONS (format 'json', max_body_bytes '1000');
+	CREATE FOREIGN TABLE huge (id text) SERVER hooks OPTIONS (format 'json', max_body_bytes '512MB');
 	CREATE FOREIGN TABLE raw (data bytea) SERVER hooks OPTIONS (format 'bytes');
 	CREATE USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (secret 'whsec-2718');
 	CREATE FOREIGN TABLE signed (id text) SERVER hooks
@@ -107,12 +108,16 @@ is(post('/public/events', $bomb, 'Content-Encoding: gzip'),
 is(post('/public/events', zl('{"id": "bad8", "pad": "' . ("0" x (64 * 1024 * 1024)) . '"}'),
 	'Content-Encoding: deflate'),
 	'413 the body is larger than this table takes', 'a deflate bomb: 413');
+is(post('/public/huge', $bomb, 'Content-Encoding: gzip'),
+	'413 the body is larger than this table takes',
+	'a bomb to a table that takes 512 MB: 413 past 64 MB, as any body');
 is(sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes webhook server'}),
 	$pid, 'the same worker serves');
 is(post('/public/events', gz('{"id": "after"}'), 'Content-Encoding: gzip'), '200 1 row',
 	'and takes the next gzip body');
 is(sql(q{SELECT (SELECT count(*) FROM events WHERE id LIKE 'bad%') +
-	(SELECT count(*) FROM small WHERE id LIKE 'bad%')}), '0', 'the bombs wrote nothing');
+	(SELECT count(*) FROM small WHERE id LIKE 'bad%') +
+	(SELECT count(*) FROM huge)}), '0', 'the bombs wrote nothing');
 
 # the signature is over the decoded body, as GitHub and Stripe sign it
 my $body = '{"id": "s1"}';
