@@ -2,7 +2,8 @@
 # before the signature check and the table's format, and max_body_bytes is
 # on the decoded bytes (a zip bomb is answered 413 without being decoded
 # past the limit); a corrupt body is 400, another coding 415, and neither
-# writes anything.
+# writes anything.  A request relayed to another database's worker is
+# decoded there.
 use strict;
 use warnings;
 
@@ -137,6 +138,23 @@ is(post('/public/raw', gz($bin), 'Content-Encoding: gzip', 'Content-Type: applic
 	'200 1 row', 'binary gzip to a bytes table: 200');
 is(sql(q{SELECT length(data) || ' ' || md5(data) FROM raw}),
 	'1000 ' . Digest::MD5::md5_hex($bin), 'it holds the decoded bytes');
+
+# a request to another database's table is relayed as it came, and
+# decoded by the worker that writes it
+sql(q{CREATE DATABASE w1});
+$node->safe_psql('w1', q{CREATE EXTENSION source_writes;
+	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE pay (id text) SERVER hooks OPTIONS (format 'json', max_body_bytes '1000')});
+ok($node->poll_query_until('w1', q{SELECT state = 'listening' FROM source_writes.sources
+	WHERE source = 'pay'::regclass}), 'a table of another database is served');
+$base = "http://127.0.0.1:$port/w1";
+is(post('/public/pay', gz('{"id": "w1"}'), 'Content-Encoding: gzip'), '200 1 row',
+	'a gzip body to another database: 200');
+is(post('/public/pay', gz($over), 'Content-Encoding: gzip'),
+	'413 the body is larger than this table takes', 'one that decodes past its limit: 413');
+is(post('/public/pay', '{"id": "bad10"}', 'Content-Encoding: gzip'),
+	'400 the body is not valid gzip data', 'one that is not gzip: 400');
+is($node->safe_psql('w1', q{SELECT string_agg(id, ' ') FROM pay}), 'w1', 'only the first is written');
 
 $node->stop;
 done_testing();
