@@ -114,7 +114,8 @@ endif
 # source_writes, which the server has loaded before it.
 KAFKA_SHLIB = source_writes_kafka$(DLSUFFIX)
 
-# The webhook server's library, the only one linked with libmicrohttpd.
+# The webhook server's library, the only one linked with libmicrohttpd (and
+# zlib, which decodes gzip and deflate bodies).
 WEBHOOK_SHLIB = source_writes_webhook$(DLSUFFIX)
 
 all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
@@ -123,7 +124,7 @@ $(KAFKA_SHLIB): $(KAFKA_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
 
 $(WEBHOOK_SHLIB): $(WEBHOOK_OBJS)
-	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -pthread
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -lz -pthread
 
 install: install-kafka install-webhook
 

@@ -161,6 +161,8 @@ extern bool wh_parsing_body;
 extern int	write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where);
 extern const char *request_header(SwRequest *r, const char *name);
 extern int	check_request(SwRequest *r, const SwSourceTable *st, char **text);
+extern int	decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view,
+						char **text);
 extern int	check_signature(SwRequest *r, Relation ftrel,
 							const SwSourceTable *st, char **text);
 extern int	check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,

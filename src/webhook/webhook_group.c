@@ -45,6 +45,7 @@ static void
 check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 {
 	SwRequest  *r = g->request;
+	SwRequest	decoded;		/* r, with its body decoded */
 	TableEntry *t = g->table;
 	const SwSourceTable *st = sw_ingest_source_table(t->ing);
 	char	   *text;
@@ -67,7 +68,13 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	}
 	status = check_request(r, st, &text);
 	if (status == 0)
+		status = decode_body(g->request, st, &decoded, &text);
+	if (status == 0)
+	{
+		/* the checks and the table see the decoded body */
+		r = &decoded;
 		status = check_signature(r, t->ftrel, st, &text);
+	}
 	if (status == 0)
 		status = check_idempotency(r, t->relid, st, &key, hash, &text);
 	if (status)

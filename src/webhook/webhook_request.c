@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include <zlib.h>
+
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "mb/pg_wchar.h"
@@ -154,6 +156,204 @@ check_request(SwRequest *r, const SwSourceTable *st, char **text)
 		return 415;
 	}
 	return 0;
+}
+
+/* the codings a body may come in: Content-Encoding's tokens */
+#define SW_CODING_NONE		0
+#define SW_CODING_GZIP		1
+#define SW_CODING_DEFLATE	2
+
+/*
+ * The content coding of a request, from all its Content-Encoding headers:
+ * SW_CODING_NONE, _GZIP or _DEFLATE; or -1, with the first token that
+ * is none of those (or the second coding: a body coded twice is not
+ * taken) in *bad and *bad_len.
+ */
+static int
+body_coding(SwRequest *r, const char **bad, int *bad_len)
+{
+	int			coding = SW_CODING_NONE;
+
+	for (int i = 0; i < r->nheaders; i++)
+	{
+		const char *s = r->headers[i].value;
+
+		if (pg_strcasecmp(r->headers[i].name, "Content-Encoding") != 0 || s == NULL)
+			continue;
+		while (*s)
+		{
+			size_t		len;
+			int			coding_of;
+
+			s += strspn(s, " \t,");
+			len = strcspn(s, " \t,");
+			if (len == 0)
+				break;
+			if (len == 8 && pg_strncasecmp(s, "identity", len) == 0)
+				coding_of = SW_CODING_NONE;
+			else if ((len == 4 && pg_strncasecmp(s, "gzip", len) == 0) ||
+					 (len == 6 && pg_strncasecmp(s, "x-gzip", len) == 0))
+				coding_of = SW_CODING_GZIP;
+			else if (len == 7 && pg_strncasecmp(s, "deflate", len) == 0)
+				coding_of = SW_CODING_DEFLATE;
+			else
+				coding_of = -1;
+			if (coding_of == -1 || (coding_of != SW_CODING_NONE && coding != SW_CODING_NONE))
+			{
+				*bad = s;
+				*bad_len = (int) Min(len, 100);
+				return -1;
+			}
+			if (coding_of != SW_CODING_NONE)
+				coding = coding_of;
+			s += len;
+		}
+	}
+	return coding;
+}
+
+/*
+ * Inflate a body coded as gzip (wbits 15 + 16, one or more members) or
+ * deflate (wbits 15, zlib's format; -15, a raw deflate stream, as some
+ * senders send) into out, of at most limit bytes.  Returns 0 with the
+ * length in *len; 413 when the body decodes to more than limit bytes (it
+ * stops there: a small body that would decode to much more is not
+ * decoded further); 400 for data that is not of that format, or cut
+ * short; 503 when there is no memory for zlib.  Plain C, no PostgreSQL
+ * call and no error raised: zlib's state is always freed.
+ */
+static int
+inflate_body(const char *in, size_t in_len, int wbits, char *out,
+			 size_t limit, size_t *len)
+{
+	z_stream	z;
+	int			rc;
+	int			status = 0;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit2(&z, wbits) != Z_OK)
+		return 503;
+	z.next_in = (Bytef *) in;
+	z.next_out = (Bytef *) out;
+	*len = 0;
+	for (;;)
+	{
+		/* zlib counts in uInt: feed and take at most 1 GB at a time */
+		size_t		in_left = in_len - (size_t) ((const char *) z.next_in - in);
+		size_t		out_left = limit + 1 - *len;
+
+		z.avail_in = (uInt) Min(in_left, (size_t) 1 << 30);
+		z.avail_out = (uInt) Min(out_left, (size_t) 1 << 30);
+		rc = inflate(&z, Z_NO_FLUSH);
+		*len = (size_t) ((char *) z.next_out - out);
+		if (*len > limit)
+		{
+			status = 413;
+			break;
+		}
+		if (rc == Z_STREAM_END)
+		{
+			/* gzip: another member may follow; else the body must end */
+			in_left = in_len - (size_t) ((const char *) z.next_in - in);
+			if (in_left == 0)
+				break;
+			if (wbits != 15 + 16 || inflateReset(&z) != Z_OK)
+			{
+				status = 400;
+				break;
+			}
+			continue;
+		}
+		if (rc == Z_MEM_ERROR)
+		{
+			status = 503;
+			break;
+		}
+		if (rc != Z_OK && rc != Z_BUF_ERROR)
+		{
+			status = 400;		/* Z_DATA_ERROR, Z_NEED_DICT */
+			break;
+		}
+		if (rc == Z_BUF_ERROR && z.avail_in == 0)
+		{
+			status = 400;		/* all of it read, and the stream not ended */
+			break;
+		}
+	}
+	inflateEnd(&z);
+	return status;
+}
+
+/*
+ * Decode a request's body by its Content-Encoding, after check_request:
+ * *view is the request as the signature check, the idempotency key and the
+ * table's format see it, with the decoded body (in the current memory
+ * context) if it came coded as gzip or deflate, else the same as r.
+ * Returns 0, or the status to answer with the text in *text: 415 for a
+ * coding this server cannot decode, 413 for a body whose decoded bytes
+ * would be more than max_body_bytes (the table's limit is on what it
+ * stores), or than the SW_WEBHOOK_MAX_BODY any body may have, 400 for a body that is not what its coding says, 503 with no
+ * memory to decode it.
+ */
+int
+decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view, char **text)
+{
+	const char *bad = NULL;
+	int			bad_len = 0;
+	int			coding = body_coding(r, &bad, &bad_len);
+	size_t		limit = Min((size_t) st->max_body_bytes, SW_WEBHOOK_MAX_BODY);
+	const char *in = r->body ? r->body : "";
+	size_t		cap;
+	char	   *out;
+	size_t		len = 0;
+	int			status;
+
+	*view = *r;
+	if (coding == SW_CODING_NONE)
+		return 0;
+	if (coding < 0)
+	{
+		*text = psprintf("this server cannot decode content encoding \"%.*s\"\n",
+						 bad_len, bad);
+		return 415;
+	}
+
+	/* room for the most the table takes, and one byte to see it is more */
+	cap = limit + 1;
+	out = MemoryContextAllocExtended(CurrentMemoryContext, cap + 1,
+									 MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	if (out == NULL)
+		status = 503;
+	else if (coding == SW_CODING_GZIP)
+		status = inflate_body(in, r->body_len, 15 + 16, out, limit, &len);
+	else
+	{
+		status = inflate_body(in, r->body_len, 15, out, limit, &len);
+		if (status == 400)
+			status = inflate_body(in, r->body_len, -15, out, limit, &len);
+	}
+	switch (status)
+	{
+		case 0:
+			out[len] = '\0';
+			view->body = out;
+			view->body_len = len;
+			view->body_cap = cap + 1;
+			return 0;
+		case 413:
+			*text = pstrdup(SW_WEBHOOK_TOO_LARGE_TEXT);
+			break;
+		case 400:
+			*text = psprintf("the body is not valid %s data\n",
+							 coding == SW_CODING_GZIP ? "gzip" : "deflate");
+			break;
+		default:
+			*text = pstrdup("the server has no memory to decode the body; send it again\n");
+			break;
+	}
+	if (out)
+		pfree(out);
+	return status;
 }
 
 /* the header of a request that a signature scheme asks for */
