@@ -527,12 +527,12 @@ check_stripe(const SwSignedRequest *request, Relation ftrel,
 
 /*
  * Scheme standard (Standard Webhooks, as Svix signs): headers webhook-id,
- * webhook-timestamp and webhook-signature (or the same with svix-);
- * "the content to sign is composed by concatenating the id, timestamp and
- * payload, separated by the full-stop character (.)", signed with
- * HMAC-SHA256 and the secret "base64 encoded, prefixed with whsec_".
- * The signature header is "a space delimited list of signatures", each
- * "v1,<base64>"; any v1 may match, others are ignored.
+ * webhook-timestamp (Unix seconds) and webhook-signature (or the same with
+ * svix-); the signed content is
+ *		<webhook-id>.<webhook-timestamp>.<raw body>
+ * with HMAC-SHA256, the key the base64 after the secret's whsec_ prefix.
+ * The signature header is a space-separated list of signatures, each
+ * v1,<base64>; any v1 may match, other versions are ignored.
  */
 static SwSignatureResult
 check_standard(const SwSignedRequest *request, Relation ftrel,
@@ -712,10 +712,11 @@ parse_rfc3339(const char *value, int64 *ts)
 }
 
 /*
- * Scheme twitch (Twitch EventSub, "Verifying the event message"): "the
- * HMAC message is the concatenation of the Twitch-Eventsub-Message-Id,
- * Twitch-Eventsub-Message-Timestamp and the raw body", HMAC-SHA256 in hex
- * after "sha256=" in Twitch-Eventsub-Message-Signature.
+ * Scheme twitch (Twitch EventSub, "Verifying the event message"): the HMAC
+ * message is the values of Twitch-Eventsub-Message-Id and
+ * Twitch-Eventsub-Message-Timestamp and the raw body, concatenated:
+ *		<message id><timestamp><raw body>
+ * HMAC-SHA256 in hex after "sha256=" in Twitch-Eventsub-Message-Signature.
  */
 static SwSignatureResult
 check_twitch(const SwSignedRequest *request, Relation ftrel,
@@ -756,10 +757,11 @@ check_twitch(const SwSignedRequest *request, Relation ftrel,
 }
 
 /*
- * Scheme paddle (Paddle Billing, "Verify webhook signatures"): "Paddle-
- * Signature: ts=<ts>;h1=<hex>" (an h1 for each secret while one is
- * rotated); the signed payload is the timestamp, a colon, and the raw
- * body: "<ts>:<body>", HMAC-SHA256.
+ * Scheme paddle (Paddle Billing, "Verify webhook signatures"): header
+ * Paddle-Signature: ts=<ts>;h1=<hex> (an h1 for each secret while one is
+ * rotated); the signed payload is the timestamp, a colon and the raw body,
+ *		<ts>:<raw body>
+ * HMAC-SHA256.  Paddle's SDKs allow 5 seconds of clock difference.
  */
 static SwSignatureResult
 check_paddle(const SwSignedRequest *request, Relation ftrel,
