@@ -34,6 +34,7 @@
 #include "utils/varlena.h"
 
 #include "options/options_int.h"
+#include "webhook/signature.h"
 
 typedef void (*SwValueCheck) (const char *option, const char *value);
 
@@ -60,6 +61,7 @@ static void check_key_list(const char *option, const char *value);
 static void check_interval(const char *option, const char *value);
 static void check_byte_size(const char *option, const char *value);
 static void check_workers(const char *option, const char *value);
+static void check_secret(const char *option, const char *value);
 
 const char *const sw_server_types[] = {"kafka", "webhook", NULL};
 const char *const sw_envelopes[] = {"none", "upsert", NULL};
@@ -72,7 +74,8 @@ static const SwOption sw_options[] = {
 	{"type", ForeignServerRelationId, SW_ANY_KIND, sw_server_types, NULL},
 	{"brokers", ForeignServerRelationId, SW_KIND_KAFKA, NULL, check_nonempty},
 	/* user mappings */
-	{"secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
+	{"secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
+	{"previous_secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
 	/* source tables */
 	{"topic", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_topic},
 	{"format", ForeignTableRelationId, SW_KIND_KAFKA, NULL, NULL, sw_format_names},
@@ -83,6 +86,8 @@ static const SwOption sw_options[] = {
 	{"workers", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_workers},
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
+	{"signature_scheme", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_signature_scheme_names},
+	{"signature_tolerance", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_interval},
 	{"signature_header", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, sw_check_http_token},
 	{"signature_encoding", ForeignTableRelationId, SW_KIND_WEBHOOK, encodings, NULL},
 	{"signature_prefix", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
@@ -557,4 +562,23 @@ sw_format_names(int kinds)
 			names[n++] = formats[i]->name;
 	names[n] = NULL;
 	return names;
+}
+
+/*
+ * A secret of a user mapping: not empty, and one that begins "whsec_"
+ * (a Standard Webhooks secret) is base64 after it, as scheme standard
+ * decodes it.  The value is never quoted: it is a secret.
+ */
+static void
+check_secret(const char *option, const char *value)
+{
+	char		key[256];
+
+	check_nonempty(option, value);
+	if (strncmp(value, "whsec_", 6) == 0 &&
+		sw_standard_key(value, key, sizeof(key)) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" begins with \"whsec_\" but is not base64 after it", option),
+				 errhint("Copy the secret exactly as the sender shows it: \"whsec_\" and the base64 of the key.")));
 }

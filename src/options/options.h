@@ -79,6 +79,8 @@ typedef struct SwSourceTable
 	char	   *signature_header;
 	bool		signature_base64;
 	char	   *signature_prefix;
+	char	   *signature_scheme;	/* NULL: hmac if signature_header */
+	int64		signature_tolerance_ms; /* -1: the scheme's default */
 	char	   *idempotency_header;
 	int			ncolumns;		/* live columns of the foreign table */
 	SwColumn   *columns;

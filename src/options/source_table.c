@@ -29,6 +29,7 @@
 #include "utils/syscache.h"
 
 #include "options/options_int.h"
+#include "webhook/signature.h"
 
 /*
  * The kind a server's options declare.  Options were validated when the
@@ -314,8 +315,81 @@ char *
 sw_source_signature_header(Oid relid)
 {
 	bool		exists;
+	char	   *name = table_option_value(relid, "signature_scheme", &exists);
+	const SwSignatureScheme *scheme = name ? sw_signature_scheme_named(name) : NULL;
 
+	if (scheme && scheme->header)
+		return pstrdup(scheme->header);
+	/* standard takes webhook- or svix- headers: its check tells */
+	if (scheme && scheme->tolerance_s > 0)
+		return NULL;
 	return table_option_value(relid, "signature_header", &exists);
+}
+
+/*
+ * The names of the signature schemes, joined for a hint.
+ */
+static char *
+scheme_list(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (const char *const *n = sw_signature_scheme_names(0); *n; n++)
+		appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *n);
+	return buf.data;
+}
+
+/*
+ * Check that a source table's signature options go together: hmac and
+ * token need signature_header, only hmac takes signature_encoding and
+ * signature_prefix, the other schemes name their own headers, and only a
+ * scheme that signs a timestamp takes signature_tolerance.
+ */
+static void
+check_signature_options(SwSourceTable *st, bool has_encoding_options,
+						bool has_tolerance)
+{
+	const SwSignatureScheme *scheme;
+	bool		is_hmac;
+	bool		is_token;
+
+	if (st->signature_scheme == NULL)
+	{
+		if (has_tolerance)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+					 errmsg("option \"signature_tolerance\" needs option \"signature_scheme\""),
+					 errhint("Name a scheme that signs a timestamp: stripe, standard, slack, twitch or paddle.")));
+		return;
+	}
+	scheme = sw_signature_scheme_named(st->signature_scheme);
+	is_hmac = strcmp(scheme->name, "hmac") == 0;
+	is_token = strcmp(scheme->name, "token") == 0;
+	if ((is_hmac || is_token) && st->signature_header == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("signature scheme \"%s\" needs option \"signature_header\"", scheme->name),
+				 errhint("Name the header that carries the %s, e.g. OPTIONS (signature_header '%s').",
+						 is_token ? "token" : "signature",
+						 is_token ? "Authorization" : "X-Signature")));
+	if (!is_hmac && has_encoding_options)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("options \"signature_encoding\" and \"signature_prefix\" go only with signature scheme \"hmac\""),
+				 errhint("The signature schemes are %s; each but hmac and token reads the headers its provider sends.",
+						 scheme_list())));
+	if (!is_hmac && !is_token && st->signature_header)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("signature scheme \"%s\" takes no option \"signature_header\"", scheme->name),
+				 errhint("The signature schemes are %s; each but hmac and token reads the headers its provider sends.",
+						 scheme_list())));
+	if (has_tolerance && scheme->tolerance_s == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("signature scheme \"%s\" signs no timestamp, so it takes no option \"signature_tolerance\"", scheme->name),
+				 errhint("The schemes that sign a timestamp are stripe, standard, slack, twitch and paddle.")));
 }
 
 /*
@@ -332,6 +406,7 @@ sw_source_table(Relation rel)
 	SwSourceTable *st = palloc0(sizeof(SwSourceTable));
 	bool		has_topic = false;
 	bool		has_signature_options = false;
+	bool		has_tolerance = false;
 	ListCell   *lc;
 
 	st->relid = relid;
@@ -341,6 +416,7 @@ sw_source_table(Relation rel)
 	st->retain_history_ms = -1;
 	st->max_body_bytes = SW_DEFAULT_MAX_BODY;
 	st->workers = 1;
+	st->signature_tolerance_ms = -1;
 
 	foreach(lc, table->options)
 	{
@@ -375,6 +451,13 @@ sw_source_table(Relation rel)
 			st->max_body_bytes = sw_parse_byte_size(def->defname, value);
 		else if (strcmp(def->defname, "signature_header") == 0)
 			st->signature_header = value;
+		else if (strcmp(def->defname, "signature_scheme") == 0)
+			st->signature_scheme = value;
+		else if (strcmp(def->defname, "signature_tolerance") == 0)
+		{
+			(void) sw_parse_interval_ms(value, &st->signature_tolerance_ms);
+			has_tolerance = true;
+		}
 		else if (strcmp(def->defname, "signature_encoding") == 0)
 		{
 			st->signature_base64 = strcmp(value, "base64") == 0;
@@ -394,6 +477,7 @@ sw_source_table(Relation rel)
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("option \"topic\" is required for Kafka source tables"),
 				 errhint("Name the topic to ingest, e.g. OPTIONS (topic 'orders').")));
+	check_signature_options(st, has_signature_options, has_tolerance);
 	if (has_signature_options && st->signature_header == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),

@@ -31,16 +31,24 @@ typedef enum SwSignatureResult
 	SW_SIGNATURE_VALID,
 	SW_SIGNATURE_MISSING,		/* no signature header */
 	SW_SIGNATURE_NO_PREFIX,		/* it does not begin with signature_prefix */
-	SW_SIGNATURE_MISMATCH		/* it does not match the body */
+	SW_SIGNATURE_MISMATCH,		/* it does not match the body */
+	SW_SIGNATURE_MALFORMED,		/* a header of the scheme cannot be read */
+	SW_SIGNATURE_REPEATED,		/* a header of the scheme came twice */
+	SW_SIGNATURE_OUTSIDE_WINDOW /* it matches, but its timestamp is
+								 * outside signature_tolerance */
 } SwSignatureResult;
 
 typedef struct SwSignedRequest
 {
 	const char *body;			/* body_len bytes */
 	size_t		body_len;
-	/* the value of a header, found in any case; NULL if none */
+	/*
+	 * the value of a header, found in any case; NULL if none; *repeated
+	 * set if it came more than once
+	 */
 	const char *(*header) (const struct SwSignedRequest *request,
-						   const char *name);
+						   const char *name, bool *repeated);
+	int64		now;			/* the server's clock, in Unix seconds */
 	const void *arg;			/* the caller's request, for header() */
 } SwSignedRequest;
 
@@ -49,8 +57,15 @@ typedef struct SwSignatureScheme
 	const char *name;			/* as the table's options will name it */
 	SwSignatureResult (*check) (const SwSignedRequest *request,
 								Relation ftrel, const SwSourceTable *st);
+	const char *header;			/* the signature header a request without
+								 * is answered as to no table; NULL: the
+								 * table's signature_header (or none) */
+	int			tolerance_s;	/* default replay window; 0: no timestamp */
 } SwSignatureScheme;
 
 extern PGDLLEXPORT const SwSignatureScheme *sw_signature_scheme(const SwSourceTable *st);
+extern const SwSignatureScheme *sw_signature_scheme_named(const char *name);
+extern const char *const *sw_signature_scheme_names(int kinds);
+extern int	sw_standard_key(const char *secret, char *key, int room);
 
 #endif							/* SW_WEBHOOK_SIGNATURE_H */

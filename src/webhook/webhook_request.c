@@ -21,6 +21,7 @@
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "mb/pg_wchar.h"
+#include "utils/timestamp.h"
 
 #include "log/log.h"
 #include "webhook/webhook.h"
@@ -358,17 +359,26 @@ decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view, char **text)
 
 /* the header of a request that a signature scheme asks for */
 static const char *
-signed_header(const SwSignedRequest *view, const char *name)
+signed_header(const SwSignedRequest *view, const char *name, bool *repeated)
 {
-	return request_header((SwRequest *) view->arg, name);
+	SwRequest  *r = (SwRequest *) view->arg;
+	int			i = sw_find_header(r->headers, sizeof(SwRequestHeader),
+								   r->nheaders, name, true);
+
+	if (i < 0)
+		return NULL;
+	*repeated = sw_find_header(r->headers, sizeof(SwRequestHeader),
+							   i, name, true) >= 0;
+	return r->headers[i].value;
 }
 
 /*
  * Check a request's signature if the table wants one, by its scheme
  * (signature.c): 0 if it passes, else the status to answer (403 when it
- * does not match; a request without the header is answered as to no
- * table, 404, before this), with the text in *text.  Nothing of the
- * secret is told.
+ * does not match; 400 for a header of the scheme that cannot be read or
+ * came twice; 401 for a signature whose timestamp is outside the replay
+ * window; a request without the header is answered as to no table, 404,
+ * before this), with the text in *text.  Nothing of the secret is told.
  */
 int
 check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **text)
@@ -382,6 +392,7 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 	view.body_len = r->body_len;
 	view.header = signed_header;
 	view.arg = r;
+	view.now = (int64) timestamptz_to_time_t(GetCurrentTimestamp());
 	switch (scheme->check(&view, ftrel, st))
 	{
 		case SW_SIGNATURE_VALID:
@@ -390,13 +401,33 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 			*text = pstrdup(SW_WEBHOOK_NOT_FOUND_TEXT);
 			return 404;
 		case SW_SIGNATURE_NO_PREFIX:
-			*text = psprintf("the signature in header \"%s\" does not begin with \"%s\"\n",
-							 st->signature_header, st->signature_prefix);
+			if (strcmp(scheme->name, "hmac") == 0)
+				*text = psprintf("the signature in header \"%s\" does not begin with \"%s\"\n",
+								 st->signature_header, st->signature_prefix);
+			else
+				*text = psprintf("the request's %s signature does not begin as its scheme's does\n",
+								 scheme->name);
 			return 403;
 		case SW_SIGNATURE_MISMATCH:
-			*text = psprintf("the signature in header \"%s\" does not match the body\n",
-							 st->signature_header);
+			if (strcmp(scheme->name, "hmac") == 0)
+				*text = psprintf("the signature in header \"%s\" does not match the body\n",
+								 st->signature_header);
+			else
+				*text = psprintf("the request's %s signature does not match\n",
+								 scheme->name);
 			return 403;
+		case SW_SIGNATURE_MALFORMED:
+			*text = psprintf("the request's %s signature headers cannot be read\n",
+							 scheme->name);
+			return 400;
+		case SW_SIGNATURE_REPEATED:
+			*text = psprintf("a header of the request's %s signature came more than once\n",
+							 scheme->name);
+			return 400;
+		case SW_SIGNATURE_OUTSIDE_WINDOW:
+			*text = psprintf("the timestamp of the request's %s signature is outside the window of signature_tolerance\n",
+							 scheme->name);
+			return 401;
 	}
 	return 0;
 }

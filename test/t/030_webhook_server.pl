@@ -11,7 +11,7 @@ use Test::More;
 use IPC::Run;
 use IO::Socket::INET;
 use Digest::SHA qw(hmac_sha256 hmac_sha256_hex);
-use MIME::Base64 qw(encode_base64);
+use MIME::Base64 qw(encode_base64 decode_base64);
 use Time::HiRes qw(usleep);
 use SwTest;
 
@@ -180,6 +180,56 @@ is(sql(q{SELECT string_agg(id, ',') FROM (SELECT id FROM signed UNION ALL SELECT
 	's1,s3', 'only the signed requests are in');
 unlike(substr(slurp_file($node->logfile), $signed_from), qr/whsec-3141/,
 	'the server logs nothing of the secret');
+
+# named schemes (signature_scheme): Stripe's "t=<ts>,v1=<hex>" of
+# "<ts>.<body>", refused 401 outside the replay window (5 min), 400 when
+# malformed or repeated; either of secret and previous_secret is taken.
+# Standard Webhooks with the svix- header names, with the base64 key after
+# whsec_ (a server of its own, for a mapping of its own).
+sql(q{CREATE FOREIGN TABLE stripe (id text) SERVER hooks OPTIONS (format 'json', signature_scheme 'stripe');
+	CREATE SERVER hooks_std FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER hooks_std
+	  OPTIONS (secret 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+	CREATE FOREIGN TABLE svix (id text) SERVER hooks_std OPTIONS (format 'json', signature_scheme 'standard')});
+sub stripe_sig
+{
+	my ($t, $b, $secret) = @_;
+	return "Stripe-Signature: t=$t,v1=" . hmac_sha256_hex("$t.$b", $secret);
+}
+my $now = time();
+is(request('POST', '/public/stripe', '{"id": "e1"}', stripe_sig($now, '{"id": "e1"}', 'whsec-3141')),
+	'200 1 row', 'stripe: a signed request: 200');
+is(request('POST', '/public/stripe', '{"id": "e2"}', stripe_sig($now - 400, '{"id": "e2"}', 'whsec-3141')),
+	'401 the timestamp of the request\'s stripe signature is outside the window of signature_tolerance',
+	'stripe: an old one: 401');
+is(request('POST', '/public/stripe', '{"id": "e3"}', stripe_sig($now + 400, '{"id": "e3"}', 'whsec-3141')),
+	'401 the timestamp of the request\'s stripe signature is outside the window of signature_tolerance',
+	'stripe: one from the future: 401');
+is(request('POST', '/public/stripe', '{"id": "e4"}', stripe_sig($now, '{"id": "e4"}', 'guess')),
+	'403 the request\'s stripe signature does not match', 'stripe: a wrong secret: 403');
+is(request('POST', '/public/stripe', '{"id": "e5"}', "Stripe-Signature: t=soon,v1=00"),
+	'400 the request\'s stripe signature headers cannot be read', 'stripe: a malformed header: 400');
+is(request('POST', '/public/stripe', '{"id": "e6"}', stripe_sig($now, '{"id": "e6"}', 'whsec-3141'),
+		stripe_sig($now, '{"id": "e6"}', 'whsec-3141')),
+	'400 a header of the request\'s stripe signature came more than once', 'stripe: a repeated header: 400');
+is(request('POST', '/public/stripe', '{"id": "e7"}'), '404 no webhook source table at this address',
+	'stripe: no signature: 404, as to no table');
+sql(q{ALTER USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (ADD previous_secret 'whsec-2718')});
+is(request('POST', '/public/stripe', '{"id": "e8"}', stripe_sig($now, '{"id": "e8"}', 'whsec-2718')),
+	'200 1 row', 'stripe: signed with previous_secret: 200');
+sql(q{ALTER USER MAPPING FOR CURRENT_USER SERVER hooks OPTIONS (DROP previous_secret)});
+{
+	my $t = time();
+	my $b = '{"id": "x1"}';
+	my $sig = encode_base64(hmac_sha256("msg_1.$t.$b", decode_base64('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')), '');
+	is(request('POST', '/public/svix', $b, 'svix-id: msg_1', "svix-timestamp: $t", "svix-signature: v1,$sig"),
+		'200 1 row', 'standard with the svix- names: 200');
+	is(request('POST', '/public/svix', $b, 'svix-id: msg_2', "svix-timestamp: $t", "svix-signature: v1,$sig"),
+		'403 the request\'s standard signature does not match', 'standard: another id: 403');
+}
+is(sql(q{SELECT string_agg(id, ',' ORDER BY id) FROM (SELECT id FROM stripe UNION ALL SELECT id FROM svix) t}),
+	'e1,e8,x1', 'only the signed requests in the window are in');
+sql(q{DROP SERVER hooks_std CASCADE});
 
 # what a table takes: its max_body_bytes, and content types its format can
 # take (none given is taken)

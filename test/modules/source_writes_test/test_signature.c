@@ -22,6 +22,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "ingest/ingest.h"
 #include "log/log.h"
@@ -38,15 +39,21 @@ typedef struct TestHeaders
 
 /* a header's value, found in any case, the last one if repeated */
 static const char *
-test_header(const SwSignedRequest *request, const char *name)
+test_header(const SwSignedRequest *request, const char *name, bool *repeated)
 {
 	const TestHeaders *h = request->arg;
 	int			i = sw_find_header(h->headers, sizeof(SwHeader), h->n, name, true);
 
-	return i < 0 ? NULL : h->headers[i].value;
+	if (i < 0)
+		return NULL;
+	*repeated = sw_find_header(h->headers, sizeof(SwHeader), i, name, true) >= 0;
+	return h->headers[i].value;
 }
 
-/* the name/value pairs of a jsonb object of strings */
+/*
+ * The name/value pairs of a jsonb object of strings; a header that comes
+ * more than once is an array of its values.
+ */
 static void
 read_headers(Jsonb *jb, TestHeaders *h)
 {
@@ -54,6 +61,8 @@ read_headers(Jsonb *jb, TestHeaders *h)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	int			room = 8;
+	char	   *name = NULL;
+	int			depth = 0;
 
 	h->n = 0;
 	h->headers = palloc(sizeof(SwHeader) * room);
@@ -61,27 +70,35 @@ read_headers(Jsonb *jb, TestHeaders *h)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("headers must be a JSON object of strings")));
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
 	{
-		if (tok == WJB_KEY)
-		{
-			if (h->n == room)
-			{
-				room *= 2;
-				h->headers = repalloc(h->headers, sizeof(SwHeader) * room);
-			}
-			h->headers[h->n].name = pnstrdup(v.val.string.val, v.val.string.len);
-		}
-		else if (tok == WJB_VALUE)
+		if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
+			depth++;
+		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
+			depth--;
+		else if (tok == WJB_KEY)
+			name = pnstrdup(v.val.string.val, v.val.string.len);
+		else if ((tok == WJB_VALUE && depth == 1) ||
+				 (tok == WJB_ELEM && depth == 2))
 		{
 			if (v.type != jbvString)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("headers must be a JSON object of strings")));
+			if (h->n == room)
+			{
+				room *= 2;
+				h->headers = repalloc(h->headers, sizeof(SwHeader) * room);
+			}
+			h->headers[h->n].name = name;
 			h->headers[h->n].value = pnstrdup(v.val.string.val, v.val.string.len);
 			h->headers[h->n].len = v.val.string.len;
 			h->n++;
 		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("headers must be a JSON object of strings")));
 	}
 }
 
@@ -90,11 +107,14 @@ read_headers(Jsonb *jb, TestHeaders *h)
  *
  * A test creates it (see sql/signatures.sql); only superusers may call it:
  *
- *		CREATE FUNCTION test_signature(tab regclass, body bytea, headers jsonb)
+ *		CREATE FUNCTION test_signature(tab regclass, body bytea, headers jsonb,
+ *									   now timestamptz DEFAULT NULL)
  *		RETURNS text
  *		AS 'source_writes_test', 'source_writes_test_signature' LANGUAGE C;
  *
- * headers is an object of header names and their text values.  It returns
+ * headers is an object of header names and their text values (an array of
+ * them for a header that comes more than once); now is the server's clock
+ * for the replay window (NULL: the clock itself).  It returns
  * the table's scheme and its verdict, e.g. "hmac: valid", or "none" for a
  * table that checks no signature.
  */
@@ -133,6 +153,9 @@ source_writes_test_signature(PG_FUNCTION_ARGS)
 	request.body_len = VARSIZE_ANY_EXHDR(body);
 	request.header = test_header;
 	request.arg = &headers;
+	request.now = (int64) timestamptz_to_time_t(PG_NARGS() > 3 && !PG_ARGISNULL(3) ?
+												PG_GETARG_TIMESTAMPTZ(3) :
+												GetCurrentTimestamp());
 	switch (scheme->check(&request, ftrel, st))
 	{
 		case SW_SIGNATURE_VALID:
@@ -146,6 +169,15 @@ source_writes_test_signature(PG_FUNCTION_ARGS)
 			break;
 		case SW_SIGNATURE_MISMATCH:
 			verdict = "mismatch";
+			break;
+		case SW_SIGNATURE_MALFORMED:
+			verdict = "malformed";
+			break;
+		case SW_SIGNATURE_REPEATED:
+			verdict = "repeated";
+			break;
+		case SW_SIGNATURE_OUTSIDE_WINDOW:
+			verdict = "outside the window";
 			break;
 	}
 	table_close(ftrel, AccessShareLock);
