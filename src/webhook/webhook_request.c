@@ -293,8 +293,8 @@ inflate_body(const char *in, size_t in_len, int wbits, char *out,
  * Returns 0, or the status to answer with the text in *text: 415 for a
  * coding this server cannot decode, 413 for a body whose decoded bytes
  * would be more than max_body_bytes (the table's limit is on what it
- * stores), or than the SW_WEBHOOK_MAX_BODY any body may have, 400 for a body that is not what its coding says, 503 with no
- * memory to decode it.
+ * stores), or than the SW_WEBHOOK_MAX_BODY any body may have, 400 for a
+ * body that is not what its coding says, 503 with no memory to decode it.
  */
 int
 decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view, char **text)
