@@ -464,19 +464,21 @@ check_token(const SwSignedRequest *request, Relation ftrel,
 }
 
 /*
- * Scheme stripe (Stripe, "Check the webhook signatures"): "Stripe-
- * Signature: t=<ts>,v1=<hex>[,v1=<hex>...][,v0=...]"; "the signed_payload
- * string is created by concatenating: the timestamp (as a string), the
- * character '.', the actual JSON payload (that is, the request body)",
- * signed with HMAC-SHA256.  Any v1 may match (a secret rolled by Stripe
- * sends one for each); other schemes' items are ignored.
+ * The check of a scheme whose one header is a list of key=value items
+ * (Stripe's and Paddle's): items separated by sep, the timestamp under
+ * ts_key (once), signatures in hex under sig_key (any may match), other
+ * items ignored; signed is <ts><joiner><raw body>, with HMAC-SHA256.
  */
 static SwSignatureResult
-check_stripe(const SwSignedRequest *request, Relation ftrel,
-			 const SwSourceTable *st)
+check_keyed_items(const SwSignedRequest *request, Relation ftrel,
+				  const SwSourceTable *st, const char *header, char sep,
+				  const char *ts_key, const char *sig_key, const char *joiner)
 {
 	const char *value;
-	SwSignatureResult res = get_header(request, "Stripe-Signature", &value);
+	SwSignatureResult res = get_header(request, header, &value);
+	char		seps[2] = {sep, '\0'};
+	size_t		ts_key_len = strlen(ts_key);
+	size_t		sig_key_len = strlen(sig_key);
 	const char *t = NULL;
 	size_t		t_len = 0;
 	int64		ts;
@@ -489,26 +491,26 @@ check_stripe(const SwSignedRequest *request, Relation ftrel,
 		return res;
 	for (const char *p = value; *p;)
 	{
-		size_t		len = strcspn(p, ",");
+		size_t		len = strcspn(p, seps);
 		const char *eq = memchr(p, '=', len);
 
 		if (eq == NULL)
 			return SW_SIGNATURE_MALFORMED;
-		if (eq - p == 1 && p[0] == 't')
+		if ((size_t) (eq - p) == ts_key_len && strncmp(p, ts_key, ts_key_len) == 0)
 		{
 			if (t != NULL)
 				return SW_SIGNATURE_MALFORMED;
 			t = eq + 1;
-			t_len = len - 2;
+			t_len = len - ts_key_len - 1;
 		}
-		else if (eq - p == 2 && p[0] == 'v' && p[1] == '1')
+		else if ((size_t) (eq - p) == sig_key_len && strncmp(p, sig_key, sig_key_len) == 0)
 		{
 			if (nsent == MAX_SENT)
 				return SW_SIGNATURE_MALFORMED;
-			decode_sent(eq + 1, len - 3, false, &sent[nsent++]);
+			decode_sent(eq + 1, len - sig_key_len - 1, false, &sent[nsent++]);
 		}
 		p += len;
-		if (*p == ',')
+		if (*p == sep)
 			p++;
 	}
 	if (t == NULL || nsent == 0 || !parse_unix_time(t, t_len, &ts))
@@ -517,12 +519,28 @@ check_stripe(const SwSignedRequest *request, Relation ftrel,
 	owner_secrets(ftrel, st, &secrets);
 	pieces[0].data = t;
 	pieces[0].len = t_len;
-	pieces[1].data = ".";
-	pieces[1].len = 1;
+	pieces[1].data = joiner;
+	pieces[1].len = strlen(joiner);
 	pieces[2].data = request->body;
 	pieces[2].len = request->body_len;
 	return verdict(any_matches(PG_SHA256, &secrets, pieces, 3, sent, nsent),
 				   within_window(request, st, sw_signature_scheme(st), ts));
+}
+
+/*
+ * Scheme stripe (Stripe, "Check the webhook signatures"): "Stripe-
+ * Signature: t=<ts>,v1=<hex>[,v1=<hex>...][,v0=...]"; "the signed_payload
+ * string is created by concatenating: the timestamp (as a string), the
+ * character '.', the actual JSON payload (that is, the request body)",
+ * signed with HMAC-SHA256.  Any v1 may match (a secret rolled by Stripe
+ * sends one for each); other schemes' items are ignored.
+ */
+static SwSignatureResult
+check_stripe(const SwSignedRequest *request, Relation ftrel,
+			 const SwSourceTable *st)
+{
+	return check_keyed_items(request, ftrel, st, "Stripe-Signature", ',',
+							 "t", "v1", ".");
 }
 
 /*
@@ -767,52 +785,6 @@ static SwSignatureResult
 check_paddle(const SwSignedRequest *request, Relation ftrel,
 			 const SwSourceTable *st)
 {
-	const char *value;
-	SwSignatureResult res = get_header(request, "Paddle-Signature", &value);
-	const char *t = NULL;
-	size_t		t_len = 0;
-	int64		ts;
-	Sent		sent[MAX_SENT];
-	int			nsent = 0;
-	Secrets		secrets;
-	Piece		pieces[3];
-
-	if (res != SW_SIGNATURE_VALID)
-		return res;
-	for (const char *p = value; *p;)
-	{
-		size_t		len = strcspn(p, ";");
-		const char *eq = memchr(p, '=', len);
-
-		if (eq == NULL)
-			return SW_SIGNATURE_MALFORMED;
-		if (eq - p == 2 && strncmp(p, "ts", 2) == 0)
-		{
-			if (t != NULL)
-				return SW_SIGNATURE_MALFORMED;
-			t = eq + 1;
-			t_len = len - 3;
-		}
-		else if (eq - p == 2 && strncmp(p, "h1", 2) == 0)
-		{
-			if (nsent == MAX_SENT)
-				return SW_SIGNATURE_MALFORMED;
-			decode_sent(eq + 1, len - 3, false, &sent[nsent++]);
-		}
-		p += len;
-		if (*p == ';')
-			p++;
-	}
-	if (t == NULL || nsent == 0 || !parse_unix_time(t, t_len, &ts))
-		return SW_SIGNATURE_MALFORMED;
-
-	owner_secrets(ftrel, st, &secrets);
-	pieces[0].data = t;
-	pieces[0].len = t_len;
-	pieces[1].data = ":";
-	pieces[1].len = 1;
-	pieces[2].data = request->body;
-	pieces[2].len = request->body_len;
-	return verdict(any_matches(PG_SHA256, &secrets, pieces, 3, sent, nsent),
-				   within_window(request, st, sw_signature_scheme(st), ts));
+	return check_keyed_items(request, ftrel, st, "Paddle-Signature", ';',
+							 "ts", "h1", ":");
 }
