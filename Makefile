@@ -77,7 +77,7 @@ WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
 	src/webhook/webhook_group.o src/webhook/webhook_limits.o \
 	src/webhook/webhook_request.o src/webhook/webhook_tables.o \
 	src/webhook/webhook_tls.o src/webhook/webhook_server.o \
-	src/webhook/webhook_relay.o
+	src/webhook/webhook_relay.o src/webhook/webhook_handshake.o
 
 EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
 	source_writes_kafka$(DLSUFFIX) $(KAFKA_OBJS) \

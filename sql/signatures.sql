@@ -429,6 +429,42 @@ SELECT test_signature('tok', 'x', '{"Authorization": "Bearer s3cr3t"}') AS curre
   test_signature('tok', 'x', '{"Authorization": "bearer s3cr3t"}') AS other_case,
   test_signature('tok', 'x', '{}') AS missing \gx
 
+-- meta (GitHub's header, the app secret) and zoom (v0:<ts>:<body> in
+-- x-zm-signature, as Zoom's "Verify webhook events" builds it)
+CREATE FOREIGN TABLE meta (doc jsonb) SERVER sig_hooks OPTIONS (signature_scheme 'meta');
+CREATE FOREIGN TABLE zoom (doc jsonb) SERVER sig_hooks
+  OPTIONS (signature_scheme 'zoom', signature_tolerance '1 min');
+ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks
+  OPTIONS (SET secret 'app secret', DROP previous_secret);
+SELECT test_signature('meta', '{"object": "page"}',
+  jsonb_build_object('X-Hub-Signature-256', 'sha256=' || mac('{"object": "page"}', k('app secret')))) AS meta,
+  test_signature('meta', '{"object": "page"}',
+  jsonb_build_object('X-Hub-Signature-256', 'sha256=' || mac('{"object": "pagE"}', k('app secret')))) AS meta_tampered,
+  test_signature('zoom', '{"event": "meeting.started"}',
+  jsonb_build_object('x-zm-request-timestamp', '1658940994',
+    'x-zm-signature', 'v0=' || mac('v0:1658940994:{"event": "meeting.started"}', k('app secret'))),
+  to_timestamp(1658940994 + 60)) AS zoom,
+  test_signature('zoom', '{"event": "meeting.started"}',
+  jsonb_build_object('x-zm-request-timestamp', '1658940994',
+    'x-zm-signature', 'v0=' || mac('v0:1658940994:{"event": "meeting.started"}', k('app secret'))),
+  to_timestamp(1658940994 + 61)) AS zoom_expired,
+  test_signature('zoom', '{"event": "meeting.started"}',
+  jsonb_build_object('x-zm-request-timestamp', '1658940994',
+    'x-zm-signature', 'v0=' || mac('v0:1658940994:{"event": "meeting.started"}', k('other'))),
+  to_timestamp(1658940994)) AS zoom_wrong_secret \gx
+CREATE FOREIGN TABLE bad (doc jsonb) SERVER sig_hooks
+  OPTIONS (signature_scheme 'meta', signature_tolerance '1 min');
+
+-- idempotency keys come from one place; a verify token is not empty
+CREATE FOREIGN TABLE bad (doc jsonb) SERVER sig_hooks
+  OPTIONS (idempotency_header 'Idempotency-Key', idempotency_field 'id');
+ALTER FOREIGN TABLE meta OPTIONS (ADD idempotency_field 'id');
+ALTER FOREIGN TABLE meta OPTIONS (ADD idempotency_header 'X-Id');
+ALTER FOREIGN TABLE meta OPTIONS (DROP idempotency_field);
+CREATE FOREIGN TABLE bad (doc jsonb) SERVER sig_hooks OPTIONS (idempotency_field '');
+ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks OPTIONS (ADD verify_token '');
+ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks OPTIONS (ADD verify_token 'meaty');
+
 -- the door's own checks
 SELECT test_signature('github', 'x', '[]');
 SELECT test_signature('github', 'x', '{"X-Hub-Signature-256": 1}');

@@ -76,6 +76,7 @@ static const SwOption sw_options[] = {
 	/* user mappings */
 	{"secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
 	{"previous_secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
+	{"verify_token", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
 	/* source tables */
 	{"topic", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_topic},
 	{"format", ForeignTableRelationId, SW_KIND_KAFKA, NULL, NULL, sw_format_names},
@@ -92,6 +93,7 @@ static const SwOption sw_options[] = {
 	{"signature_encoding", ForeignTableRelationId, SW_KIND_WEBHOOK, encodings, NULL},
 	{"signature_prefix", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
 	{"idempotency_header", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, sw_check_http_token},
+	{"idempotency_field", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
 	/* columns */
 	{"source", AttributeRelationId, SW_KIND_KAFKA, kafka_sources, NULL},
 	{"source", AttributeRelationId, SW_KIND_WEBHOOK, webhook_sources, NULL},

@@ -82,6 +82,7 @@ typedef struct SwSourceTable
 	char	   *signature_scheme;	/* NULL: hmac if signature_header */
 	int64		signature_tolerance_ms; /* -1: the scheme's default */
 	char	   *idempotency_header;
+	char	   *idempotency_field;	/* a top-level field of a JSON body */
 	int			ncolumns;		/* live columns of the foreign table */
 	SwColumn   *columns;
 } SwSourceTable;

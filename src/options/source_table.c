@@ -360,7 +360,7 @@ check_signature_options(SwSourceTable *st, bool has_encoding_options,
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 					 errmsg("option \"signature_tolerance\" needs option \"signature_scheme\""),
-					 errhint("Name a scheme that signs a timestamp: stripe, standard, slack, twitch or paddle.")));
+					 errhint("Name a scheme that signs a timestamp: stripe, standard, slack, twitch, paddle or zoom.")));
 		return;
 	}
 	scheme = sw_signature_scheme_named(st->signature_scheme);
@@ -389,7 +389,7 @@ check_signature_options(SwSourceTable *st, bool has_encoding_options,
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 				 errmsg("signature scheme \"%s\" signs no timestamp, so it takes no option \"signature_tolerance\"", scheme->name),
-				 errhint("The schemes that sign a timestamp are stripe, standard, slack, twitch and paddle.")));
+				 errhint("The schemes that sign a timestamp are stripe, standard, slack, twitch, paddle and zoom.")));
 }
 
 /*
@@ -470,6 +470,8 @@ sw_source_table(Relation rel)
 		}
 		else if (strcmp(def->defname, "idempotency_header") == 0)
 			st->idempotency_header = value;
+		else if (strcmp(def->defname, "idempotency_field") == 0)
+			st->idempotency_field = value;
 	}
 
 	if (st->kind == SW_KIND_KAFKA && !has_topic)
@@ -478,6 +480,11 @@ sw_source_table(Relation rel)
 				 errmsg("option \"topic\" is required for Kafka source tables"),
 				 errhint("Name the topic to ingest, e.g. OPTIONS (topic 'orders').")));
 	check_signature_options(st, has_signature_options, has_tolerance);
+	if (st->idempotency_header && st->idempotency_field)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("options \"idempotency_header\" and \"idempotency_field\" cannot both be given"),
+				 errhint("A request's idempotency key comes from one place: a header, or a field of its JSON body.")));
 	if (has_signature_options && st->signature_header == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),

@@ -69,6 +69,8 @@ static SwSignatureResult check_standard(const SwSignedRequest *request,
 										Relation ftrel, const SwSourceTable *st);
 static SwSignatureResult check_slack(const SwSignedRequest *request,
 									 Relation ftrel, const SwSourceTable *st);
+static SwSignatureResult check_zoom(const SwSignedRequest *request,
+									Relation ftrel, const SwSourceTable *st);
 static SwSignatureResult check_twitch(const SwSignedRequest *request,
 									  Relation ftrel, const SwSourceTable *st);
 static SwSignatureResult check_paddle(const SwSignedRequest *request,
@@ -84,24 +86,30 @@ static SwSignatureResult check_token(const SwSignedRequest *request,
  * the one whose absence answers a request as one to no table (NULL: the
  * table's signature_header, or none for standard, which takes two sets of
  * names); the tolerance is the provider's documented replay window, 0 for
- * a scheme that signs no timestamp.
+ * a scheme that signs no timestamp; the delivery headers carry the id a
+ * provider sends each delivery with, the same when it sends it again.
  */
 static const SwSignatureScheme schemes[] = {
-	{"hmac", check_hmac, NULL, 0},
-	{"github", check_github, "X-Hub-Signature-256", 0},
-	{"shopify", check_shopify, "X-Shopify-Hmac-Sha256", 0},
+	{"hmac", check_hmac, NULL, 0, {NULL}},
+	{"github", check_github, "X-Hub-Signature-256", 0, {"X-GitHub-Delivery"}},
+	{"shopify", check_shopify, "X-Shopify-Hmac-Sha256", 0, {"X-Shopify-Webhook-Id"}},
 	/* Stripe's libraries: DEFAULT_TOLERANCE = 300 seconds */
-	{"stripe", check_stripe, "Stripe-Signature", 300},
+	{"stripe", check_stripe, "Stripe-Signature", 300, {NULL}},
 	/* Standard Webhooks: "a tolerance of 5 minutes" */
-	{"standard", check_standard, NULL, 300},
+	{"standard", check_standard, NULL, 300, {"webhook-id", "svix-id"}},
 	/* Slack: "more than five minutes from local time" */
-	{"slack", check_slack, "X-Slack-Signature", 300},
+	{"slack", check_slack, "X-Slack-Signature", 300, {NULL}},
 	/* Twitch: "older than 10 minutes" */
-	{"twitch", check_twitch, "Twitch-Eventsub-Message-Signature", 600},
+	{"twitch", check_twitch, "Twitch-Eventsub-Message-Signature", 600,
+	{"Twitch-Eventsub-Message-Id"}},
 	/* Paddle's SDKs: a 5 second tolerance */
-	{"paddle", check_paddle, "Paddle-Signature", 5},
-	{"segment", check_segment, "X-Signature", 0},
-	{"token", check_token, NULL, 0},
+	{"paddle", check_paddle, "Paddle-Signature", 5, {NULL}},
+	{"segment", check_segment, "X-Signature", 0, {NULL}},
+	/* Meta (WhatsApp, Messenger, Instagram): GitHub's header, the app secret */
+	{"meta", check_github, "X-Hub-Signature-256", 0, {NULL}},
+	/* Zoom documents no window: the default of five minutes */
+	{"zoom", check_zoom, "x-zm-signature", 300, {NULL}},
+	{"token", check_token, NULL, 0, {NULL}},
 };
 
 /*
@@ -638,18 +646,17 @@ check_standard(const SwSignedRequest *request, Relation ftrel,
 }
 
 /*
- * Scheme slack (Slack, "Verifying requests from Slack"): "concatenate the
- * version number, the timestamp, and the body of the request to form a
- * basestring. Use a colon as the delimiter", i.e. v0:<X-Slack-Request-
- * Timestamp>:<body>, HMAC-SHA256 in hex after "v0=" in X-Slack-Signature.
+ * A scheme that signs v0:<timestamp>:<body> (Slack's, and Zoom's after it):
+ * "v0=" and the hex HMAC-SHA256 in header sig_header, the timestamp in Unix
+ * seconds in header ts_header.
  */
 static SwSignatureResult
-check_slack(const SwSignedRequest *request, Relation ftrel,
-			const SwSourceTable *st)
+check_v0(const SwSignedRequest *request, Relation ftrel,
+		 const SwSourceTable *st, const char *sig_header, const char *ts_header)
 {
 	const char *value;
 	const char *t;
-	SwSignatureResult res = get_header(request, "X-Slack-Signature", &value);
+	SwSignatureResult res = get_header(request, sig_header, &value);
 	int64		ts;
 	Sent		sent;
 	Secrets		secrets;
@@ -657,7 +664,7 @@ check_slack(const SwSignedRequest *request, Relation ftrel,
 
 	if (res != SW_SIGNATURE_VALID)
 		return res;
-	res = get_header(request, "X-Slack-Request-Timestamp", &t);
+	res = get_header(request, ts_header, &t);
 	if (res != SW_SIGNATURE_VALID)
 		return res == SW_SIGNATURE_MISSING ? SW_SIGNATURE_MALFORMED : res;
 	if (!parse_unix_time(t, strlen(t), &ts))
@@ -677,6 +684,33 @@ check_slack(const SwSignedRequest *request, Relation ftrel,
 	pieces[3].len = request->body_len;
 	return verdict(any_matches(PG_SHA256, &secrets, pieces, 4, &sent, 1),
 				   within_window(request, st, sw_signature_scheme(st), ts));
+}
+
+/*
+ * Scheme slack (Slack, "Verifying requests from Slack"): "concatenate the
+ * version number, the timestamp, and the body of the request to form a
+ * basestring. Use a colon as the delimiter", i.e. v0:<X-Slack-Request-
+ * Timestamp>:<body>, HMAC-SHA256 in hex after "v0=" in X-Slack-Signature.
+ */
+static SwSignatureResult
+check_slack(const SwSignedRequest *request, Relation ftrel,
+			const SwSourceTable *st)
+{
+	return check_v0(request, ftrel, st, "X-Slack-Signature",
+					"X-Slack-Request-Timestamp");
+}
+
+/*
+ * Scheme zoom (Zoom, "Verify webhook events"): the message
+ * v0:<x-zm-request-timestamp>:<body>, HMAC-SHA256 with the app's secret
+ * token, in hex after "v0=" in x-zm-signature.
+ */
+static SwSignatureResult
+check_zoom(const SwSignedRequest *request, Relation ftrel,
+		   const SwSourceTable *st)
+{
+	return check_v0(request, ftrel, st, "x-zm-signature",
+					"x-zm-request-timestamp");
 }
 
 /*
@@ -787,4 +821,55 @@ check_paddle(const SwSignedRequest *request, Relation ftrel,
 {
 	return check_keyed_items(request, ftrel, st, "Paddle-Signature", ';',
 							 "ts", "h1", ":");
+}
+
+/*
+ * The hex HMAC-SHA256 of data with the owner's current secret, in hex (of
+ * 2 * PG_SHA256_DIGEST_LENGTH + 1 bytes): what Zoom's handshake answers.
+ */
+void
+sw_signature_hmac_hex(Relation ftrel, const SwSourceTable *st,
+					  const char *data, size_t len, char *hex)
+{
+	Secrets		secrets;
+	Piece		piece = {data, len};
+	uint8		mac[MAX_MAC];
+	int			n;
+
+	owner_secrets(ftrel, st, &secrets);
+	n = compute_mac(PG_SHA256, secrets.key[0], secrets.len[0], &piece, 1, mac);
+	hex[hex_encode((const char *) mac, n, hex)] = '\0';
+}
+
+/*
+ * Whether token is the verify_token of the owner's user mapping, compared
+ * in constant time (as check_token compares); *configured is false if the
+ * mapping has none, and then no token is.
+ */
+bool
+sw_signature_verify_token(Relation ftrel, const SwSourceTable *st,
+						  const char *token, bool *configured)
+{
+	UserMapping *mapping = GetUserMapping(ftrel->rd_rel->relowner, st->serverid);
+	Secrets		fixed = {1, {"source_writes token"}, {19}};
+	Piece		piece = {token, strlen(token)};
+	Sent		sent;
+	ListCell   *lc;
+
+	*configured = false;
+	foreach(lc, mapping->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "verify_token") == 0)
+		{
+			Piece		mine = {defGetString(def), strlen(defGetString(def))};
+
+			*configured = true;
+			compute_mac(PG_SHA256, fixed.key[0], fixed.len[0], &piece, 1, sent.mac);
+			sent.len = PG_SHA256_DIGEST_LENGTH;
+			return any_matches(PG_SHA256, &fixed, &mine, 1, &sent, 1);
+		}
+	}
+	return false;
 }

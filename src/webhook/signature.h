@@ -61,11 +61,20 @@ typedef struct SwSignatureScheme
 								 * is answered as to no table; NULL: the
 								 * table's signature_header (or none) */
 	int			tolerance_s;	/* default replay window; 0: no timestamp */
+	/*
+	 * the headers of the provider's delivery id, the first a request has:
+	 * the idempotency key of a table that names none (NULL: no such header)
+	 */
+	const char *delivery_headers[2];
 } SwSignatureScheme;
 
 extern PGDLLEXPORT const SwSignatureScheme *sw_signature_scheme(const SwSourceTable *st);
 extern const SwSignatureScheme *sw_signature_scheme_named(const char *name);
 extern const char *const *sw_signature_scheme_names(int kinds);
 extern int	sw_standard_key(const char *secret, char *key, int room);
+extern PGDLLEXPORT void sw_signature_hmac_hex(Relation ftrel, const SwSourceTable *st,
+											  const char *data, size_t len, char *hex);
+extern PGDLLEXPORT bool sw_signature_verify_token(Relation ftrel, const SwSourceTable *st,
+												  const char *token, bool *configured);
 
 #endif							/* SW_WEBHOOK_SIGNATURE_H */

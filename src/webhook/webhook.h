@@ -71,6 +71,7 @@ typedef struct GroupRequest
 	char	   *text;
 	const char *note;			/* for the log and the sources view, or NULL */
 	bool		refused;		/* by its checks: to be logged */
+	bool		json;			/* a 200's text is JSON (a handshake's) */
 } GroupRequest;
 
 /*
@@ -115,8 +116,11 @@ typedef struct GroupPath
  * tell which signed tables there are; the sources view and the log say
  * why.
  */
+#define SW_HANDSHAKE_NOTE "a handshake: answered, and no row written"
 #define SW_UNSIGNED_NOTE "the request has no signature header: it was answered as if there were no table at its address"
 #define SW_UNSIGNED_DETAIL "The request has no signature header: it was answered as if there were no table at its address."
+#define SW_NO_VERIFY_TOKEN_NOTE "the owner's user mapping has no verify_token for Meta's subscription handshake"
+#define SW_NO_VERIFY_TOKEN_DETAIL "The owner's user mapping for the table's server has no verify_token for Meta's subscription handshake."
 
 /* the most tables whose ingestion the worker keeps between groups */
 #define SW_WEBHOOK_KEPT_TABLES	128
@@ -167,6 +171,24 @@ extern int	check_signature(SwRequest *r, Relation ftrel,
 							const SwSourceTable *st, char **text);
 extern int	check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 							  const char **key, uint8 *hash, char **text);
+
+/* webhook_handshake.c */
+typedef enum SwJsonField
+{
+	SW_JSON_FOUND,
+	SW_JSON_ABSENT,
+	SW_JSON_NOT_SCALAR,
+	SW_JSON_INVALID
+} SwJsonField;
+
+extern SwJsonField sw_json_body_field(const char *body, size_t len,
+									  const char *const *path, int npath,
+									  char **value);
+extern int	answer_handshake(SwRequest *r, Relation ftrel,
+							 const SwSourceTable *st, char **text, bool *json);
+extern int	answer_subscription(SwRequest *r, Relation ftrel,
+								const SwSourceTable *st, char **text,
+								const char **note);
 
 /* webhook_group.c */
 extern void write_group(SwRequest *requests, MemoryContext group_cxt);

@@ -245,6 +245,11 @@ log_refusal(Oid relid, const char *path, int status, const char *message,
 void
 log_refused(GroupRequest *g)
 {
-	log_refusal(g->relid, g->request->path, g->status, NULL,
-				g->note ? SW_UNSIGNED_DETAIL : NULL);
+	const char *detail = NULL;
+
+	if (g->note && strcmp(g->note, SW_UNSIGNED_NOTE) == 0)
+		detail = SW_UNSIGNED_DETAIL;
+	else if (g->note && strcmp(g->note, SW_NO_VERIFY_TOKEN_NOTE) == 0)
+		detail = SW_NO_VERIFY_TOKEN_DETAIL;
+	log_refusal(g->relid, g->request->path, g->status, NULL, detail);
 }

@@ -57,6 +57,16 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 
 	where[0] = '\0';
 	g->note = NULL;
+	g->json = false;
+	if (r->query != NULL)
+	{
+		/* a GET: a handshake, or refused; nothing is written */
+		status = answer_subscription(r, t->ftrel, st, &text, &g->note);
+		g->status = status;
+		g->text = MemoryContextStrdup(cxt, text);
+		g->refused = status != 200;
+		return;
+	}
 	if (st->signature_header && request_header(r, st->signature_header) == NULL)
 	{
 		/* as to no table, before anything that tells of the table */
@@ -76,10 +86,16 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 		status = check_signature(r, t->ftrel, st, &text);
 	}
 	if (status == 0)
+	{
+		status = answer_handshake(r, t->ftrel, st, &text, &g->json);
+		if (status == 200)
+			g->note = SW_HANDSHAKE_NOTE;
+	}
+	if (status == 0)
 		status = check_idempotency(r, t->relid, st, &key, hash, &text);
 	if (status)
 	{
-		/* refused, or a repeated delivery: the first one's answer */
+		/* refused, a handshake, or a repeated delivery: the first's answer */
 		g->status = status;
 		g->text = MemoryContextStrdup(cxt, text);
 		g->refused = status != 200;
@@ -362,6 +378,18 @@ resolve_round(GroupRequest *group, int first, int n, List **paths,
 		group[i].table = p->table;
 		group[i].status = p->status;
 		group[i].text = p->text;
+
+		/*
+		 * A GET to no table is answered as one to a table that takes only
+		 * POST (all but scheme meta's): a GET tells no more of which
+		 * tables there are than a POST without a signature.
+		 */
+		if (group[i].request->query && p->table == NULL && p->status == 404)
+		{
+			group[i].status = 405;
+			group[i].text = SW_WEBHOOK_POST_ONLY_TEXT;
+			continue;
+		}
 		if (p->table == NULL && OidIsValid(p->relid) &&
 			lacks_signature_header(p, group[i].request))
 		{
@@ -478,7 +506,10 @@ answer_group(GroupRequest *group, int n, bool committed, bool replicated)
 		if (group[i].status == 0)
 			hang_up_request(group[i].request);
 		else
+		{
+			group[i].request->answer_json = group[i].json && group[i].status == 200;
 			answer_request(group[i].request, group[i].status, group[i].text);
+		}
 	}
 	if (unconfirmed > 0)
 		ereport(WARNING,

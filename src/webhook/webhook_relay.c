@@ -373,9 +373,12 @@ queue_request(Relay *relay, SwRequest *r)
 	put_uint64(&o->head, o->id);
 	put_uint64(&o->head, (uint64) r->received_ms);
 	put_uint32(&o->head, (uint32) path_len);
+	put_uint32(&o->head, r->query ? (uint32) strlen(r->query) : SW_NO_VALUE);
 	put_uint32(&o->head, (uint32) r->nheaders);
 	put_uint64(&o->head, (uint64) r->body_len);
 	put_bytes(&o->head, r->path, path_len);
+	if (r->query)
+		put_bytes(&o->head, r->query, strlen(r->query));
 	for (int i = 0; i < r->nheaders; i++)
 	{
 		size_t		name_len = strlen(r->headers[i].name);
@@ -455,7 +458,7 @@ destination(const char *path, Relay **relay)
  * Route the requests the server's threads handed over (a list, through
  * next): those to the server's own database are returned, in order; those
  * to another database go to its relay, or are answered 404 (no webhook
- * source there) or 503 (its relay cannot take them now).
+ * source there; 405 for a GET) or 503 (its relay cannot take them now).
  */
 SwRequest *
 sw_relay_route(SwRequest *requests)
@@ -479,7 +482,11 @@ sw_relay_route(SwRequest *requests)
 				queue_request(relay, r);
 				break;
 			case SW_DEST_NONE:
-				sw_webhook_server_answer(r, 404, SW_WEBHOOK_NOT_FOUND_TEXT);
+				/* a GET to no table: as to a table that takes only POST */
+				if (r->query)
+					sw_webhook_server_answer(r, 405, SW_WEBHOOK_POST_ONLY_TEXT);
+				else
+					sw_webhook_server_answer(r, 404, SW_WEBHOOK_NOT_FOUND_TEXT);
 				break;
 			case SW_DEST_UNAVAILABLE:
 				sw_webhook_server_answer(r, 503, SW_WEBHOOK_UNAVAILABLE_TEXT);
@@ -776,11 +783,13 @@ take_answer(Relay *relay, Reader *r)
 {
 	uint64		id = get_uint64(r);
 	int32		status = (int32) get_uint32(r);
+	bool		json = *get_bytes(r, 1) == 'j';
 	const char *text = get_bytes(r, r->len - r->at);
 	Sent	   *s = hash_search(sent, &id, HASH_FIND, NULL);
 
 	if (s == NULL)
 		return;
+	s->request->answer_json = json;
 	if (status == 0)
 		sw_webhook_server_hang_up(s->request);
 	else
@@ -1167,6 +1176,7 @@ decode_request(Reader *r)
 	uint64		id = get_uint64(r);
 	int64		received_ms = (int64) get_uint64(r);
 	uint32		path_len = get_uint32(r);
+	uint32		query_len = get_uint32(r);
 	uint32		nheaders = get_uint32(r);
 	uint64		body_len = get_uint64(r);
 	Size		size;
@@ -1187,11 +1197,18 @@ decode_request(Reader *r)
 	q->headers = (SwRequestHeader *) ((char *) rr + MAXALIGN(sizeof(RelayedRequest)));
 	s = (char *) q->headers + MAXALIGN(sizeof(SwRequestHeader) * Max(nheaders, 1));
 	q->method = s;
-	s = stpcpy(s, "POST") + 1;
+	s = stpcpy(s, query_len == SW_NO_VALUE ? "POST" : "GET") + 1;
 	q->path = s;
 	memcpy(s, get_bytes(r, path_len), path_len);
 	s[path_len] = '\0';
 	s += path_len + 1;
+	if (query_len != SW_NO_VALUE)
+	{
+		q->query = s;
+		memcpy(s, get_bytes(r, query_len), query_len);
+		s[query_len] = '\0';
+		s += query_len + 1;
+	}
 	for (uint32 i = 0; i < nheaders; i++)
 	{
 		uint32		name_len = get_uint32(r);
@@ -1283,6 +1300,7 @@ sw_relay_answer(SwRequest *request, int status, const char *text)
 	appendStringInfoChar(&msg, SW_MSG_ANSWER);
 	put_uint64(&msg, rr->id);
 	put_uint32(&msg, (uint32) status);
+	appendStringInfoChar(&msg, request->answer_json ? 'j' : 't');
 	if (text)
 		appendStringInfoString(&msg, text);
 	appendStringInfoChar(&msg, '\0');

@@ -433,33 +433,89 @@ check_signature(SwRequest *r, Relation ftrel, const SwSourceTable *st, char **te
 }
 
 /*
- * The idempotency key of a request to a table with idempotency_header, in
- * *key (NULL if it has none, or the table takes none), and the SHA-256 of
- * its body.  If the key was written already, or cannot be taken, returns
- * the status to answer, with the text in *text, and the request writes
- * nothing: 200 and the first delivery's answer for a repeat; 422 for a key
- * that came with another body; 503 while another transaction changes it
- * (the worker is the only one to write keys: compaction or a DROP);
- * 400 for a key that is empty, too long or not text.  Else returns 0.
+ * The idempotency key of a request: the value of the table's
+ * idempotency_header, or of its idempotency_field (a top-level field of a
+ * JSON body, a string or a number), or else of its signature scheme's
+ * delivery header (the provider's delivery id).  NULL if the table takes
+ * none or the request has none (a body without the field, or one that is
+ * not a JSON object, as a request without the header); 400 with the text
+ * in *text if the field is there but holds an object or an array.
+ */
+static int
+idempotency_key(SwRequest *r, const SwSourceTable *st, const char **key,
+				const char **from, char **text)
+{
+	const SwSignatureScheme *scheme;
+
+	*key = NULL;
+	if (st->idempotency_header)
+	{
+		*from = psprintf("header \"%s\"", st->idempotency_header);
+		*key = request_header(r, st->idempotency_header);
+		return 0;
+	}
+	if (st->idempotency_field)
+	{
+		const char *path[1] = {st->idempotency_field};
+		char	   *value;
+
+		*from = psprintf("field \"%s\"", st->idempotency_field);
+		switch (sw_json_body_field(r->body, r->body_len, path, 1, &value))
+		{
+			case SW_JSON_FOUND:
+				*key = value;
+				break;
+			case SW_JSON_NOT_SCALAR:
+				*text = psprintf("the idempotency key in field \"%s\" must be a string or a number\n",
+								 st->idempotency_field);
+				return 400;
+			case SW_JSON_ABSENT:
+			case SW_JSON_INVALID:
+				break;
+		}
+		return 0;
+	}
+	scheme = sw_signature_scheme(st);
+	for (int i = 0; scheme && i < lengthof(scheme->delivery_headers) &&
+		 scheme->delivery_headers[i]; i++)
+	{
+		*from = psprintf("header \"%s\"", scheme->delivery_headers[i]);
+		if ((*key = request_header(r, scheme->delivery_headers[i])) != NULL)
+			break;
+	}
+	return 0;
+}
+
+/*
+ * The idempotency key of a request (idempotency_key()), in *key (NULL if
+ * it has none), and the SHA-256 of its body.  If the key was written
+ * already, or cannot be taken, returns the status to answer, with the
+ * text in *text, and the request writes nothing: 200 and the first
+ * delivery's answer for a repeat; 422 for a key that came with another
+ * body; 503 while another transaction changes it (the worker is the only
+ * one to write keys: compaction or a DROP); 400 for a key that is empty,
+ * too long or not text.  Else returns 0.
  */
 int
 check_idempotency(SwRequest *r, Oid relid, const SwSourceTable *st,
 				  const char **key, uint8 *hash, char **text)
 {
 	pg_cryptohash_ctx *ctx;
+	const char *from = NULL;
 	size_t		len;
 	int32		rows;
+	int			status;
 
-	*key = NULL;
-	if (st->idempotency_header == NULL ||
-		(*key = request_header(r, st->idempotency_header)) == NULL)
+	if ((status = idempotency_key(r, st, key, &from, text)) != 0)
+		return status;
+	if (*key == NULL)
 		return 0;
 	len = strlen(*key);
 	if (len == 0 || len > SW_DELIVERY_KEY_MAX ||
 		!pg_verifymbstr(*key, len, true))
 	{
-		*text = psprintf("the idempotency key in header \"%s\" must be 1 to %d bytes of text\n",
-						 st->idempotency_header, SW_DELIVERY_KEY_MAX);
+		*text = psprintf("the idempotency key in %s must be 1 to %d bytes of text\n",
+						 from, SW_DELIVERY_KEY_MAX);
 		return 400;
 	}
 

@@ -219,6 +219,7 @@ free_request(SwRequest *r)
 	}
 	free(r->headers);
 	free(r->method);
+	free(r->query);
 	free(r->path);
 	free(r->body);
 	free(r->text);
@@ -264,6 +265,29 @@ keep_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *va
 			v[--len] = '\0';
 	}
 	r->nheaders++;
+	return MHD_YES;
+}
+
+/*
+ * libmicrohttpd's iterator over the arguments of a GET: each is added to
+ * the query, as sent (libmicrohttpd has made each '+' a space)
+ */
+static enum MHD_Result
+keep_argument(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+{
+	SwRequest  *r = cls;
+	size_t		had = r->query ? strlen(r->query) : 0;
+	size_t		len = had + 1 + strlen(name) + 1 + (value ? strlen(value) : 0) + 1;
+	char	   *query = realloc(r->query, len);
+
+	if (query == NULL)
+	{
+		r->headers_lost = true;
+		return MHD_NO;
+	}
+	snprintf(query + had, len - had, "%s%s%s%s", had ? "&" : "", name,
+			 value ? "=" : "", value ? value : "");
+	r->query = query;
 	return MHD_YES;
 }
 
@@ -637,9 +661,10 @@ stop_reaper(void)
 	reaper_running = false;
 }
 
-/* send a request's answer */
+/* send a request's answer, of plain text or of JSON */
 static enum MHD_Result
-send_answer(struct MHD_Connection *connection, int status, const char *text)
+send_typed_answer(struct MHD_Connection *connection, int status,
+				  const char *text, bool json)
 {
 	struct MHD_Response *response;
 	enum MHD_Result result;
@@ -650,12 +675,19 @@ send_answer(struct MHD_Connection *connection, int status, const char *text)
 		return MHD_NO;
 	(void) connection_state(connection, SW_CONN_SENDING);
 	MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-							"text/plain; charset=utf-8");
+							json ? "application/json" : "text/plain; charset=utf-8");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "POST");
 	result = MHD_queue_response(connection, status, response);
 	MHD_destroy_response(response);
 	return result;
+}
+
+/* send a request's answer of plain text */
+static enum MHD_Result
+send_answer(struct MHD_Connection *connection, int status, const char *text)
+{
+	return send_typed_answer(connection, status, text, false);
 }
 
 /* milliseconds since the Unix epoch */
@@ -793,7 +825,7 @@ find_limit(const char *path, const SwRequest *r, size_t *limit, unsigned int *ta
 		found = SW_WEBHOOK_UNKNOWN;
 		if (entry)
 		{
-			found = r && entry->signature_header &&
+			found = r && entry->signature_header && r->query == NULL &&
 				!has_header(r, entry->signature_header) ?
 				SW_WEBHOOK_UNSIGNED : SW_WEBHOOK_KNOWN;
 			*limit = entry->limit;
@@ -972,10 +1004,20 @@ request_begins(struct MHD_Connection *connection, const char *url,
 		r->headers_lost)
 		return MHD_NO;		/* out of memory: the connection is closed */
 
-	/* what we refuse anyway, we answer before the body comes */
-	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
+	/*
+	 * What we refuse anyway, we answer before the body comes: a method but
+	 * POST, or GET with a query, which the main thread answers (a table's
+	 * scheme may take the handshake it is).
+	 */
+	if (strcmp(r->method, MHD_HTTP_METHOD_GET) == 0)
+	{
+		if (MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND,
+									  keep_argument, r) < 0 || r->headers_lost)
+			return MHD_NO;
+	}
+	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0 && r->query == NULL)
 		return send_answer(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
-						   "only POST is allowed\n");
+						   SW_WEBHOOK_POST_ONLY_TEXT);
 	length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
 										 MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (length && strtoull(length, NULL, 10) > SW_WEBHOOK_MAX_BODY)
@@ -1128,7 +1170,8 @@ handle_request(void *cls, struct MHD_Connection *connection, const char *url,
 	/* answered by the main thread: send it, or close without an answer */
 	if (r->answered)
 		return r->status == 0 ? MHD_NO :
-			send_answer(connection, r->status, r->text ? r->text : "");
+			send_typed_answer(connection, r->status, r->text ? r->text : "",
+							  r->answer_json && r->text);
 
 	/* a piece of the body */
 	if (*upload_data_size > 0)

@@ -29,6 +29,7 @@
 
 /* answers that the server's threads and the main thread both give */
 #define SW_WEBHOOK_NOT_FOUND_TEXT	"no webhook source table at this address\n"
+#define SW_WEBHOOK_POST_ONLY_TEXT	"only POST is allowed\n"
 #define SW_WEBHOOK_TOO_LARGE_TEXT	"the body is larger than this table takes\n"
 #define SW_WEBHOOK_SHUTTING_DOWN_TEXT	"the server is shutting down\n"
 #define SW_WEBHOOK_LOCKED_TEXT	"the table is being altered; send it again\n"
@@ -88,6 +89,7 @@ typedef struct SwRequest
 	void	   *connection;		/* libmicrohttpd's, suspended */
 	char	   *method;
 	char	   *path;			/* as sent, still percent-encoded */
+	char	   *query;			/* of a GET, as sent (but '+' as ' '), or NULL */
 	char	   *body;			/* NUL-terminated, beyond body_len */
 	size_t		body_len;
 	size_t		body_cap;
@@ -110,6 +112,7 @@ typedef struct SwRequest
 	bool		answered;
 	int			status;
 	char	   *text;			/* NULL if there was no memory for it */
+	bool		answer_json;	/* the text is JSON, not plain text */
 } SwRequest;
 
 extern bool sw_webhook_server_tls_supported(void);

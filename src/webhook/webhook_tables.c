@@ -427,5 +427,7 @@ lacks_signature_header(GroupPath *p, SwRequest *r)
 		p->signature_header = sw_source_signature_header(p->relid);
 		p->signature_read = true;
 	}
-	return p->signature_header && request_header(r, p->signature_header) == NULL;
+	/* a GET (one with a query) is a handshake, which no one signs */
+	return p->signature_header && r->query == NULL &&
+		request_header(r, p->signature_header) == NULL;
 }
