@@ -374,6 +374,10 @@ CREATE FOREIGN TABLE h (v jsonb) SERVER hooks OPTIONS (max_body_bytes 'lots');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE h (v jsonb) SERVER hooks OPTIONS (max_body_bytes '2GB');
 \echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE h (v jsonb) SERVER hooks OPTIONS (max_body_bytes '1025MB');
+-- the hint's 1GB is taken
+CREATE FOREIGN TABLE h1 (v jsonb) SERVER hooks OPTIONS (max_body_bytes '1GB');
+DROP FOREIGN TABLE h1;
 CREATE FOREIGN TABLE h (v jsonb) SERVER hooks OPTIONS (signature_encoding 'hex');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE h (v jsonb) SERVER hooks OPTIONS (signature_header 'X Signature');

@@ -454,8 +454,9 @@ sw_parse_byte_size(const char *option, const char *value)
 	int			bytes;
 	const char *hintmsg = NULL;
 
+	/* at most 1GB, the most a value of PostgreSQL's holds; no body is held whole beyond 64MB */
 	if (!parse_int(value, &bytes, GUC_UNIT_BYTE, &hintmsg) ||
-		bytes < 1 || bytes > (int) MaxAllocSize)
+		bytes < 1 || bytes > 1024 * 1024 * 1024)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
