@@ -15,6 +15,7 @@
 #   SwTest::registry_control($registry, 'stall', ms => 200);
 #   my $stats = SwTest::registry_stats($registry);    # {schema_ids => N, ...}
 #   my ($status, $body) = SwTest::registry_http($registry, 'GET', '/subjects');
+#   my $id = SwTest::registry_register($registry, 'subject', $schema_json);
 #   my $ids = SwTest::produce_avro($broker, $registry, 'topic',
 #       schema => $json, records => ['{"a": 1}'], ...); # {value_schema_id}
 #   SwTest::run_client('pg_dump', 'pg_dump', '-f', $file, $connstr);
@@ -155,9 +156,12 @@ sub stop_broker
 }
 
 # Start a schema registry (test/schema_registry); returns a hash with url,
-# pid, log, and cacert (the certificate, with cert and key).  Options: user
-# and password (basic auth) or token (bearer), cert and key (PEM files:
-# HTTPS), port, stall_ms (how long stall holds an answer by default).
+# port, pid, log, and cacert (the certificate, with cert and key).
+# Options: user and password (basic auth) or token (bearer), cert and key
+# (PEM files: HTTPS), port, stall_ms (how long stall holds an answer by
+# default).  It keeps its schemas in memory: one started again at the same
+# port (registry(port => $old->{port})) gives the same ids to the same
+# schemas registered in the same order.
 sub registry
 {
 	my (%opts) = @_;
@@ -199,6 +203,7 @@ sub registry
 		$info{$k} = $v;
 	}
 	close $fh;
+	($info{port}) = $info{url} =~ /:(\d+)$/;
 	push @registries, \%info;
 	return \%info;
 }
@@ -227,6 +232,17 @@ sub registry_http
 	my ($body, $status) = $out =~ /^(.*)\n(\d{3})$/s
 	  or die "curl gave no status: $out $err";
 	return ($status, $body);
+}
+
+# Register a schema (JSON text) under a subject; returns its id.  Options
+# as registry_http's (user and password, token).
+sub registry_register
+{
+	my ($registry, $subject, $schema, %opts) = @_;
+	my ($status, $body) = registry_http($registry, 'POST', "/subjects/$subject/versions",
+		%opts, body => encode_json({ schema => $schema }));
+	die "registry register $subject: $status $body" unless $status eq '200';
+	return decode_json($body)->{id};
 }
 
 # Switch a registry's fault mode: ok, fail, notfound, unauthorized, stall

@@ -330,8 +330,16 @@ fails("", qr/cannot register .*SSL certificate/, 'a registry with an unknown cer
 $ids = SwTest::produce_avro($broker, $tls, 'simple', schema => $simple, records => ['{"a": 1, "b": "x"}']);
 is($ids->{value_schema_id}, 1, 'the producer registers through TLS');
 
-# SIGTERM stops the registry and removes its ready file
+# SIGTERM stops the registry and removes its ready file; one started again
+# at the same port gives the same schemas the same ids
+is(SwTest::registry_register($bearer, 's', $other, token => 't0ken'), 1, 'registry_register gives the id');
+is(SwTest::registry_register($bearer, 's', $simple, token => 't0ken'), 2, 'and the next');
 is(SwTest::stop_registry($bearer), 0, 'the registry exits 0 on SIGTERM');
 ok(!-e $bearer->{ready}, 'and removes its ready file');
+($status) = SwTest::registry_http($bearer, 'GET', '/subjects', token => 't0ken');
+is($status, '000', 'a stopped registry does not answer');
+my $again = SwTest::registry(token => 't0ken', port => $bearer->{port});
+is($again->{url}, $bearer->{url}, 'a registry starts again at the same port');
+is(SwTest::registry_register($again, 's', $other, token => 't0ken'), 1, 'and gives the same id to the same schema');
 
 done_testing();
