@@ -79,7 +79,8 @@ WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
 	src/webhook/webhook_tls.o src/webhook/webhook_server.o \
 	src/webhook/webhook_relay.o src/webhook/webhook_handshake.o
 
-EXTRA_CLEAN = test/kafka_broker tmp_check_regress tmp_check_iso output_iso \
+EXTRA_CLEAN = test/kafka_broker test/schema_registry test/avro_producer \
+	tmp_check_regress tmp_check_iso output_iso \
 	source_writes_kafka$(DLSUFFIX) $(KAFKA_OBJS) \
 	source_writes_webhook$(DLSUFFIX) $(WEBHOOK_OBJS)
 
@@ -144,6 +145,14 @@ install-webhook: $(WEBHOOK_SHLIB) installdirs
 # the embedded Kafka broker for tests, demo and benchmarks
 test/kafka_broker: test/kafka_broker.c test/kafka_txn_broker.c
 	$(CC) -O2 -Wall -o $@ $^ -lrdkafka -pthread
+
+# the tests' schema registry, and their producer of Avro messages in the
+# registry's wire format
+test/schema_registry: test/schema_registry.c
+	$(CC) -O2 -Wall -o $@ $^ -lmicrohttpd -ljansson -pthread
+
+test/avro_producer: test/avro_producer.c
+	$(CC) -O2 -Wall -o $@ $^ -lavro -ljansson -lrdkafka -lcurl
 
 .PHONY: test demo demo-stop
 test:

@@ -9,11 +9,13 @@ sw_sudo() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# sw_build: build and install the extension and the broker
+# sw_build: build and install the extension, and build the broker, the
+# tests' schema registry and their Avro producer
 sw_build() {
 	make -s PG_CONFIG="$PG_CONFIG" &&
 		sw_sudo make -s PG_CONFIG="$PG_CONFIG" install &&
-		make -s PG_CONFIG="$PG_CONFIG" test/kafka_broker
+		make -s PG_CONFIG="$PG_CONFIG" test/kafka_broker test/schema_registry \
+			test/avro_producer
 }
 
 # sw_pick_user NAME: set SW_USER to the unprivileged user that runs servers
