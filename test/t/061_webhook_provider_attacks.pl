@@ -1,5 +1,7 @@
 # Webhook signature schemes under attack and under stress, as an outside
-# review found them: a body nested deeper than the stack allows is the
+# review found them: an unsigned client must not tell a signed table from
+# no table, whatever it sends (a content type, a coding or a body size that
+# the table refuses); a body nested deeper than the stack allows is the
 # client's fault (400) where the idempotency field or a handshake is read
 # from it, as where the format reads it; the same delivery sent twice at
 # once writes one row; deliveries retried across a kill -9 of the worker
@@ -51,6 +53,31 @@ sql(qq{CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'web
 ok($node->wait_for_log(qr/webhook server listening on 127\.0\.0\.1:$port/), 'the server listens');
 ok($node->poll_query_until('postgres',
 	q{SELECT count(*) = 5 FROM source_writes.sources WHERE state = 'listening'}), 'all tables served');
+
+#
+# 1. an unsigned request to a signed table is answered as one to no table,
+#    whatever else is wrong with it
+#
+my @unsigned = (
+	[ 'a content type the table cannot take', 'x', 'Content-Type: text/xml' ],
+	[ 'a coding the server cannot decode', '{}', 'Content-Encoding: br' ],
+	[ 'a body that is not what its coding says', 'xx', 'Content-Encoding: gzip' ],
+	[ 'a body over max_body_bytes', '{"id": "' . ('a' x 5000) . '"}' ],
+	[ 'a well-formed body', '{"id": "x"}' ],
+	[ 'a body with the id and timestamp but no signature', '{"id": "x"}',
+	  'webhook-id: msg_1', 'webhook-timestamp: ' . time ],
+);
+for my $table ('std', 'gh')
+{
+	for my $u (@unsigned)
+	{
+		my ($what, $body, @headers) = @$u;
+		is(call('POST', "/postgres/public/$table", $body, @headers),
+			call('POST', '/postgres/public/nothing', $body, @headers),
+			"$table, unsigned, $what: the same answer as to no table");
+	}
+}
+is(sql(q{SELECT count(*) FROM std}), '0', 'nothing written');
 
 #
 # 2. nested deeper than the stack allows, where the idempotency field or
