@@ -308,8 +308,10 @@ sw_source_max_body_bytes(Oid relid)
 }
 
 /*
- * The signature_header of a webhook source table; NULL if it has none or
- * is gone.  Read from the catalog row alone, as sw_source_max_body_bytes.
+ * The signature headers of a webhook source table, as sw_signature_headers()
+ * tells them (its scheme's, several separated by commas for standard, or
+ * its signature_header); NULL if it has none or is gone.  Read from the
+ * catalog row alone, as sw_source_max_body_bytes.
  */
 char *
 sw_source_signature_header(Oid relid)
@@ -318,11 +320,9 @@ sw_source_signature_header(Oid relid)
 	char	   *name = table_option_value(relid, "signature_scheme", &exists);
 	const SwSignatureScheme *scheme = name ? sw_signature_scheme_named(name) : NULL;
 
+	/* a list of names for standard, which takes webhook- or svix- ones */
 	if (scheme && scheme->header)
 		return pstrdup(scheme->header);
-	/* standard takes webhook- or svix- headers: its check tells */
-	if (scheme && scheme->tolerance_s > 0)
-		return NULL;
 	return table_option_value(relid, "signature_header", &exists);
 }
 

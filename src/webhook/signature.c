@@ -84,8 +84,8 @@ static SwSignatureResult check_token(const SwSignedRequest *request,
  * The schemes, as option signature_scheme names them.  A table with
  * signature_header and no signature_scheme has the first.  The header is
  * the one whose absence answers a request as one to no table (NULL: the
- * table's signature_header, or none for standard, which takes two sets of
- * names); the tolerance is the provider's documented replay window, 0 for
+ * table's signature_header; several separated by commas: a request
+ * without any of them); the tolerance is the provider's documented replay window, 0 for
  * a scheme that signs no timestamp; the delivery headers carry the id a
  * provider sends each delivery with, the same when it sends it again.
  */
@@ -95,8 +95,9 @@ static const SwSignatureScheme schemes[] = {
 	{"shopify", check_shopify, "X-Shopify-Hmac-Sha256", 0, {"X-Shopify-Webhook-Id"}},
 	/* Stripe's libraries: DEFAULT_TOLERANCE = 300 seconds */
 	{"stripe", check_stripe, "Stripe-Signature", 300, {NULL}},
-	/* Standard Webhooks: "a tolerance of 5 minutes" */
-	{"standard", check_standard, NULL, 300, {"webhook-id", "svix-id"}},
+	/* Standard Webhooks: "a tolerance of 5 minutes"; either set of names */
+	{"standard", check_standard, "webhook-signature,svix-signature", 300,
+	{"webhook-id", "svix-id"}},
 	/* Slack: "more than five minutes from local time" */
 	{"slack", check_slack, "X-Slack-Signature", 300, {NULL}},
 	/* Twitch: "older than 10 minutes" */

@@ -58,8 +58,10 @@ typedef struct SwSignatureScheme
 	SwSignatureResult (*check) (const SwSignedRequest *request,
 								Relation ftrel, const SwSourceTable *st);
 	const char *header;			/* the signature header a request without
-								 * is answered as to no table; NULL: the
-								 * table's signature_header (or none) */
+								 * is answered as to no table (or several,
+								 * separated by commas: without any of
+								 * them); NULL: the table's
+								 * signature_header */
 	int			tolerance_s;	/* default replay window; 0: no timestamp */
 	/*
 	 * the headers of the provider's delivery id, the first a request has:
@@ -71,6 +73,23 @@ typedef struct SwSignatureScheme
 extern PGDLLEXPORT const SwSignatureScheme *sw_signature_scheme(const SwSourceTable *st);
 extern const SwSignatureScheme *sw_signature_scheme_named(const char *name);
 extern const char *const *sw_signature_scheme_names(int kinds);
+
+/*
+ * The signature headers of a source table, as its scheme's header (see
+ * signature.c's schemes[]): a request without any of them is answered as
+ * one to no table.  NULL if the table checks no signature.  Inline, so
+ * that the webhook worker's library needs no other symbol for it.
+ */
+static inline const char *
+sw_signature_headers(const SwSourceTable *st)
+{
+	const SwSignatureScheme *scheme = sw_signature_scheme(st);
+
+	if (scheme == NULL)
+		return NULL;
+	return scheme->header ? scheme->header : st->signature_header;
+}
+
 extern int	sw_standard_key(const char *secret, char *key, int room);
 extern PGDLLEXPORT void sw_signature_hmac_hex(Relation ftrel, const SwSourceTable *st,
 											  const char *data, size_t len, char *hex);

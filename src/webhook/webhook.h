@@ -164,6 +164,7 @@ extern bool lacks_signature_header(GroupPath *p, SwRequest *r);
 extern bool wh_parsing_body;
 extern int	write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where);
 extern const char *request_header(SwRequest *r, const char *name);
+extern bool request_lacks_headers(SwRequest *r, const char *names);
 extern int	check_request(SwRequest *r, const SwSourceTable *st, char **text);
 extern int	decode_body(SwRequest *r, const SwSourceTable *st, SwRequest *view,
 						char **text);

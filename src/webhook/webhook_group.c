@@ -48,6 +48,7 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 	SwRequest	decoded;		/* r, with its body decoded */
 	TableEntry *t = g->table;
 	const SwSourceTable *st = sw_ingest_source_table(t->ing);
+	const char *signature_headers = sw_signature_headers(st);
 	char	   *text;
 	const char *key = NULL;
 	uint8		hash[PG_SHA256_DIGEST_LENGTH];
@@ -67,9 +68,14 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 		g->refused = status != 200;
 		return;
 	}
-	if (st->signature_header && request_header(r, st->signature_header) == NULL)
+	if (signature_headers && request_lacks_headers(r, signature_headers))
 	{
-		/* as to no table, before anything that tells of the table */
+		/*
+		 * As to no table, before anything that tells of the table (its
+		 * content types, codings or size): the HTTP threads answer most
+		 * such requests so already, but not those that came before the
+		 * table was in their map.
+		 */
 		g->status = 404;
 		g->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 		g->note = SW_UNSIGNED_NOTE;

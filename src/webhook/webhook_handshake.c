@@ -147,7 +147,10 @@ sw_json_body_field(const char *body, size_t len, const char *const *path,
 	sem.object_field_start = search_field_start;
 	sem.object_field_end = search_field_end;
 	sem.scalar = search_scalar;
+	/* its errors (a body nested deeper than the stack allows) are the body's */
+	wh_parsing_body = true;
 	error = pg_parse_json(s.lex, &sem);
+	wh_parsing_body = false;
 	if (error != JSON_SUCCESS || !s.is_object)
 		return SW_JSON_INVALID;
 	*value = s.value;

@@ -117,6 +117,28 @@ request_header(SwRequest *r, const char *name)
 	return i >= 0 ? r->headers[i].value : NULL;
 }
 
+/* whether a request has a header of this name (of len bytes) */
+static bool
+has_request_header(const void *arg, const char *name, size_t len)
+{
+	SwRequest  *r = (SwRequest *) arg;
+	char	   *copy = pnstrdup(name, len);
+	bool		has = request_header(r, copy) != NULL;
+
+	pfree(copy);
+	return has;
+}
+
+/*
+ * Whether a request has none of the headers names lists, as the HTTP
+ * threads ask (sw_webhook_lacks_headers): a table's signature headers.
+ */
+bool
+request_lacks_headers(SwRequest *r, const char *names)
+{
+	return sw_webhook_lacks_headers(names, has_request_header, r);
+}
+
 /*
  * Check what the table can take of a request: 0 if it can, else the
  * status to answer, with the text in *text: 413 for a body over its

@@ -784,14 +784,42 @@ compare_limits(const void *a, const void *b)
 	return c != 0 ? c : compare_names(la->table, la->table_len, lb->table, lb->table_len);
 }
 
-/* does a request have a header of this name? */
+/* does a request have a header of this name (of len bytes)? */
 static bool
-has_header(const SwRequest *r, const char *name)
+has_header(const void *arg, const char *name, size_t len)
 {
+	const SwRequest *r = arg;
+
 	for (int i = 0; i < r->nheaders; i++)
-		if (strcasecmp(r->headers[i].name, name) == 0)
+		if (strncasecmp(r->headers[i].name, name, len) == 0 &&
+			r->headers[i].name[len] == '\0')
 			return true;
 	return false;
+}
+
+/*
+ * Whether a request has none of the headers that names lists: one name, or
+ * several separated by commas (the signature headers of a table's scheme,
+ * e.g. standard's webhook-signature and svix-signature), each asked of
+ * has(arg, name, its length).  Plain C: the HTTP threads and the main
+ * thread both ask.
+ */
+bool
+sw_webhook_lacks_headers(const char *names,
+						 bool (*has) (const void *arg, const char *name, size_t len),
+						 const void *arg)
+{
+	for (const char *p = names; *p;)
+	{
+		size_t		len = strcspn(p, ",");
+
+		if (len > 0 && has(arg, p, len))
+			return false;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return true;
 }
 
 /*
@@ -826,7 +854,7 @@ find_limit(const char *path, const SwRequest *r, size_t *limit, unsigned int *ta
 		if (entry)
 		{
 			found = r && entry->signature_header && r->query == NULL &&
-				!has_header(r, entry->signature_header) ?
+				sw_webhook_lacks_headers(entry->signature_header, has_header, r) ?
 				SW_WEBHOOK_UNSIGNED : SW_WEBHOOK_KNOWN;
 			*limit = entry->limit;
 			if (table_id)

@@ -117,6 +117,10 @@ typedef struct SwRequest
 
 extern bool sw_webhook_server_tls_supported(void);
 extern int	sw_webhook_hex_digit(char c);
+extern bool sw_webhook_lacks_headers(const char *names,
+									 bool (*has) (const void *arg, const char *name,
+												  size_t len),
+									 const void *arg);
 extern bool sw_webhook_split_path(const char *path, char *buf, const char **names,
 								  size_t *lens);
 extern const char *sw_webhook_server_start(const char *host, int port,

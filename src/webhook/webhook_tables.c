@@ -429,5 +429,5 @@ lacks_signature_header(GroupPath *p, SwRequest *r)
 	}
 	/* a GET (one with a query) is a handshake, which no one signs */
 	return p->signature_header && r->query == NULL &&
-		request_header(r, p->signature_header) == NULL;
+		request_lacks_headers(r, p->signature_header);
 }
