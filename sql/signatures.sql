@@ -260,6 +260,20 @@ SELECT test_signature('standard', convert_to('{"test": 2432232314}', 'UTF8'),
   '{"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330",
     "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
   to_timestamp(1614265330)) AS previous_dropped;
+-- a secret that is not base64 (another scheme's, without whsec_) is no
+-- key: the other one still is; with none, the check fails saying so
+ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks
+  OPTIONS (SET secret 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', ADD previous_secret 'old-secret!');
+SELECT test_signature('standard', convert_to('{"test": 2432232314}', 'UTF8'),
+  '{"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330",
+    "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
+  to_timestamp(1614265330)) AS other_previous;
+ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks
+  OPTIONS (SET secret 'not base64!', DROP previous_secret);
+SELECT test_signature('standard', convert_to('{"test": 2432232314}', 'UTF8'),
+  '{"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330",
+    "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
+  to_timestamp(1614265330)) AS no_key;
 
 -- slack: the documented vector
 ALTER USER MAPPING FOR CURRENT_USER SERVER sig_hooks

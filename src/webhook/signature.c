@@ -618,20 +618,27 @@ check_standard(const SwSignedRequest *request, Relation ftrel,
 		return SW_SIGNATURE_MALFORMED;
 
 	owner_secrets(ftrel, st, &secrets);
-	keys.n = secrets.n;
+	/*
+	 * A secret that is not base64 is no Standard Webhooks key (one that
+	 * begins whsec_ cannot even be set): the other one may be, and then a
+	 * secret rolled from another scheme's does not stop the table.
+	 */
+	keys.n = 0;
 	for (int k = 0; k < secrets.n; k++)
 	{
-		int			len = sw_standard_key(secrets.key[k], key[k], sizeof(key[k]));
+		int			len = sw_standard_key(secrets.key[k], key[keys.n], sizeof(key[keys.n]));
 
 		if (len < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-					 errmsg("source table \"%s\" checks Standard Webhooks signatures, but a secret of its owner's user mapping is not base64",
-							RelationGetRelationName(ftrel)),
-					 errhint("Set the secret as the sender shows it, e.g. whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw.")));
-		keys.key[k] = key[k];
-		keys.len[k] = len;
+			continue;
+		keys.key[keys.n] = key[keys.n];
+		keys.len[keys.n++] = len;
 	}
+	if (keys.n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("source table \"%s\" checks Standard Webhooks signatures, but no secret of its owner's user mapping is base64",
+						RelationGetRelationName(ftrel)),
+				 errhint("Set the secret as the sender shows it, e.g. whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw.")));
 	pieces[0].data = id;
 	pieces[0].len = strlen(id);
 	pieces[1].data = ".";

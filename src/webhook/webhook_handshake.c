@@ -117,31 +117,92 @@ search_scalar(void *state, char *token, JsonTokenType type)
 	}
 }
 
-/*
- * Find a field of a JSON body by its path of names (a top-level field, or
- * one in objects under it), with PostgreSQL's JSON parser:
- * SW_JSON_FOUND with its value as text in *value (a string unescaped, a
- * number as written); SW_JSON_ABSENT if the body is an object without it
- * (or it is null); SW_JSON_NOT_SCALAR if it is an object, an array or a
- * boolean; SW_JSON_INVALID if the body is not a JSON object.
- */
-SwJsonField
-sw_json_body_field(const char *body, size_t len, const char *const *path,
-				   int npath, char **value)
+/* a \u escape PostgreSQL's JSON parser cannot make text of */
+static bool
+is_escape_error(JsonParseErrorType error)
 {
-	FieldSearch s = {0};
+	return error == JSON_UNICODE_CODE_POINT_ZERO ||
+		error == JSON_UNICODE_HIGH_ESCAPE ||
+		error == JSON_UNICODE_HIGH_SURROGATE ||
+		error == JSON_UNICODE_LOW_SURROGATE;
+}
+
+/* the code point of the 4 hex digits at p, or -1 */
+static int
+hex4(const char *p, const char *end)
+{
+	int			cp = 0;
+
+	if (end - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++)
+	{
+		int			d = sw_webhook_hex_digit(p[i]);
+
+		if (d < 0)
+			return -1;
+		cp = cp * 16 + d;
+	}
+	return cp;
+}
+
+/*
+ * A copy of a JSON body whose \u escapes that PostgreSQL cannot make text
+ * of (\u0000, a lone surrogate, and in a database that is not UTF-8 any
+ * above \u007f) are \ufffd (\u003f if not UTF-8), each in the same
+ * bytes: what is found in it is the same for every copy of the body.
+ */
+static char *
+readable_copy(const char *body, size_t len)
+{
+	char	   *copy = palloc(len + 1);
+	char	   *end = copy + len;
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+
+	memcpy(copy, body, len);
+	copy[len] = '\0';
+	for (char *p = copy; p < end; p++)
+	{
+		int			cp;
+
+		if (*p != '\\')
+			continue;
+		if (p + 1 < end && p[1] != 'u')
+		{
+			p++;				/* another escape: two bytes */
+			continue;
+		}
+		if ((cp = hex4(p + 2, end)) < 0)
+			continue;
+		if (utf8 && cp >= 0xD800 && cp <= 0xDBFF && end - p >= 12 &&
+			p[6] == '\\' && p[7] == 'u' && hex4(p + 8, end) >= 0xDC00 &&
+			hex4(p + 8, end) <= 0xDFFF)
+		{
+			p += 11;			/* a pair, which makes one character */
+			continue;
+		}
+		if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || (!utf8 && cp > 0x7F))
+			memcpy(p + 2, utf8 ? "fffd" : "003f", 4);
+		p += 5;
+	}
+	return copy;
+}
+
+/* one search of a body, with PostgreSQL's parser */
+static JsonParseErrorType
+search_body(FieldSearch *s, const char *body, size_t len)
+{
 	JsonSemAction sem = {0};
 	JsonParseErrorType error;
 
-	*value = NULL;
-	if (len > PG_INT32_MAX)
-		return SW_JSON_INVALID;
-	s.lex = makeJsonLexContextCstringLen((char *) body, (int) len,
-										 GetDatabaseEncoding(), true);
-	s.path = path;
-	s.npath = npath;
-	s.result = SW_JSON_ABSENT;
-	sem.semstate = &s;
+	s->lex = makeJsonLexContextCstringLen((char *) body, (int) len,
+										  GetDatabaseEncoding(), true);
+	s->matched = 0;
+	s->pending = false;
+	s->is_object = false;
+	s->result = SW_JSON_ABSENT;
+	s->value = NULL;
+	sem.semstate = s;
 	sem.object_start = search_object_start;
 	sem.array_start = search_array_start;
 	sem.object_field_start = search_field_start;
@@ -149,8 +210,37 @@ sw_json_body_field(const char *body, size_t len, const char *const *path,
 	sem.scalar = search_scalar;
 	/* its errors (a body nested deeper than the stack allows) are the body's */
 	wh_parsing_body = true;
-	error = pg_parse_json(s.lex, &sem);
+	error = pg_parse_json(s->lex, &sem);
 	wh_parsing_body = false;
+	return error;
+}
+
+/*
+ * Find a field of a JSON body by its path of names (a top-level field, or
+ * one in objects under it), with PostgreSQL's JSON parser:
+ * SW_JSON_FOUND with its value as text in *value (a string unescaped, a
+ * number as written); SW_JSON_ABSENT if the body is an object without it
+ * (or it is null); SW_JSON_NOT_SCALAR if it is an object, an array or a
+ * boolean; SW_JSON_INVALID if the body is not a JSON object.  A body with
+ * escapes the parser cannot make text of (\u0000 in a user's note) is
+ * searched again as readable_copy() makes it, so that a provider's retry
+ * of it finds the same key.
+ */
+SwJsonField
+sw_json_body_field(const char *body, size_t len, const char *const *path,
+				   int npath, char **value)
+{
+	FieldSearch s = {0};
+	JsonParseErrorType error;
+
+	*value = NULL;
+	if (len > PG_INT32_MAX)
+		return SW_JSON_INVALID;
+	s.path = path;
+	s.npath = npath;
+	error = search_body(&s, body, len);
+	if (is_escape_error(error))
+		error = search_body(&s, readable_copy(body, len), len);
 	if (error != JSON_SUCCESS || !s.is_object)
 		return SW_JSON_INVALID;
 	*value = s.value;

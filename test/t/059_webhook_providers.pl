@@ -247,8 +247,17 @@ is(post('/postgres/public/stripe', '{"id": 42, "type": "n"}', stripe($now, '{"id
 	'200 1 row', 'stripe: a number is a key');
 is(post('/postgres/public/stripe', '{"id": 42, "type": "n"}', stripe($now, '{"id": 42, "type": "n"}', $secret)),
 	'200 1 row', 'stripe: and its retry writes nothing');
+# escapes PostgreSQL cannot make text of, in a field before the key
+for my $b ('{"type": "nul", "data": {"note": "a\\u0000b"}, "id": "evt_nul"}',
+	'{"type": "surrogate", "data": {"note": "\\udc00"}, "id": "evt_sur"}')
+{
+	is(post('/postgres/public/stripe', $b, stripe($now, $b, $secret)), '200 1 row',
+		"stripe: a body with an escape PostgreSQL cannot read: $b");
+	is(post('/postgres/public/stripe', $b, stripe($now, $b, $secret)), '200 1 row',
+		'stripe: its retry writes nothing all the same');
+}
 is(sql(q{SELECT string_agg(coalesce(id, '-') || ':' || type, ',' ORDER BY id) FROM stripe}),
-	'42:n,evt_1:charge.succeeded,-:no id', 'stripe: each event once');
+	'42:n,evt_1:charge.succeeded,evt_nul:nul,evt_sur:surrogate,-:no id', 'stripe: each event once');
 
 # Slack's event_id
 is(post('/postgres/public/slack', $ev, slack($now, $ev)), '200 1 row', 'slack: an event sent again');
