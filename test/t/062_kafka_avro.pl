@@ -112,6 +112,11 @@ is(sql(q{SELECT source_writes.wait_for('evolve')}), '', 'a writer whose type the
 is(sql(q{SELECT error FROM source_writes.errors WHERE source = 'evolve'::regclass}),
 	'invalid input syntax for type integer: "three" (column "id" of source table "evolve", field "id")',
 	'is kept as an error naming the column and the field');
+my ($rc, $out, $err) = $node->psql('postgres', q{SELECT source_writes.retry_errors('evolve')});
+like($err, qr/ERROR:  the schema of id \d+ is not known in this process/,
+	'retry_errors() cannot decode Avro in a session yet, and says so');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'evolve'::regclass}), '1',
+	'the error stays kept');
 
 #
 # 3. bad messages are kept as errors, and nothing is lost
