@@ -82,6 +82,7 @@ typedef struct SchemaNode
 	int			nchildren;
 	struct SchemaNode **children;
 	const char *name;			/* a named type's full name */
+	bool		open;			/* a record whose fields are being read */
 } SchemaNode;
 
 /* a writer's schema, by its registry's server and id */
@@ -99,7 +100,7 @@ typedef struct SchemaEntry
 	avro_schema_t schema;
 	avro_value_iface_t *iface;
 	avro_value_t value;			/* read into, message after message */
-	SchemaNode	   *root;
+	SchemaNode *root;
 	MemoryContext cxt;			/* of root and why */
 	uint64		used;			/* when it was last used, for eviction */
 } SchemaEntry;
@@ -120,6 +121,7 @@ typedef struct Names
 {
 	List	   *names;
 	List	   *nodes;
+	const char *why;			/* why the schema is refused, if it is */
 } Names;
 
 static SchemaNode *read_node(JsonbValue *v, const char *ns, Names *names);
@@ -175,8 +177,17 @@ named_node(const char *name, const char *ns, Names *names)
 
 	forboth(n, names->names, lc, names->nodes)
 	{
-		if (strcmp(lfirst(n), full) == 0 || strcmp(lfirst(n), name) == 0)
-			return lfirst(lc);
+		SchemaNode *node = lfirst(lc);
+
+		if (strcmp(lfirst(n), full) != 0 && strcmp(lfirst(n), name) != 0)
+			continue;
+		/* a type within itself: a message could nest it without end */
+		if (node->open)
+		{
+			names->why = "it is recursive, which this release does not read";
+			return NULL;
+		}
+		return node;
 	}
 	return NULL;
 }
@@ -225,13 +236,30 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
 	return LT_NONE;
 }
 
+/*
+ * Whether a value of a type takes no bytes in Avro's binary encoding:
+ * null, a record of such fields only.
+ */
+static bool
+zero_width(SchemaNode *node, int depth)
+{
+	if (node->type == AVRO_NULL)
+		return true;
+	if (node->type != AVRO_RECORD || node->open || depth > 64)
+		return false;
+	for (int i = 0; i < node->nchildren; i++)
+		if (node->children[i] == NULL || !zero_width(node->children[i], depth + 1))
+			return false;
+	return true;
+}
+
 /* a schema object ({"type": ...}) */
 static SchemaNode *
 read_object(JsonbContainer *obj, const char *ns, Names *names)
 {
 	JsonbValue	t;
 	char	   *type;
-	SchemaNode	   *node;
+	SchemaNode *node;
 
 	if (getKeyJsonValueFromContainer(obj, "type", 4, &t) == NULL)
 		return NULL;
@@ -272,6 +300,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 			return NULL;
 		node->nchildren = JsonContainerSize(fields.val.binary.data);
 		node->children = palloc0(sizeof(SchemaNode *) * Max(node->nchildren, 1));
+		node->open = true;
 		for (int i = 0; i < node->nchildren; i++)
 		{
 			JsonbValue *f = getIthJsonbValueFromContainer(fields.val.binary.data, i);
@@ -282,6 +311,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 				(node->children[i] = read_node(&ft, ns, names)) == NULL)
 				return NULL;
 		}
+		node->open = false;
 	}
 	else if (strcmp(type, "enum") == 0)
 		node->type = AVRO_ENUM;
@@ -302,6 +332,17 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 										 array ? 5 : 6, &child) == NULL ||
 			(node->children[0] = read_node(&child, ns, names)) == NULL)
 			return NULL;
+
+		/*
+		 * Items that take no bytes: a few bytes of a message could count
+		 * billions of them, each of which Avro C would make.  (A map's
+		 * entries have keys, which take a byte at least.)
+		 */
+		if (array && zero_width(node->children[0], 0))
+		{
+			names->why = "it has an array of items that take no bytes";
+			return NULL;
+		}
 	}
 	else
 	{
@@ -322,7 +363,7 @@ read_node(JsonbValue *v, const char *ns, Names *names)
 	if (v->type == jbvString)
 	{
 		char	   *name = pnstrdup(v->val.string.val, v->val.string.len);
-		SchemaNode	   *node;
+		SchemaNode *node;
 
 		if (primitive_type(name) == SW_AVRO_NONE)
 			return named_node(name, ns, names);
@@ -334,7 +375,7 @@ read_node(JsonbValue *v, const char *ns, Names *names)
 		return NULL;
 	if (JsonContainerIsArray(v->val.binary.data))
 	{
-		SchemaNode	   *node = palloc0(sizeof(SchemaNode));
+		SchemaNode *node = palloc0(sizeof(SchemaNode));
 
 		node->type = AVRO_UNION;
 		node->nchildren = JsonContainerSize(v->val.binary.data);
@@ -356,22 +397,24 @@ read_node(JsonbValue *v, const char *ns, Names *names)
  * current memory context.  An ERROR for JSON that is not valid.
  */
 static SchemaNode *
-read_schema(const char *json)
+read_schema(const char *json, const char **why)
 {
 	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 	JsonbValue	v;
-	Names		names = {NIL, NIL};
+	Names		names = {NIL, NIL, NULL};
+	SchemaNode *root;
 
 	if (JB_ROOT_IS_SCALAR(jb))
+		root = read_node(getIthJsonbValueFromContainer(&jb->root, 0), NULL, &names);
+	else
 	{
-		JsonbValue *scalar = getIthJsonbValueFromContainer(&jb->root, 0);
-
-		return read_node(scalar, NULL, &names);
+		v.type = jbvBinary;
+		v.val.binary.data = &jb->root;
+		v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+		root = read_node(&v, NULL, &names);
 	}
-	v.type = jbvBinary;
-	v.val.binary.data = &jb->root;
-	v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
-	return read_node(&v, NULL, &names);
+	*why = names.why;
+	return root;
 }
 
 /* let go of what a schema entry holds */
@@ -448,7 +491,8 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 	SchemaEntry *e = enter_schema(serverid, id);
 	MemoryContext old;
 	char	   *text;
-	SchemaNode	   *root = NULL;
+	SchemaNode *volatile root = NULL;
+	const char *why = NULL;
 
 	e->cxt = AllocSetContextCreate(TopMemoryContext, "source_writes Avro schema",
 								   ALLOCSET_SMALL_SIZES);
@@ -456,7 +500,7 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 	text = pnstrdup(json, len);
 	PG_TRY();
 	{
-		root = read_schema(text);
+		root = read_schema(text, &why);
 	}
 	PG_CATCH();
 	{
@@ -467,7 +511,7 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 	MemoryContextSwitchTo(old);
 
 	if (root == NULL || root->type != AVRO_RECORD)
-		e->why = MemoryContextStrdup(e->cxt, root == NULL ?
+		e->why = MemoryContextStrdup(e->cxt, why ? why : root == NULL ?
 									 "it is not a valid Avro schema" :
 									 "it is not a record");
 	else if (avro_schema_from_json_length(text, len, &e->schema) != 0)

@@ -131,6 +131,11 @@ SwTest::produce_avro($broker, undef, 'bad', raw_hex => 1, records => [
 	'00' . $id . '80',		# a varint that never ends
 	'00000f4240' . '02',	# an id the registry does not know (1000000)
 ]);
+# schemas whose messages could make Avro C nest or repeat without end
+my $list = produce('bad', q{{"type": "record", "name": "node", "fields": [{"name": "id", "type": "int"},
+	{"name": "next", "type": ["null", "node"]}]}}, '{"id": 9, "next": {"node": {"id": 10, "next": null}}}');
+my $nulls = produce('bad', q{{"type": "record", "name": "nulls", "fields": [{"name": "id", "type": "int"},
+	{"name": "n", "type": {"type": "array", "items": "null"}}]}}, '{"id": 11, "n": [null, null]}');
 produce('bad', $v1, '{"id": 2}');
 is(sql(q{SELECT source_writes.wait_for('bad')}), '', 'good and bad messages');
 is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM bad}), '1,2', 'the good ones are rows');
@@ -140,7 +145,9 @@ is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") F
 	. "2: invalid Avro data: the message does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
 	. "3: Avro message of 2 bytes is shorter than the Confluent wire format's header (message value for source table \"bad\"): A message begins with a magic byte 0 and a 4-byte schema id.\n"
 	. "4: invalid Avro data: the message does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
-	. "5: the schema of id 1000000 in the schema registry cannot be used: the schema registry does not know it (message value for source table \"bad\")",
+	. "5: the schema of id 1000000 in the schema registry cannot be used: the schema registry does not know it (message value for source table \"bad\")\n"
+	. "6: the schema of id $list->{value_schema_id} in the schema registry cannot be used: it is recursive, which this release does not read (message value for source table \"bad\")\n"
+	. "7: the schema of id $nulls->{value_schema_id} in the schema registry cannot be used: it has an array of items that take no bytes (message value for source table \"bad\")",
 	'the bad ones are kept as errors that say why');
 
 #
