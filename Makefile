@@ -18,6 +18,7 @@ OBJS = \
 	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/fdw/restore.o \
+	src/ingest/avro_format.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
 	src/ingest/decode_csv.o \
@@ -71,7 +72,8 @@ PROVE_TESTS = test/t/*.pl
 # "fdw/fdw.h", ...
 PG_CPPFLAGS = -Isrc
 
-KAFKA_OBJS = src/kafka/kafka_worker.o
+KAFKA_OBJS = src/kafka/kafka_worker.o src/kafka/registry.o
+AVRO_OBJS = src/ingest/decode_avro.o
 WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
 	src/webhook/webhook_answers.o \
 	src/webhook/webhook_group.o src/webhook/webhook_limits.o \
@@ -82,6 +84,7 @@ WEBHOOK_OBJS = src/webhook/webhook_worker.o src/webhook/webhook_state.o \
 EXTRA_CLEAN = test/kafka_broker test/schema_registry test/avro_producer \
 	tmp_check_regress tmp_check_iso output_iso \
 	source_writes_kafka$(DLSUFFIX) $(KAFKA_OBJS) \
+	source_writes_avro$(DLSUFFIX) $(AVRO_OBJS) \
 	source_writes_webhook$(DLSUFFIX) $(WEBHOOK_OBJS)
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
@@ -119,20 +122,28 @@ KAFKA_SHLIB = source_writes_kafka$(DLSUFFIX)
 # zlib, which decodes gzip and deflate bodies).
 WEBHOOK_SHLIB = source_writes_webhook$(DLSUFFIX)
 
-all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB)
+# The Avro decoder's library, the only one linked with Apache Avro C,
+# loaded by the processes that decode Avro messages when they first do.
+AVRO_SHLIB = source_writes_avro$(DLSUFFIX)
 
+all: $(KAFKA_SHLIB) $(WEBHOOK_SHLIB) $(AVRO_SHLIB)
+
+# (the Kafka workers also fetch schemas from registries, with libcurl)
 $(KAFKA_SHLIB): $(KAFKA_OBJS)
-	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lrdkafka -lcurl -pthread
+
+$(AVRO_SHLIB): $(AVRO_OBJS)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lavro
 
 $(WEBHOOK_SHLIB): $(WEBHOOK_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDFLAGS_SL) -shared -o $@ -lmicrohttpd -lz -pthread
 
-install: install-kafka install-webhook
+install: install-kafka install-webhook install-avro
 
 # the tests' own module is built in place by test/run; clean it with us
 clean: clean-test-module
 
-.PHONY: install-kafka install-webhook clean-test-module
+.PHONY: install-kafka install-webhook install-avro clean-test-module
 clean-test-module:
 	$(MAKE) -C test/modules/source_writes_test PG_CONFIG='$(PG_CONFIG)' clean
 
@@ -141,6 +152,9 @@ install-kafka: $(KAFKA_SHLIB) installdirs
 
 install-webhook: $(WEBHOOK_SHLIB) installdirs
 	$(INSTALL_SHLIB) $(WEBHOOK_SHLIB) '$(DESTDIR)$(pkglibdir)/$(WEBHOOK_SHLIB)'
+
+install-avro: $(AVRO_SHLIB) installdirs
+	$(INSTALL_SHLIB) $(AVRO_SHLIB) '$(DESTDIR)$(pkglibdir)/$(AVRO_SHLIB)'
 
 # the embedded Kafka broker for tests, demo and benchmarks
 test/kafka_broker: test/kafka_broker.c test/kafka_txn_broker.c

@@ -311,6 +311,36 @@ CREATE FOREIGN TABLE t (a int OPTIONS (field 'A'), b text) SERVER kafka OPTIONS 
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t () SERVER kafka OPTIONS (topic 'e');
 \echo :LAST_ERROR_SQLSTATE
+-- avro: its server names the schema registry, an http(s) URL; only a
+-- superuser names a CA file for it; credentials go in user mappings
+CREATE FOREIGN TABLE t (id int) SERVER kafka OPTIONS (topic 'e', format 'avro');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', schema_registry 'file:///etc/passwd');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'webhook', schema_registry 'http://registry:8081');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', schema_registry 'https://registry:8081',
+           schema_registry_ca 'ca.pem');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', schema_registry 'https://registry:8081',
+           schema_registry_ca '/etc/ssl/certs/ca-certificates.crt');
+CREATE USER MAPPING FOR regress_sw_app SERVER reg
+  OPTIONS (schema_registry_user 'u', schema_registry_password 'secret!');
+CREATE USER MAPPING FOR CURRENT_USER SERVER reg OPTIONS (schema_registry_token '');
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE avro_t (id int, doc jsonb OPTIONS (field 'payload'))
+  SERVER reg OPTIONS (topic 'e', format 'avro');
+GRANT USAGE ON FOREIGN SERVER reg TO regress_sw_app;
+ALTER SERVER reg OWNER TO regress_sw_app;
+SET ROLE regress_sw_app;
+ALTER SERVER reg OPTIONS (SET schema_registry 'https://other:8081');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP SERVER reg CASCADE;
 
 -- nothing of the failed commands remains
 SELECT count(*) AS foreign_tables FROM pg_foreign_table;

@@ -171,7 +171,7 @@ store_headers(DecodeRun *r, DecColumn *c)
 			appendStringInfoString(&buf, "null");
 		else
 		{
-			char	   *value = make_cstring(r, h->value, h->len);
+			char	   *value = sw_make_cstring(r, h->value, h->len);
 
 			escape_json(&buf, value);
 			pfree(value);
@@ -213,19 +213,19 @@ fill_metadata(DecodeRun *r, DecColumn *c)
 			store_timestamp(r, c, msg->timestamp_ms);
 			break;
 		case SW_COLUMN_KEY:
-			store_raw(r, c, msg->key, msg->key_len);
+			sw_store_raw(r, c, msg->key, msg->key_len);
 			break;
 		case SW_COLUMN_BODY:
-			store_raw(r, c, msg->value, msg->value_len);
+			sw_store_raw(r, c, msg->value, msg->value_len);
 			break;
 		case SW_COLUMN_HEADER:
 			/* exactly for Kafka, in any case for webhooks (HTTP) */
 			h = sw_find_header(msg->headers, sizeof(SwHeader), msg->nheaders,
 							   c->header, r->d->kind == SW_KIND_WEBHOOK);
 			if (h >= 0)
-				store_raw(r, c, msg->headers[h].value, msg->headers[h].len);
+				sw_store_raw(r, c, msg->headers[h].value, msg->headers[h].len);
 			else
-				store_raw(r, c, NULL, 0);
+				sw_store_raw(r, c, NULL, 0);
 			break;
 		case SW_COLUMN_HEADERS:
 			store_headers(r, c);
@@ -283,6 +283,7 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 	d->cxt = CurrentMemoryContext;
 	d->relname = pstrdup(RelationGetRelationName(ftrel));
 	d->kind = st->kind;
+	d->serverid = st->serverid;
 	d->format = st->format;
 	d->upsert = st->upsert;
 	d->natts = desc->natts;
@@ -517,7 +518,7 @@ decode_message_key(DecodeRun *r)
 		if (shape == KEY_SCALAR && !c->is_json)
 			store_text(r, c, text);
 		else
-			store_raw(r, c, msg->key, msg->key_len);
+			sw_store_raw(r, c, msg->key, msg->key_len);
 		r->col = NULL;
 		r->byte = 0;
 		if (text)
@@ -693,6 +694,7 @@ static const SwFormatOps *const formats[] = {
 	&sw_format_text,
 	&sw_format_bytes,
 	&sw_format_csv,
+	&sw_format_avro,
 };
 
 /*

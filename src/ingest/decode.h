@@ -68,6 +68,7 @@ struct SwDecoder
 	MemoryContext cxt;			/* where all of this lives */
 	char	   *relname;
 	SwKind		kind;
+	Oid			serverid;		/* its server (format avro: the registry's) */
 	bool		upsert;
 	int			natts;			/* of the table's tuple descriptor */
 	int			ncols;
@@ -161,10 +162,11 @@ store_text(DecodeRun *r, DecColumn *c, char *str)
 }
 
 /* decode_column.c */
+/* (those source_writes_avro.so calls are exported) */
 extern void verify_text(DecodeRun *r, const char *s, size_t len);
-extern char *make_cstring(DecodeRun *r, const char *s, size_t len);
-extern void store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len);
-extern void fill_default(DecodeRun *r, DecColumn *c);
+extern PGDLLEXPORT char *sw_make_cstring(DecodeRun *r, const char *s, size_t len);
+extern PGDLLEXPORT void sw_store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len);
+extern PGDLLEXPORT void sw_fill_default(DecodeRun *r, DecColumn *c);
 
 /* decode_json.c: the JSON of values, and of message keys in every format */
 
@@ -189,5 +191,8 @@ extern const SwFormatOps sw_format_csv;
 /* decode_text.c */
 extern const SwFormatOps sw_format_text;
 extern const SwFormatOps sw_format_bytes;
+
+/* avro_format.c (and decode_avro.c, in source_writes_avro.so) */
+extern const SwFormatOps sw_format_avro;
 
 #endif							/* SW_INGEST_PRIVATE_DECODE_H */

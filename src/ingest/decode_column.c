@@ -50,7 +50,7 @@ verify_text(DecodeRun *r, const char *s, size_t len)
  * len bytes as a NUL-terminated string, once checked.
  */
 char *
-make_cstring(DecodeRun *r, const char *s, size_t len)
+sw_make_cstring(DecodeRun *r, const char *s, size_t len)
 {
 	char	   *result;
 
@@ -66,7 +66,7 @@ make_cstring(DecodeRun *r, const char *s, size_t len)
  * text through the input function.
  */
 void
-store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
+sw_store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
 {
 	if (data == NULL)
 		store_text(r, c, NULL);
@@ -87,7 +87,7 @@ store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
 	}
 	else
 	{
-		char	   *s = make_cstring(r, data, len);
+		char	   *s = sw_make_cstring(r, data, len);
 
 		store_text(r, c, s);
 		pfree(s);
@@ -100,7 +100,7 @@ store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len)
  * the key's value (check_key_agrees()).
  */
 void
-fill_default(DecodeRun *r, DecColumn *c)
+sw_fill_default(DecodeRun *r, DecColumn *c)
 {
 	r->col = c;
 	if (c->is_key && r->d->upsert && r->d->ndatakey > 0)

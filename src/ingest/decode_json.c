@@ -431,7 +431,7 @@ decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
 		int			i = d->data[j];
 
 		if (!d->seen[i] && wanted(r, &d->cols[i]) && !r->no_defaults)
-			fill_default(r, &d->cols[i]);
+			sw_fill_default(r, &d->cols[i]);
 	}
 }
 

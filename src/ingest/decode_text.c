@@ -94,7 +94,7 @@ decode_whole(DecodeRun *r, const char *value, size_t len)
 	for (int j = 0; j < d->ndata; j++)
 	{
 		r->col = &d->cols[d->data[j]];
-		store_raw(r, r->col, value, len);
+		sw_store_raw(r, r->col, value, len);
 	}
 	r->col = NULL;
 }

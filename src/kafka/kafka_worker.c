@@ -52,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "ingest/ingest.h"
+#include "kafka/registry.h"
 #include "log/log.h"
 #include "options/options.h"
 #include "source_writes.h"
@@ -116,6 +117,7 @@ static Oid	source_relid = InvalidOid;
 static char *source_name;
 static Oid	server_oid;
 static char *topic;
+static bool avro_values;		/* format avro: schemas from the registry */
 static SwIngest *ingest;			/* in ingest_cxt */
 static MemoryContext ingest_cxt;
 static SwSourceTable *source_table;	/* the table's options */
@@ -509,6 +511,9 @@ set_up(void)
 	catalog_has_identity = sw_catalog_progress_has_identity();
 	make_wait_set();
 	create_consumer(make_conf(server, mapping));
+	avro_values = strcmp(source_table->format->name, "avro") == 0;
+	if (avro_values)
+		sw_registry_init(server, mapping);
 	close_source(ftrel);
 }
 
@@ -1264,6 +1269,60 @@ drop_messages(void)
 	MemoryContextReset(step_cxt);
 }
 
+/* the values of the messages taken, for the schema registry client */
+static void
+taken_values(const char **values, size_t *lens)
+{
+	for (int i = 0; i < nmsgs; i++)
+	{
+		values[i] = msgs[i]->payload;
+		lens[i] = msgs[i]->len;
+	}
+}
+
+/*
+ * Does a message taken need a writer's schema not fetched yet?  Then the
+ * batch ends before it: schemas are fetched outside its transaction.
+ */
+static bool
+schemas_missing(void)
+{
+	const char *values[SW_KAFKA_CONSUME_STEP];
+	size_t		lens[SW_KAFKA_CONSUME_STEP];
+
+	if (!avro_values)
+		return false;
+	taken_values(values, lens);
+	return sw_registry_missing(nmsgs, values, lens);
+}
+
+/*
+ * Fetch the writers' schemas the messages taken need, before the batch's
+ * transaction: false, with the state saying why, while the registry
+ * cannot give them (the messages are kept, to be tried again).
+ */
+static bool
+fetch_schemas(void)
+{
+	const char *values[SW_KAFKA_CONSUME_STEP];
+	size_t		lens[SW_KAFKA_CONSUME_STEP];
+	const char *state = NULL;
+	char	   *error = NULL;
+
+	if (!avro_values)
+		return true;
+	taken_values(values, lens);
+	pgstat_report_activity(STATE_RUNNING, "fetching schemas from the schema registry");
+	if (sw_registry_resolve(nmsgs, values, lens, &state, &error))
+	{
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return true;
+	}
+	pgstat_report_activity(STATE_IDLE, NULL);
+	set_state(state, error);
+	return false;
+}
+
 /*
  * Has librdkafka fetched every partition up to the high watermark it last
  * saw?  If not, more messages are on their way.
@@ -1393,9 +1452,9 @@ passed_silent_offsets(void)
 }
 
 /*
- * At the end of a batch, every message taken was added to it: the offsets
- * librdkafka passed beyond the last of them brought none, and are consumed
- * with it.
+ * At the end of a batch whose every message taken was added to it (none
+ * is held for its schema): the offsets librdkafka passed beyond the last
+ * of them brought none, and are consumed with it.
  */
 static void
 consume_silent_offsets(void)
@@ -1531,7 +1590,12 @@ ingest_batch(void)
 			ConfigReloadPending || options_maybe_changed)
 			break;
 		if (take_messages(0) > 0)
+		{
+			/* those that need a schema not fetched wait for the next batch */
+			if (schemas_missing())
+				break;
 			continue;
+		}
 		/* the queue is empty: wait for more if the brokers have more */
 		drained = true;
 		if (fetched_all())
@@ -1540,8 +1604,12 @@ ingest_batch(void)
 		if (take_messages(SW_KAFKA_WAIT_MS) == 0)
 			break;
 		drained = false;
+		if (schemas_missing())
+			break;
 	}
-	consume_silent_offsets();
+	/* messages held for their schemas are not passed over */
+	if (nmsgs == 0)
+		consume_silent_offsets();
 	consume_deleted(drained);
 
 	/*
@@ -1572,6 +1640,32 @@ ingest_batch(void)
 		partitions[i].next = partitions[i].batch_to;
 	elog(DEBUG1, "ingested " INT64_FORMAT " rows into source table \"%s\", kept " INT64_FORMAT " errors",
 		 written, source_name, kept);
+}
+
+/*
+ * Wait before asking the schema registry again, a backoff that doubles
+ * (wait_for() requests set the latch meanwhile); the messages taken stay.
+ */
+static void
+wait_for_registry(int *failures)
+{
+	TimestampTz deadline;
+
+	(*failures)++;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   sw_backoff_ms(*failures, 1000, SW_MAX_RETRY_MS));
+	while (!ConfigReloadPending && !options_maybe_changed)
+	{
+		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+		if (remaining <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 remaining, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		AcceptInvalidationMessages();
+	}
 }
 
 /*
@@ -1949,9 +2043,12 @@ source_writes_kafka_main(Datum main_arg)
 		{
 			bool		deleted = deleted_ahead();
 
-			if (take_messages(0) > 0 || deleted || passed_silent_offsets())
+			/* (messages a batch left for their schemas come first) */
+			if (nmsgs > 0 || take_messages(0) > 0 || deleted || passed_silent_offsets())
 			{
-				if (try_batch(&failures))
+				if (!fetch_schemas())
+					wait_for_registry(&failures);
+				else if (try_batch(&failures))
 					set_state("running", NULL);
 				last_report = 0;	/* report now */
 				busy = true;

@@ -26,6 +26,7 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -62,6 +63,8 @@ static void check_interval(const char *option, const char *value);
 static void check_byte_size(const char *option, const char *value);
 static void check_workers(const char *option, const char *value);
 static void check_secret(const char *option, const char *value);
+static void check_registry_url(const char *option, const char *value);
+static void check_superuser_file(const char *option, const char *value);
 
 const char *const sw_server_types[] = {"kafka", "webhook", NULL};
 const char *const sw_envelopes[] = {"none", "upsert", NULL};
@@ -73,10 +76,15 @@ static const SwOption sw_options[] = {
 	/* servers */
 	{"type", ForeignServerRelationId, SW_ANY_KIND, sw_server_types, NULL},
 	{"brokers", ForeignServerRelationId, SW_KIND_KAFKA, NULL, check_nonempty},
+	{"schema_registry", ForeignServerRelationId, SW_KIND_KAFKA, NULL, check_registry_url},
+	{"schema_registry_ca", ForeignServerRelationId, SW_KIND_KAFKA, NULL, check_superuser_file},
 	/* user mappings */
 	{"secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
 	{"previous_secret", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_secret},
 	{"verify_token", UserMappingRelationId, SW_KIND_WEBHOOK, NULL, check_nonempty},
+	{"schema_registry_user", UserMappingRelationId, SW_KIND_KAFKA, NULL, check_nonempty},
+	{"schema_registry_password", UserMappingRelationId, SW_KIND_KAFKA, NULL, check_nonempty},
+	{"schema_registry_token", UserMappingRelationId, SW_KIND_KAFKA, NULL, check_nonempty},
 	/* source tables */
 	{"topic", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_topic},
 	{"format", ForeignTableRelationId, SW_KIND_KAFKA, NULL, NULL, sw_format_names},
@@ -584,4 +592,39 @@ check_secret(const char *option, const char *value)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" begins with \"whsec_\" but is not base64 after it", option),
 				 errhint("Copy the secret exactly as the sender shows it: \"whsec_\" and the base64 of the key.")));
+}
+
+/*
+ * A schema registry's address: an http or https URL, nothing else that
+ * libcurl could reach (file://, ...).
+ */
+static void
+check_registry_url(const char *option, const char *value)
+{
+	if (pg_strncasecmp(value, "http://", 7) != 0 &&
+		pg_strncasecmp(value, "https://", 8) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+				 errhint("Give the registry's http:// or https:// URL, e.g. 'http://registry:8081'.")));
+}
+
+/*
+ * A file the workers read (a CA bundle): only a superuser may name one,
+ * as postgres_fdw lets only a superuser name sslcert; an absolute path.
+ */
+static void
+check_superuser_file(const char *option, const char *value)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("option \"%s\" may only be set by a superuser", option),
+				 errdetail("It names a file that would be read with the database server's privileges."),
+				 errhint("Servers with the \"%s\" option set may only be created or modified by a superuser.",
+						 option)));
+	if (!is_absolute_path(value))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must be an absolute path", option)));
 }

@@ -8,7 +8,8 @@
 # The libraries are built as PostgreSQL 16 builds modules, with hidden
 # symbols: source_writes.so exports what the server calls and exactly the
 # functions and settings that its other libraries (the Kafka and webhook
-# workers', the tests' module) call, and they load.  It has neither the
+# workers', the Avro decoder's, the tests' module) call, and they load.
+# Neither Apache Avro C nor libcurl is mapped into those backends either.  It has neither the
 # tests' doors nor the benchmarks' switch.
 use strict;
 use warnings;
@@ -27,6 +28,8 @@ my $ldd = `ldd '$so' 2>&1`;
 is($?, 0, "ldd $so runs") or diag($ldd);
 unlike($ldd, qr/librdkafka/, 'source_writes.so is not linked with librdkafka');
 unlike($ldd, qr/libmicrohttpd/, 'nor with libmicrohttpd, which only the webhook server loads');
+unlike($ldd, qr/libavro/, 'nor with Apache Avro C, which only processes that decode Avro load');
+unlike($ldd, qr/libcurl/, 'nor with libcurl, which only the Kafka workers load');
 
 # the files mapped into server process $pid (it runs as our OS user, so
 # we may read its maps), one each
@@ -50,6 +53,8 @@ sub check_maps
 	ok(!@rdkafka, "$who has no librdkafka mapped") or diag("mapped: @rdkafka");
 	my @microhttpd = grep { /libmicrohttpd/ } @files;
 	ok(!@microhttpd, "$who has no libmicrohttpd mapped") or diag("mapped: @microhttpd");
+	my @others = grep { /libavro|libcurl/ } @files;
+	ok(!@others, "$who has neither Avro C nor libcurl mapped") or diag("mapped: @others");
 }
 
 # 2. a session that creates a kafka source, edits and reads it, and stays
@@ -82,6 +87,7 @@ my %lib = (
 	main => "$libdir/source_writes.so",
 	kafka => "$libdir/source_writes_kafka.so",
 	webhook => "$libdir/source_writes_webhook.so",
+	avro => "$libdir/source_writes_avro.so",
 	test => "$libdir/source_writes_test.so");
 
 # the symbols that nm lists with OPTIONS for FILE
@@ -98,13 +104,17 @@ my @unexpected = grep { !/^(Pg_magic_func|_PG_init|pg_finfo_source_writes_\w+|so
   @exported;
 is("@unexpected", '', 'source_writes.so exports what the server calls, and sw_ symbols');
 my %imported;
-for my $client (qw(kafka webhook test))
+for my $client (qw(kafka webhook avro test))
 {
 	$imported{$_} = 1 for grep { /^sw_/ } symbols('-D --undefined-only', $lib{$client});
+	# (the Avro library's are found with load_external_function())
 	my @own = grep { !/^(Pg_magic_func|pg_finfo_source_writes_\w+|source_writes_\w+)$/ }
+	  grep { $client ne 'avro' || !/^sw_avro_\w+$/ }
 	  symbols('-D --defined-only', $lib{$client});
 	is("@own", '', "the $client library exports only what the server calls");
 }
+like(`ldd '$lib{avro}' 2>&1`, qr/libavro/, 'the Avro library is linked with Apache Avro C');
+like(`ldd '$lib{kafka}' 2>&1`, qr/libcurl/, 'the Kafka library with libcurl');
 my %api = map { $_ => 1 } grep { /^sw_/ } @exported;
 is(join(' ', grep { !$api{$_} } sort keys %imported), '',
 	'every sw_ symbol that the other libraries call is exported (PGDLLEXPORT)');
@@ -113,7 +123,7 @@ is(join(' ', grep { !$imported{$_} } sort keys %api), '',
 cmp_ok(scalar(keys %api), '>', 20, 'the libraries call into source_writes.so');
 
 # each library loads, its calls into source_writes.so resolved
-for my $client (qw(kafka webhook test))
+for my $client (qw(kafka webhook avro test))
 {
 	my $name = $lib{$client} =~ s{.*/(.*)\.so$}{$1}r;
 	my ($rc, $out, $err) = $node->psql('postgres', "LOAD '$name'");

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * avro_format.c
+ *		  The format avro as source_writes.so lists it: its checks at DDL,
+ *		  and its decoding, which source_writes_avro.so does
+ *
+ * See doc/internals.md, "Writing and the stamping protocol" (Decoding).
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest/avro_format.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/defrem.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+
+#include "ingest/avro.h"
+#include "ingest/decode.h"
+
+typedef void (*PrepareFunc) (SwDecoder *d);
+typedef void (*DecodeFunc) (DecodeRun *r, const char *value, size_t len);
+
+/*
+ * A function of source_writes_avro.so, which is loaded on first use.
+ */
+void *
+sw_avro_function(const char *name)
+{
+	return (void *) load_external_function(SW_AVRO_LIBRARY, name, true, NULL);
+}
+
+/* the server option schema_registry of a server, or NULL */
+static char *
+server_registry(Oid serverid)
+{
+	ListCell   *lc;
+
+	foreach(lc, GetForeignServer(serverid)->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "schema_registry") == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/* a table of format avro needs its server to name a schema registry */
+static void
+check_avro_columns(const SwSourceTable *st, Relation rel)
+{
+	if (server_registry(st->serverid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("format \"avro\" needs server option \"schema_registry\""),
+				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
+}
+
+static void
+prepare_avro(SwDecoder *d)
+{
+	((PrepareFunc) sw_avro_function("sw_avro_prepare")) (d);
+}
+
+static void
+decode_avro(DecodeRun *r, const char *value, size_t len)
+{
+	static DecodeFunc decode = NULL;
+
+	if (decode == NULL)
+		decode = (DecodeFunc) sw_avro_function("sw_avro_decode");
+	decode(r, value, len);
+}
+
+/* avro: records in the Confluent wire format, fields to columns by name */
+const SwFormatOps sw_format_avro = {
+	.name = "avro",
+	.kinds = SW_KIND_KAFKA,
+	.takes_fields = true,
+	.needs_value = true,
+	.check_columns = check_avro_columns,
+	.prepare = prepare_avro,
+	.decode = decode_avro,
+};

@@ -1,0 +1,959 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode_avro.c
+ *		  The format avro: message values in the Confluent wire format (a
+ *		  magic byte 0, a 4-byte schema id, the Avro binary body), read with
+ *		  Apache Avro C against the writer's schema from the registry
+ *
+ * Built into source_writes_avro.so, the only library linked with Avro C,
+ * which processes load when they first decode an Avro message (the Kafka
+ * workers); decode.c reaches it through avro_format.c.  The schemas are
+ * fetched by the Kafka worker (src/kafka/registry.c) before a batch
+ * begins, and kept here.  See doc/internals.md, "Writing and the stamping
+ * protocol" (Decoding).
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest/decode_avro.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <avro.h>
+
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/float.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+
+#include "ingest/avro.h"
+#include "ingest/decode.h"
+
+PG_MODULE_MAGIC;
+
+/* the most schemas kept at once; the least used go first */
+#define SW_AVRO_KEPT_SCHEMAS	1024
+
+/* no Avro type: a name that is not a primitive type's */
+#define SW_AVRO_NONE	((avro_type_t) -1)
+
+/* microseconds from the Unix epoch to PostgreSQL's */
+#define SW_EPOCH_DIFF_USECS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* the logical types, as the schema names them */
+typedef enum Logical
+{
+	LT_NONE,
+	LT_DATE,
+	LT_TIME_MILLIS,
+	LT_TIME_MICROS,
+	LT_TIMESTAMP_MILLIS,
+	LT_TIMESTAMP_MICROS,
+	LT_LOCAL_TIMESTAMP_MILLIS,
+	LT_LOCAL_TIMESTAMP_MICROS,
+	LT_DECIMAL,
+	LT_UUID
+} Logical;
+
+/*
+ * A schema as we read its JSON, beside Avro C's: what Avro C does not keep
+ * (logical types, a decimal's scale), in the same shape, so that the two
+ * are walked together: a record's fields, a union's branches in order, an
+ * array's items or a map's values as the one child.
+ */
+typedef struct SchemaNode
+{
+	avro_type_t type;
+	Logical		logical;
+	int			scale;			/* LT_DECIMAL */
+	int			nchildren;
+	struct SchemaNode **children;
+	const char *name;			/* a named type's full name */
+	bool		open;			/* a record whose fields are being read */
+} SchemaNode;
+
+/* a writer's schema, by its registry's server and id */
+typedef struct SchemaKey
+{
+	Oid			serverid;
+	int32		id;
+} SchemaKey;
+
+typedef struct SchemaEntry
+{
+	SchemaKey	key;
+	bool		usable;			/* else why holds why it is not */
+	char	   *why;
+	avro_schema_t schema;
+	avro_value_iface_t *iface;
+	avro_value_t value;			/* read into, message after message */
+	SchemaNode *root;
+	MemoryContext cxt;			/* of root and why */
+	uint64		used;			/* when it was last used, for eviction */
+} SchemaEntry;
+
+static HTAB *schemas = NULL;
+static uint64 uses = 0;
+
+/* the reader, set to each message in turn */
+static avro_reader_t reader = NULL;
+
+/* ---------------------------------------------------------------------
+ * Schemas
+ * ---------------------------------------------------------------------
+ */
+
+/* the named types of a schema being read, by full name */
+typedef struct Names
+{
+	List	   *names;
+	List	   *nodes;
+	const char *why;			/* why the schema is refused, if it is */
+} Names;
+
+static SchemaNode *read_node(JsonbValue *v, const char *ns, Names *names);
+
+/* a string field of a JSON object, or NULL */
+static char *
+object_string(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	v;
+
+	if (getKeyJsonValueFromContainer(obj, key, strlen(key), &v) == NULL ||
+		v.type != jbvString)
+		return NULL;
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+/* a primitive type by its name, or SW_AVRO_NONE */
+static avro_type_t
+primitive_type(const char *name)
+{
+	static const struct
+	{
+		const char *name;
+		avro_type_t type;
+	}			primitives[] = {
+		{"null", AVRO_NULL}, {"boolean", AVRO_BOOLEAN}, {"int", AVRO_INT32},
+		{"long", AVRO_INT64}, {"float", AVRO_FLOAT}, {"double", AVRO_DOUBLE},
+		{"bytes", AVRO_BYTES}, {"string", AVRO_STRING},
+	};
+
+	for (int i = 0; i < lengthof(primitives); i++)
+		if (strcmp(primitives[i].name, name) == 0)
+			return primitives[i].type;
+	return SW_AVRO_NONE;
+}
+
+/* a named type's full name, in namespace ns */
+static const char *
+full_name(const char *name, const char *ns)
+{
+	if (strchr(name, '.') || ns == NULL || ns[0] == '\0')
+		return pstrdup(name);
+	return psprintf("%s.%s", ns, name);
+}
+
+/* a reference to a named type defined before */
+static SchemaNode *
+named_node(const char *name, const char *ns, Names *names)
+{
+	const char *full = full_name(name, ns);
+	ListCell   *n;
+	ListCell   *lc;
+
+	forboth(n, names->names, lc, names->nodes)
+	{
+		SchemaNode *node = lfirst(lc);
+
+		if (strcmp(lfirst(n), full) != 0 && strcmp(lfirst(n), name) != 0)
+			continue;
+		/* a type within itself: a message could nest it without end */
+		if (node->open)
+		{
+			names->why = "it is recursive, which this release does not read";
+			return NULL;
+		}
+		return node;
+	}
+	return NULL;
+}
+
+/* the logical type of a schema object, checked against its type */
+static Logical
+logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
+{
+	char	   *logical = object_string(obj, "logicalType");
+	JsonbValue	v;
+
+	if (logical == NULL)
+		return LT_NONE;
+	if (strcmp(logical, "decimal") == 0 &&
+		(type == AVRO_BYTES || type == AVRO_FIXED))
+	{
+		*scale = 0;
+		if (getKeyJsonValueFromContainer(obj, "scale", 5, &v) && v.type == jbvNumeric)
+			*scale = DatumGetInt32(DirectFunctionCall1(numeric_int4,
+													   NumericGetDatum(v.val.numeric)));
+		return *scale >= 0 && *scale <= NUMERIC_MAX_DISPLAY_SCALE ? LT_DECIMAL : LT_NONE;
+	}
+	if (type == AVRO_INT32)
+	{
+		if (strcmp(logical, "date") == 0)
+			return LT_DATE;
+		if (strcmp(logical, "time-millis") == 0)
+			return LT_TIME_MILLIS;
+	}
+	if (type == AVRO_INT64)
+	{
+		if (strcmp(logical, "time-micros") == 0)
+			return LT_TIME_MICROS;
+		if (strcmp(logical, "timestamp-millis") == 0)
+			return LT_TIMESTAMP_MILLIS;
+		if (strcmp(logical, "timestamp-micros") == 0)
+			return LT_TIMESTAMP_MICROS;
+		if (strcmp(logical, "local-timestamp-millis") == 0)
+			return LT_LOCAL_TIMESTAMP_MILLIS;
+		if (strcmp(logical, "local-timestamp-micros") == 0)
+			return LT_LOCAL_TIMESTAMP_MICROS;
+	}
+	if (type == AVRO_STRING && strcmp(logical, "uuid") == 0)
+		return LT_UUID;
+	/* one it does not know, or on another type: the type as it is */
+	return LT_NONE;
+}
+
+/*
+ * Whether a value of a type takes no bytes in Avro's binary encoding:
+ * null, a record of such fields only.
+ */
+static bool
+zero_width(SchemaNode *node, int depth)
+{
+	if (node->type == AVRO_NULL)
+		return true;
+	if (node->type != AVRO_RECORD || node->open || depth > 64)
+		return false;
+	for (int i = 0; i < node->nchildren; i++)
+		if (node->children[i] == NULL || !zero_width(node->children[i], depth + 1))
+			return false;
+	return true;
+}
+
+/* a schema object ({"type": ...}) */
+static SchemaNode *
+read_object(JsonbContainer *obj, const char *ns, Names *names)
+{
+	JsonbValue	t;
+	char	   *type;
+	SchemaNode *node;
+
+	if (getKeyJsonValueFromContainer(obj, "type", 4, &t) == NULL)
+		return NULL;
+	if (t.type != jbvString)
+		return read_node(&t, ns, names);	/* {"type": {...}} or a union */
+	type = pnstrdup(t.val.string.val, t.val.string.len);
+
+	node = palloc0(sizeof(SchemaNode));
+	node->type = primitive_type(type);
+	if (node->type != SW_AVRO_NONE)
+	{
+		node->logical = logical_type(obj, node->type, &node->scale);
+		return node;
+	}
+	if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0 ||
+		strcmp(type, "enum") == 0 || strcmp(type, "fixed") == 0)
+	{
+		char	   *name = object_string(obj, "name");
+		char	   *own_ns = object_string(obj, "namespace");
+
+		if (name == NULL)
+			return NULL;
+		if (own_ns)
+			ns = own_ns;
+		node->name = full_name(name, ns);
+		if (strchr(name, '.'))
+			ns = pnstrdup(name, strrchr(name, '.') - name);
+		names->names = lappend(names->names, (void *) node->name);
+		names->nodes = lappend(names->nodes, node);
+	}
+	if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0)
+	{
+		JsonbValue	fields;
+
+		node->type = AVRO_RECORD;
+		if (getKeyJsonValueFromContainer(obj, "fields", 6, &fields) == NULL ||
+			fields.type != jbvBinary)
+			return NULL;
+		node->nchildren = JsonContainerSize(fields.val.binary.data);
+		node->children = palloc0(sizeof(SchemaNode *) * Max(node->nchildren, 1));
+		node->open = true;
+		for (int i = 0; i < node->nchildren; i++)
+		{
+			JsonbValue *f = getIthJsonbValueFromContainer(fields.val.binary.data, i);
+			JsonbValue	ft;
+
+			if (f == NULL || f->type != jbvBinary ||
+				getKeyJsonValueFromContainer(f->val.binary.data, "type", 4, &ft) == NULL ||
+				(node->children[i] = read_node(&ft, ns, names)) == NULL)
+				return NULL;
+		}
+		node->open = false;
+	}
+	else if (strcmp(type, "enum") == 0)
+		node->type = AVRO_ENUM;
+	else if (strcmp(type, "fixed") == 0)
+	{
+		node->type = AVRO_FIXED;
+		node->logical = logical_type(obj, AVRO_FIXED, &node->scale);
+	}
+	else if (strcmp(type, "array") == 0 || strcmp(type, "map") == 0)
+	{
+		JsonbValue	child;
+		bool		array = strcmp(type, "array") == 0;
+
+		node->type = array ? AVRO_ARRAY : AVRO_MAP;
+		node->nchildren = 1;
+		node->children = palloc(sizeof(SchemaNode *));
+		if (getKeyJsonValueFromContainer(obj, array ? "items" : "values",
+										 array ? 5 : 6, &child) == NULL ||
+			(node->children[0] = read_node(&child, ns, names)) == NULL)
+			return NULL;
+
+		/*
+		 * Items that take no bytes: a few bytes of a message could count
+		 * billions of them, each of which Avro C would make.  (A map's
+		 * entries have keys, which take a byte at least.)
+		 */
+		if (array && zero_width(node->children[0], 0))
+		{
+			names->why = "it has an array of items that take no bytes";
+			return NULL;
+		}
+	}
+	else
+	{
+		/* a named type given as {"type": "Name"} */
+		return named_node(type, ns, names);
+	}
+	return node;
+}
+
+/*
+ * Read one schema (a JSON value: a type's name, a schema object or a
+ * union's array) into a node; NULL for what Avro C would not take either.
+ */
+static SchemaNode *
+read_node(JsonbValue *v, const char *ns, Names *names)
+{
+	check_stack_depth();
+	if (v->type == jbvString)
+	{
+		char	   *name = pnstrdup(v->val.string.val, v->val.string.len);
+		SchemaNode *node;
+
+		if (primitive_type(name) == SW_AVRO_NONE)
+			return named_node(name, ns, names);
+		node = palloc0(sizeof(SchemaNode));
+		node->type = primitive_type(name);
+		return node;
+	}
+	if (v->type != jbvBinary)
+		return NULL;
+	if (JsonContainerIsArray(v->val.binary.data))
+	{
+		SchemaNode *node = palloc0(sizeof(SchemaNode));
+
+		node->type = AVRO_UNION;
+		node->nchildren = JsonContainerSize(v->val.binary.data);
+		node->children = palloc0(sizeof(SchemaNode *) * Max(node->nchildren, 1));
+		for (int i = 0; i < node->nchildren; i++)
+		{
+			JsonbValue *b = getIthJsonbValueFromContainer(v->val.binary.data, i);
+
+			if (b == NULL || (node->children[i] = read_node(b, ns, names)) == NULL)
+				return NULL;
+		}
+		return node;
+	}
+	return read_object(v->val.binary.data, ns, names);
+}
+
+/*
+ * Read a schema's JSON with PostgreSQL's parser into our nodes, in the
+ * current memory context.  An ERROR for JSON that is not valid.
+ */
+static SchemaNode *
+read_schema(const char *json, const char **why)
+{
+	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+	JsonbValue	v;
+	Names		names = {NIL, NIL, NULL};
+	SchemaNode *root;
+
+	if (JB_ROOT_IS_SCALAR(jb))
+		root = read_node(getIthJsonbValueFromContainer(&jb->root, 0), NULL, &names);
+	else
+	{
+		v.type = jbvBinary;
+		v.val.binary.data = &jb->root;
+		v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+		root = read_node(&v, NULL, &names);
+	}
+	*why = names.why;
+	return root;
+}
+
+/* let go of what a schema entry holds */
+static void
+free_entry(SchemaEntry *e)
+{
+	if (e->usable)
+	{
+		avro_value_decref(&e->value);
+		avro_value_iface_decref(e->iface);
+		avro_schema_decref(e->schema);
+	}
+	if (e->cxt)
+		MemoryContextDelete(e->cxt);
+	e->usable = false;
+	e->cxt = NULL;
+}
+
+/* the schemas' table, made on first use; its least used entry goes when full */
+static SchemaEntry *
+enter_schema(Oid serverid, int32 id)
+{
+	SchemaKey	key = {serverid, id};
+	SchemaEntry *e;
+	bool		found;
+
+	if (schemas == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(SchemaKey);
+		ctl.entrysize = sizeof(SchemaEntry);
+		ctl.hcxt = TopMemoryContext;
+		schemas = hash_create("source_writes Avro schemas", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(schemas, &key, HASH_FIND, NULL);
+	if (e)
+	{
+		free_entry(e);
+		return e;
+	}
+	if (hash_get_num_entries(schemas) >= SW_AVRO_KEPT_SCHEMAS)
+	{
+		HASH_SEQ_STATUS seq;
+		SchemaEntry *s;
+		SchemaEntry *oldest = NULL;
+
+		hash_seq_init(&seq, schemas);
+		while ((s = hash_seq_search(&seq)) != NULL)
+			if (oldest == NULL || s->used < oldest->used)
+				oldest = s;
+		free_entry(oldest);
+		(void) hash_search(schemas, &oldest->key, HASH_REMOVE, NULL);
+	}
+	e = hash_search(schemas, &key, HASH_ENTER, &found);
+	e->usable = false;
+	e->why = NULL;
+	e->cxt = NULL;
+	e->root = NULL;
+	e->used = ++uses;
+	return e;
+}
+
+/*
+ * Keep the writer's schema of id in the registry of server serverid, as
+ * the registry gave it (JSON text of len bytes): parsed by Avro C and by
+ * us.  Returns NULL, or why it cannot be used (the messages written with
+ * it are then kept as errors that say so).
+ */
+const char *
+sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
+{
+	SchemaEntry *e = enter_schema(serverid, id);
+	MemoryContext old;
+	char	   *text;
+	SchemaNode *volatile root = NULL;
+	const char *why = NULL;
+
+	e->cxt = AllocSetContextCreate(TopMemoryContext, "source_writes Avro schema",
+								   ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(e->cxt);
+	text = pnstrdup(json, len);
+	PG_TRY();
+	{
+		root = read_schema(text, &why);
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+		root = NULL;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	if (root == NULL || root->type != AVRO_RECORD)
+		e->why = MemoryContextStrdup(e->cxt, why ? why : root == NULL ?
+									 "it is not a valid Avro schema" :
+									 "it is not a record");
+	else if (avro_schema_from_json_length(text, len, &e->schema) != 0)
+		e->why = MemoryContextStrdup(e->cxt,
+									 psprintf("Avro C refuses it: %s", avro_strerror()));
+	else if ((e->iface = avro_generic_class_from_schema(e->schema)) == NULL ||
+			 avro_generic_value_new(e->iface, &e->value) != 0)
+	{
+		e->why = MemoryContextStrdup(e->cxt,
+									 psprintf("Avro C cannot read with it: %s", avro_strerror()));
+		if (e->iface)
+			avro_value_iface_decref(e->iface);
+		avro_schema_decref(e->schema);
+	}
+	else
+	{
+		e->root = root;
+		e->usable = true;
+	}
+	pfree(text);
+	return e->why;
+}
+
+/*
+ * Keep that the schema of id cannot be had (the registry does not know
+ * it, or answered what is no schema): why says so.
+ */
+void
+sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
+{
+	SchemaEntry *e = enter_schema(serverid, id);
+
+	e->cxt = AllocSetContextCreate(TopMemoryContext, "source_writes Avro schema",
+								   ALLOCSET_SMALL_SIZES);
+	e->why = MemoryContextStrdup(e->cxt, why);
+}
+
+/* whether the schema of id is kept, usable or not */
+bool
+sw_avro_schema_known(Oid serverid, int32 id)
+{
+	SchemaKey	key = {serverid, id};
+
+	return schemas != NULL && hash_search(schemas, &key, HASH_FIND, NULL) != NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Values
+ * ---------------------------------------------------------------------
+ */
+
+static void render_json(DecodeRun *r, StringInfo buf, avro_value_t *v, SchemaNode *node);
+
+/* an Avro C call that failed: the message is not what its schema says */
+static void
+avro_failed(DecodeRun *r, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid Avro data: %s", what),
+			 errdetail("Apache Avro C says: %s", avro_strerror())));
+}
+
+/* a union's branch, and its node; the value itself for other types */
+static void
+resolve_union(DecodeRun *r, avro_value_t *v, SchemaNode **node, avro_value_t *out)
+{
+	*out = *v;
+	while (avro_value_get_type(out) == AVRO_UNION)
+	{
+		int			disc;
+		avro_value_t branch;
+
+		if (avro_value_get_discriminant(out, &disc) != 0 ||
+			avro_value_get_current_branch(out, &branch) != 0)
+			avro_failed(r, "a union without a branch");
+		*node = (*node && (*node)->type == AVRO_UNION && disc < (*node)->nchildren) ?
+			(*node)->children[disc] : NULL;
+		*out = branch;
+	}
+	/* our reading of the schema is only trusted where it agrees with Avro C's */
+	if (*node && (*node)->type != avro_value_get_type(out))
+		*node = NULL;
+}
+
+/* the unscaled two's-complement big-endian integer of a decimal, as text */
+static char *
+decimal_text(const uint8 *bytes, size_t len, int scale)
+{
+	Numeric		n = int64_to_numeric(0);
+	Numeric		base = int64_to_numeric(256);
+	bool		negative = len > 0 && (bytes[0] & 0x80);
+
+	for (size_t i = 0; i < len; i++)
+	{
+		uint8		b = negative ? (uint8) ~bytes[i] : bytes[i];
+
+		n = DatumGetNumeric(DirectFunctionCall2(numeric_mul, NumericGetDatum(n),
+												NumericGetDatum(base)));
+		n = DatumGetNumeric(DirectFunctionCall2(numeric_add, NumericGetDatum(n),
+												NumericGetDatum(int64_to_numeric(b))));
+	}
+	if (negative)				/* -(~x + 1) */
+		n = DatumGetNumeric(DirectFunctionCall1(numeric_uminus,
+												DirectFunctionCall2(numeric_add, NumericGetDatum(n),
+																	NumericGetDatum(int64_to_numeric(1)))));
+	if (scale > 0)
+	{
+		Numeric		divisor = DatumGetNumeric(DirectFunctionCall2(numeric_power,
+																  NumericGetDatum(int64_to_numeric(10)),
+																  NumericGetDatum(int64_to_numeric(scale))));
+
+		n = DatumGetNumeric(DirectFunctionCall2(numeric_div, NumericGetDatum(n),
+												NumericGetDatum(divisor)));
+		n = DatumGetNumeric(DirectFunctionCall2(numeric_round, NumericGetDatum(n),
+												Int32GetDatum(scale)));
+	}
+	return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n)));
+}
+
+/* microseconds since the Unix epoch as PostgreSQL's, range-checked */
+static int64
+epoch_usecs(int64 v, int64 per_unit)
+{
+	int64		usecs;
+
+	if (pg_mul_s64_overflow(v, per_unit, &usecs) ||
+		pg_sub_s64_overflow(usecs, SW_EPOCH_DIFF_USECS, &usecs) ||
+		!IS_VALID_TIMESTAMP(usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range: " INT64_FORMAT " %s since the Unix epoch",
+						v, per_unit == 1000 ? "ms" : "µs")));
+	return usecs;
+}
+
+/*
+ * A scalar (anything but a record, an array or a map) as text, as its
+ * logical type says: a date, time or timestamp in ISO form, a decimal as
+ * a number; NULL for null.  *quote is set for what is a string in JSON.
+ */
+static char *
+scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
+{
+	Logical		logical = node ? node->logical : LT_NONE;
+	const void *buf;
+	size_t		size;
+	const char *s;
+	int32		i32;
+	int64		i64;
+	float		f;
+	double		d;
+	int			b;
+
+	*quote = true;
+	switch (avro_value_get_type(v))
+	{
+		case AVRO_NULL:
+			return NULL;
+		case AVRO_BOOLEAN:
+			avro_value_get_boolean(v, &b);
+			*quote = false;
+			return pstrdup(b ? "true" : "false");
+		case AVRO_INT32:
+			avro_value_get_int(v, &i32);
+			if (logical == LT_DATE)
+			{
+				if (i32 < -(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) ||
+					!IS_VALID_DATE(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)))
+					ereport(ERROR,
+							(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+							 errmsg("date out of range: %d days since the Unix epoch", i32)));
+				return DatumGetCString(DirectFunctionCall1(date_out,
+														   DateADTGetDatum(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE))));
+			}
+			if (logical == LT_TIME_MILLIS)
+				return DatumGetCString(DirectFunctionCall1(time_out,
+														   TimeADTGetDatum((int64) i32 * 1000)));
+			*quote = false;
+			return psprintf("%d", i32);
+		case AVRO_INT64:
+			avro_value_get_long(v, &i64);
+			switch (logical)
+			{
+				case LT_TIME_MICROS:
+					return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum(i64)));
+				case LT_TIMESTAMP_MILLIS:
+				case LT_TIMESTAMP_MICROS:
+					return DatumGetCString(DirectFunctionCall1(timestamptz_out,
+															   TimestampTzGetDatum(epoch_usecs(i64, logical == LT_TIMESTAMP_MILLIS ? 1000 : 1))));
+				case LT_LOCAL_TIMESTAMP_MILLIS:
+				case LT_LOCAL_TIMESTAMP_MICROS:
+					return DatumGetCString(DirectFunctionCall1(timestamp_out,
+															   TimestampGetDatum(epoch_usecs(i64, logical == LT_LOCAL_TIMESTAMP_MILLIS ? 1000 : 1))));
+				default:
+					*quote = false;
+					return psprintf(INT64_FORMAT, i64);
+			}
+		case AVRO_FLOAT:
+			avro_value_get_float(v, &f);
+			*quote = isnan(f) || isinf(f);
+			return DatumGetCString(DirectFunctionCall1(float4out, Float4GetDatum(f)));
+		case AVRO_DOUBLE:
+			avro_value_get_double(v, &d);
+			*quote = isnan(d) || isinf(d);
+			return float8out_internal(d);
+		case AVRO_STRING:
+			avro_value_get_string(v, &s, &size);
+			/* the size counts the NUL Avro C adds */
+			return sw_make_cstring(r, s, size > 0 ? size - 1 : 0);
+		case AVRO_BYTES:
+		case AVRO_FIXED:
+			if (avro_value_get_type(v) == AVRO_BYTES)
+				avro_value_get_bytes(v, &buf, &size);
+			else
+				avro_value_get_fixed(v, &buf, &size);
+			if (logical == LT_DECIMAL)
+			{
+				*quote = false;
+				return decimal_text(buf, size, node->scale);
+			}
+			{
+				StringInfoData hex;
+
+				initStringInfo(&hex);
+				appendStringInfoString(&hex, "\\x");
+				enlargeStringInfo(&hex, size * 2);
+				hex.len += hex_encode(buf, size, hex.data + hex.len);
+				hex.data[hex.len] = '\0';
+				return hex.data;
+			}
+		case AVRO_ENUM:
+			{
+				avro_value_get_enum(v, &b);
+				s = avro_schema_enum_get(avro_value_get_schema(v), b);
+				if (s == NULL)
+					avro_failed(r, "an enum's index out of range");
+				return pstrdup(s);
+			}
+		default:
+			break;
+	}
+	return NULL;					/* records, arrays, maps: not scalars */
+}
+
+/*
+ * A value as JSON a user can query: records and maps as objects, arrays as
+ * arrays, a union as its branch's value, logical types as scalar_text
+ * gives them, bytes as "\x..." strings.
+ */
+static void
+render_json(DecodeRun *r, StringInfo buf, avro_value_t *value, SchemaNode *node)
+{
+	avro_value_t v;
+	size_t		n;
+
+	check_stack_depth();
+	resolve_union(r, value, &node, &v);
+	switch (avro_value_get_type(&v))
+	{
+		case AVRO_RECORD:
+		case AVRO_MAP:
+			avro_value_get_size(&v, &n);
+			appendStringInfoChar(buf, '{');
+			for (size_t i = 0; i < n; i++)
+			{
+				avro_value_t child;
+				const char *name;
+
+				if (avro_value_get_by_index(&v, i, &child, &name) != 0)
+					avro_failed(r, "a record or map without its element");
+				if (i > 0)
+					appendStringInfoString(buf, ", ");
+				escape_json(buf, name);
+				appendStringInfoString(buf, ": ");
+				render_json(r, buf, &child,
+							node == NULL ? NULL :
+							node->type == AVRO_MAP ? node->children[0] :
+							i < (size_t) node->nchildren ? node->children[i] : NULL);
+			}
+			appendStringInfoChar(buf, '}');
+			return;
+		case AVRO_ARRAY:
+			avro_value_get_size(&v, &n);
+			appendStringInfoChar(buf, '[');
+			for (size_t i = 0; i < n; i++)
+			{
+				avro_value_t child;
+
+				if (avro_value_get_by_index(&v, i, &child, NULL) != 0)
+					avro_failed(r, "an array without its element");
+				if (i > 0)
+					appendStringInfoString(buf, ", ");
+				render_json(r, buf, &child, node ? node->children[0] : NULL);
+			}
+			appendStringInfoChar(buf, ']');
+			return;
+		default:
+			{
+				bool		quote;
+				char	   *s = scalar_text(r, &v, node, &quote);
+
+				if (s == NULL)
+					appendStringInfoString(buf, "null");
+				else if (quote)
+					escape_json(buf, s);
+				else
+					appendStringInfoString(buf, s);
+			}
+	}
+}
+
+/*
+ * Fill a column from a field's value: null as NULL; a record, array or map
+ * as JSON; bytes and fixed into bytea as they are; a timestamp into a
+ * timestamptz as it is; anything else as text through the column's input
+ * function (its errors name the column and the field).
+ */
+static void
+fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
+{
+	avro_value_t v;
+	avro_type_t type;
+	bool		quote;
+	char	   *s;
+
+	resolve_union(r, value, &node, &v);
+	type = avro_value_get_type(&v);
+	if (type == AVRO_RECORD || type == AVRO_ARRAY || type == AVRO_MAP ||
+		(c->is_json && type != AVRO_NULL))
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		render_json(r, &buf, &v, node);
+		store_text(r, c, buf.data);
+		return;
+	}
+	if (c->is_bytea && (type == AVRO_BYTES || type == AVRO_FIXED) &&
+		!(node && node->logical == LT_DECIMAL))
+	{
+		const void *buf;
+		size_t		size;
+
+		if (type == AVRO_BYTES)
+			avro_value_get_bytes(&v, &buf, &size);
+		else
+			avro_value_get_fixed(&v, &buf, &size);
+		sw_store_raw(r, c, buf, size);
+		return;
+	}
+	if (c->basetype == TIMESTAMPTZOID && type == AVRO_INT64 && node &&
+		(node->logical == LT_TIMESTAMP_MILLIS || node->logical == LT_TIMESTAMP_MICROS))
+	{
+		int64		i64;
+
+		avro_value_get_long(&v, &i64);
+		store_datum(r, c, TimestampTzGetDatum(epoch_usecs(i64, node->logical == LT_TIMESTAMP_MILLIS ? 1000 : 1)),
+					false);
+		return;
+	}
+	s = scalar_text(r, &v, node, &quote);
+	store_text(r, c, s);
+}
+
+/*
+ * Prepare a decoder for format avro: the registry's server, and a reader.
+ */
+void
+sw_avro_prepare(SwDecoder *d)
+{
+	if (reader == NULL)
+	{
+		reader = avro_reader_memory("", 0);
+		if (reader == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Apache Avro C could not make a reader.")));
+	}
+}
+
+/*
+ * Decode an Avro message value: its schema by id, its record's fields into
+ * the data columns by name (or option field); a field the writer's schema
+ * lacks gives its column's default, and fields no column names are left.
+ */
+void
+sw_avro_decode(DecodeRun *r, const char *value, size_t len)
+{
+	SwDecoder  *d = r->d;
+	SchemaKey	key;
+	SchemaEntry *e;
+	int32		id;
+
+	r->in_part = true;
+	if (value == NULL || len < 5)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("Avro message of %zu bytes is shorter than the Confluent wire format's header", value ? len : 0),
+				 errdetail("A message begins with a magic byte 0 and a 4-byte schema id.")));
+	if (!sw_avro_wire_id(value, len, &id))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("Avro message begins with magic byte %d, not 0", (uint8) value[0]),
+				 errdetail("A message in the Confluent wire format begins with a magic byte 0 and a 4-byte schema id.")));
+	key.serverid = d->serverid;
+	key.id = id;
+	e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
+	if (e == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("the schema of id %d is not known in this process", id),
+				 errdetail("Only the source's Kafka worker fetches schemas from the schema registry.")));
+	if (!e->usable)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("the schema of id %d in the schema registry cannot be used: %s", id, e->why)));
+	e->used = ++uses;
+
+	avro_value_reset(&e->value);
+	avro_set_error("%s", "");	/* Avro C adds to what it said last */
+	avro_reader_memory_set_source(reader, value + 5, (int64) len - 5);
+	if (avro_value_read(reader, &e->value) != 0)
+		avro_failed(r, psprintf("the message does not match its schema of id %d", id));
+	r->in_part = false;
+
+	for (int i = 0; i < d->ndata; i++)
+	{
+		DecColumn  *c = &d->cols[d->data[i]];
+		avro_value_t field;
+		size_t		index;
+
+		r->col = c;
+		r->field = c->field;
+		r->field_len = strlen(c->field);
+		if (avro_value_get_by_name(&e->value, c->field, &field, &index) != 0)
+			sw_fill_default(r, c);
+		else
+			fill_column(r, c, &field,
+						index < (size_t) e->root->nchildren ? e->root->children[index] : NULL);
+		r->col = NULL;
+		r->field = NULL;
+	}
+}
