@@ -26,6 +26,7 @@ OBJS = \
 	src/ingest/decode_text.o \
 	src/ingest/ingest.o \
 	src/ingest/offsets.o \
+	src/log/avro_schemas.o \
 	src/log/catalog.o \
 	src/log/compaction.o \
 	src/log/constraints.o \

@@ -41,3 +41,17 @@ LANGUAGE C;
 CREATE EVENT TRIGGER source_writes_ddl_command_start ON ddl_command_start
   WHEN TAG IN ('CREATE INDEX')
   EXECUTE FUNCTION source_writes.on_ddl_command_start();
+
+-- The writers' Avro schemas that Kafka workers fetched from schema
+-- registries (format avro), by server and id, so that sessions decode kept
+-- messages with them too (retry_errors()).  A cache, which the workers
+-- fill again: not dumped.  Only the workers write here.
+CREATE TABLE source_writes.avro_schemas (
+    server      oid NOT NULL,       -- the foreign server naming the registry
+    id          integer NOT NULL,   -- the schema's id in that registry
+    registry    text NOT NULL,      -- the server's schema_registry when fetched
+    schema      text NOT NULL,      -- the schema, as the registry gave it
+    PRIMARY KEY (server, id)
+);
+COMMENT ON TABLE source_writes.avro_schemas IS
+  'Writers'' Avro schemas fetched from schema registries, by server and schema id';

@@ -136,6 +136,20 @@ CREATE INDEX deliveries_source_ts ON source_writes.deliveries (source, ts);
 COMMENT ON TABLE source_writes.deliveries IS
   'Idempotency keys of deliveries to webhook sources, kept while the history reaches back to them';
 
+-- The writers' Avro schemas that Kafka workers fetched from schema
+-- registries (format avro), by server and id, so that sessions decode kept
+-- messages with them too (retry_errors()).  A cache, which the workers
+-- fill again: not dumped.  Only the workers write here.
+CREATE TABLE source_writes.avro_schemas (
+    server      oid NOT NULL,       -- the foreign server naming the registry
+    id          integer NOT NULL,   -- the schema's id in that registry
+    registry    text NOT NULL,      -- the server's schema_registry when fetched
+    schema      text NOT NULL,      -- the schema, as the registry gave it
+    PRIMARY KEY (server, id)
+);
+COMMENT ON TABLE source_writes.avro_schemas IS
+  'Writers'' Avro schemas fetched from schema registries, by server and schema id';
+
 -- pg_dump keeps the catalog's contents; the hidden relations are dumped as
 -- tables of source_writes_internal, and a catalog row restored by pg_restore
 -- gives them back to their source table (see the trigger below).

@@ -61,9 +61,11 @@ check_avro_columns(const SwSourceTable *st, Relation rel)
 				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
 }
 
+/* the decoder's state: the server's registry, for the schemas kept */
 static void
 prepare_avro(SwDecoder *d)
 {
+	d->format_state = server_registry(d->serverid);
 	((PrepareFunc) sw_avro_function("sw_avro_prepare")) (d);
 }
 

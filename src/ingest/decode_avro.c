@@ -40,6 +40,7 @@
 
 #include "ingest/avro.h"
 #include "ingest/decode.h"
+#include "log/log.h"
 
 PG_MODULE_MAGIC;
 
@@ -921,11 +922,22 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 	key.serverid = d->serverid;
 	key.id = id;
 	e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
+	if (e == NULL && d->format_state)
+	{
+		/* a schema a worker fetched: kept for sessions (retry_errors()) */
+		char	   *json = sw_avro_schema_stored(d->serverid, d->format_state, id);
+
+		if (json)
+		{
+			(void) sw_avro_schema_add(d->serverid, id, json, strlen(json));
+			e = hash_search(schemas, &key, HASH_FIND, NULL);
+		}
+	}
 	if (e == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("the schema of id %d is not known in this process", id),
-				 errdetail("Only the source's Kafka worker fetches schemas from the schema registry.")));
+				 errmsg("the schema of id %d has not been fetched from the schema registry", id),
+				 errdetail("Only the source's Kafka worker fetches schemas, before it decodes their messages.")));
 	if (!e->usable)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),

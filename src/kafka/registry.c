@@ -34,6 +34,7 @@
 
 #include "ingest/avro.h"
 #include "kafka/registry.h"
+#include "log/log.h"
 
 /* the largest schema taken, in bytes */
 #define SW_REGISTRY_MAX_SCHEMA	(16 * 1024 * 1024)
@@ -53,7 +54,8 @@ typedef bool (*KnownFunc) (Oid serverid, int32 id);
 static struct
 {
 	Oid			serverid;
-	char	   *url;			/* without a trailing slash */
+	char	   *option;			/* the server's schema_registry */
+	char	   *url;			/* ... without a trailing slash */
 	char	   *user;
 	char	   *password;
 	char	   *token;
@@ -93,7 +95,10 @@ sw_registry_init(ForeignServer *server, List *mapping)
 		DefElem    *def = lfirst(lc);
 
 		if (strcmp(def->defname, "schema_registry") == 0)
-			reg.url = pstrdup(defGetString(def));
+		{
+			reg.option = pstrdup(defGetString(def));
+			reg.url = pstrdup(reg.option);
+		}
 		else if (strcmp(def->defname, "schema_registry_ca") == 0)
 			reg.ca = pstrdup(defGetString(def));
 	}
@@ -240,6 +245,30 @@ answer_schema(const char *body)
 }
 
 /*
+ * Keep a usable schema in source_writes.avro_schemas as well, for the
+ * sessions that decode kept messages; if that fails, the worker goes on
+ * with the schema in memory, and says why in its log.
+ */
+static void
+keep_schema(int32 id, const char *schema)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		sw_avro_schema_store(reg.serverid, reg.option, id, schema);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+/*
  * Fetch the writer's schema of id, and hand it to the decoder: true once
  * it is kept (usable, or refused for good: the messages written with it
  * are kept as errors that say why), false if the registry cannot tell now
@@ -302,7 +331,8 @@ fetch(int32 id, const char **state, char **error)
 	}
 	else
 	{
-		(void) reg.add(reg.serverid, id, schema, strlen(schema));
+		if (reg.add(reg.serverid, id, schema, strlen(schema)) == NULL)
+			keep_schema(id, schema);
 		pfree(schema);
 		done = true;
 	}

@@ -114,6 +114,8 @@ typedef struct SwCatalogOids
 	Oid			deliveries;
 	Oid			deliveries_pkey;	/* on (source, key) */
 	Oid			deliveries_ts;	/* on (source, ts) */
+	Oid			avro_schemas;	/* from 0.3 on, so not required */
+	Oid			avro_schemas_pkey;	/* on (server, id) */
 	Oid			batch_ids;		/* sequence of batch ids */
 	Oid			fdw_handler;
 } SwCatalogOids;
@@ -220,6 +222,8 @@ resolve_catalog(void)
 	oids.deliveries = member_relation(extension, nsp, "deliveries");
 	oids.deliveries_pkey = member_index(oids.deliveries, nsp, "deliveries_pkey");
 	oids.deliveries_ts = member_index(oids.deliveries, nsp, "deliveries_source_ts");
+	oids.avro_schemas = member_relation(extension, nsp, "avro_schemas");
+	oids.avro_schemas_pkey = member_index(oids.avro_schemas, nsp, "avro_schemas_pkey");
 	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
 										makeString("fdw_handler")),
 							 0, NULL, true);
@@ -291,6 +295,18 @@ sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index)
 	*key_index = oids.deliveries_pkey;
 	*ts_index = oids.deliveries_ts;
 	return oids.deliveries;
+}
+
+/*
+ * The table of the Avro schemas fetched from registries, and its index on
+ * (server, id); InvalidOid in a database not updated to 0.3 yet.
+ */
+Oid
+sw_catalog_avro_schemas_oid(Oid *pkey)
+{
+	require_catalog();
+	*pkey = oids.avro_schemas_pkey;
+	return OidIsValid(oids.avro_schemas_pkey) ? oids.avro_schemas : InvalidOid;
 }
 
 /*

@@ -197,6 +197,13 @@ extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
 extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
+extern Oid	sw_catalog_avro_schemas_oid(Oid *pkey);
+
+/* avro_schemas.c */
+extern PGDLLEXPORT void sw_avro_schema_store(Oid serverid, const char *registry,
+											 int32 id, const char *json);
+extern PGDLLEXPORT char *sw_avro_schema_stored(Oid serverid, const char *registry,
+											   int32 id);
 
 /*
  * A partition's stored progress: its next offset, and what that is a
