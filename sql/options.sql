@@ -341,6 +341,15 @@ ALTER SERVER reg OPTIONS (SET schema_registry 'https://other:8081');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP SERVER reg CASCADE;
+-- key_format: how an upsert source reads its message keys
+CREATE FOREIGN TABLE t (id int) SERVER kafka OPTIONS (topic 'e', key_format 'text');
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE t (id int) SERVER kafka
+  OPTIONS (topic 'e', envelope 'upsert', key 'id', key_format 'xml');
+\echo :LAST_ERROR_SQLSTATE
+CREATE FOREIGN TABLE t (id int) SERVER kafka
+  OPTIONS (topic 'e', envelope 'upsert', key 'id', key_format 'avro');
+\echo :LAST_ERROR_SQLSTATE
 
 -- nothing of the failed commands remains
 SELECT count(*) AS foreign_tables FROM pg_foreign_table;

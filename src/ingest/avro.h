@@ -29,6 +29,7 @@ struct DecodeRun;
 /* decode_avro.c, in source_writes_avro.so */
 extern PGDLLEXPORT void sw_avro_prepare(SwDecoder *d);
 extern PGDLLEXPORT void sw_avro_decode(struct DecodeRun *r, const char *value, size_t len);
+extern PGDLLEXPORT bool sw_avro_decode_key(struct DecodeRun *r, const char *key, size_t len);
 extern PGDLLEXPORT const char *sw_avro_schema_add(Oid serverid, int32 id,
 												  const char *json, size_t len);
 extern PGDLLEXPORT void sw_avro_schema_refuse(Oid serverid, int32 id, const char *why);

@@ -24,6 +24,7 @@
 
 typedef void (*PrepareFunc) (SwDecoder *d);
 typedef void (*DecodeFunc) (DecodeRun *r, const char *value, size_t len);
+typedef bool (*DecodeKeyFunc) (DecodeRun *r, const char *key, size_t len);
 
 /*
  * A function of source_writes_avro.so, which is loaded on first use.
@@ -35,8 +36,8 @@ sw_avro_function(const char *name)
 }
 
 /* the server option schema_registry of a server, or NULL */
-static char *
-server_registry(Oid serverid)
+char *
+avro_server_registry(Oid serverid)
 {
 	ListCell   *lc;
 
@@ -54,18 +55,16 @@ server_registry(Oid serverid)
 static void
 check_avro_columns(const SwSourceTable *st, Relation rel)
 {
-	if (server_registry(st->serverid) == NULL)
+	if (avro_server_registry(st->serverid) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("format \"avro\" needs server option \"schema_registry\""),
 				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
 }
 
-/* the decoder's state: the server's registry, for the schemas kept */
 static void
 prepare_avro(SwDecoder *d)
 {
-	d->format_state = server_registry(d->serverid);
 	((PrepareFunc) sw_avro_function("sw_avro_prepare")) (d);
 }
 
@@ -77,6 +76,20 @@ decode_avro(DecodeRun *r, const char *value, size_t len)
 	if (decode == NULL)
 		decode = (DecodeFunc) sw_avro_function("sw_avro_decode");
 	decode(r, value, len);
+}
+
+/*
+ * An upsert message's key of key_format avro, into the key columns that
+ * are data columns (decode_message_key()): true if it is a record.
+ */
+bool
+decode_avro_key(DecodeRun *r, const char *key, size_t len)
+{
+	static DecodeKeyFunc decode = NULL;
+
+	if (decode == NULL)
+		decode = (DecodeKeyFunc) sw_avro_function("sw_avro_decode_key");
+	return decode(r, key, len);
 }
 
 /* avro: records in the Confluent wire format, fields to columns by name */

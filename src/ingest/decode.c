@@ -286,6 +286,9 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 	d->serverid = st->serverid;
 	d->format = st->format;
 	d->upsert = st->upsert;
+	d->key_format = st->key_format;
+	if (d->key_format == SW_KEY_AVRO || strcmp(d->format->name, "avro") == 0)
+		d->registry = avro_server_registry(d->serverid);
 	d->natts = desc->natts;
 	d->cols = palloc0(sizeof(DecColumn) * Max(st->ncolumns, 1));
 	d->data = palloc(sizeof(int) * Max(st->ncolumns, 1));
@@ -454,6 +457,45 @@ key_gives_no_value(DecodeRun *r, DecColumn *c, int sqlerrcode, const char *detai
 }
 
 /*
+ * decode_message_key() for key_format avro: a key that is a record gives
+ * the key columns by field, as the value does; another gives the one key
+ * column, if the table has only one.  Returns whether it was a record.
+ */
+static bool
+decode_avro_message_key(DecodeRun *r)
+{
+	SwDecoder  *d = r->d;
+	DecColumn  *c = &d->cols[d->datakey];
+	bool		record;
+
+	memset(d->seen, false, sizeof(bool) * d->ncols);
+	record = decode_avro_key(r, r->msg->key, r->msg->key_len);
+	if (!record && d->ndatakey > 1)
+		key_gives_no_value(r, c, ERRCODE_INVALID_PARAMETER_VALUE,
+						   psprintf("The message key is an Avro value that is not a record, and the table has %d key columns from the message value.",
+									d->ndatakey));
+	for (int k = 0; k < d->nkey; k++)
+	{
+		int			i = d->key[k];
+
+		c = &d->cols[i];
+		if (c->source != SW_COLUMN_DATA)
+			continue;
+		if (!d->seen[i])
+			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+							   psprintf("The message key is an Avro record without the field \"%s\".",
+										c->field));
+		if (r->nulls[c->attidx])
+			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+							   record ?
+							   psprintf("The field \"%s\" of the message key is null.", c->field) :
+							   pstrdup("The message key is null."));
+	}
+	r->in_key = false;
+	return record;
+}
+
+/*
  * Upsert sources with key columns that are data columns: fill those from
  * the message key (into r->values and r->nulls), which names the row of
  * the message, as Kafka's log compaction takes it, and the row that a
@@ -482,7 +524,18 @@ decode_message_key(DecodeRun *r)
 						   "The message has no key.");
 
 	r->in_key = true;
-	shape = key_shape(d, msg, &text, &what);
+	if (d->key_format == SW_KEY_AVRO)
+		return decode_avro_message_key(r);
+	if (d->key_format == SW_KEY_JSON)
+		shape = key_shape(d, msg, &text, &what);
+	else
+	{
+		/* text or bytes: the key as it is, never read as JSON */
+		shape = KEY_OTHER;
+		text = NULL;
+		what = d->key_format == SW_KEY_TEXT ? "text (key_format 'text')" :
+			"bytes (key_format 'bytes')";
+	}
 	if (shape == KEY_OBJECT)
 	{
 		r->no_defaults = true;

@@ -70,6 +70,8 @@ struct SwDecoder
 	SwKind		kind;
 	Oid			serverid;		/* its server (format avro: the registry's) */
 	bool		upsert;
+	SwKeyFormat key_format;		/* how message keys are read */
+	char	   *registry;		/* avro values or keys: the schema registry */
 	int			natts;			/* of the table's tuple descriptor */
 	int			ncols;
 	DecColumn  *cols;			/* columns to fill, in table order */
@@ -194,5 +196,7 @@ extern const SwFormatOps sw_format_bytes;
 
 /* avro_format.c (and decode_avro.c, in source_writes_avro.so) */
 extern const SwFormatOps sw_format_avro;
+extern bool decode_avro_key(DecodeRun *r, const char *key, size_t len);
+extern char *avro_server_registry(Oid serverid);
 
 #endif							/* SW_INGEST_PRIVATE_DECODE_H */

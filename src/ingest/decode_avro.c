@@ -511,10 +511,8 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 
-	if (root == NULL || root->type != AVRO_RECORD)
-		e->why = MemoryContextStrdup(e->cxt, why ? why : root == NULL ?
-									 "it is not a valid Avro schema" :
-									 "it is not a record");
+	if (root == NULL)
+		e->why = MemoryContextStrdup(e->cxt, why ? why : "it is not a valid Avro schema");
 	else if (avro_schema_from_json_length(text, len, &e->schema) != 0)
 		e->why = MemoryContextStrdup(e->cxt,
 									 psprintf("Avro C refuses it: %s", avro_strerror()));
@@ -878,11 +876,9 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 	store_text(r, c, s);
 }
 
-/*
- * Prepare a decoder for format avro: the registry's server, and a reader.
- */
-void
-sw_avro_prepare(SwDecoder *d)
+/* a reader, made once, set to each message in turn */
+static avro_reader_t
+the_reader(void)
 {
 	if (reader == NULL)
 	{
@@ -893,39 +889,51 @@ sw_avro_prepare(SwDecoder *d)
 					 errmsg("out of memory"),
 					 errdetail("Apache Avro C could not make a reader.")));
 	}
+	return reader;
 }
 
 /*
- * Decode an Avro message value: its schema by id, its record's fields into
- * the data columns by name (or option field); a field the writer's schema
- * lacks gives its column's default, and fields no column names are left.
+ * Prepare a decoder for format avro.
  */
 void
-sw_avro_decode(DecodeRun *r, const char *value, size_t len)
+sw_avro_prepare(SwDecoder *d)
+{
+	(void) the_reader();
+}
+
+/*
+ * Read a message value or key in the Confluent wire format: its writer's
+ * schema by id (kept here, or by a worker in source_writes.avro_schemas),
+ * and its body into the schema's value, which is returned.
+ */
+static SchemaEntry *
+read_message(DecodeRun *r, const char *data, size_t len)
 {
 	SwDecoder  *d = r->d;
+	const char *part = r->in_key ? "key" : "value";
 	SchemaKey	key;
 	SchemaEntry *e;
 	int32		id;
 
 	r->in_part = true;
-	if (value == NULL || len < 5)
+	if (data == NULL || len < 5)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("Avro message of %zu bytes is shorter than the Confluent wire format's header", value ? len : 0),
+				 errmsg("Avro message %s of %zu bytes is shorter than the Confluent wire format's header",
+						part, data ? len : 0),
 				 errdetail("A message begins with a magic byte 0 and a 4-byte schema id.")));
-	if (!sw_avro_wire_id(value, len, &id))
+	if (!sw_avro_wire_id(data, len, &id))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("Avro message begins with magic byte %d, not 0", (uint8) value[0]),
+				 errmsg("Avro message %s begins with magic byte %d, not 0", part, (uint8) data[0]),
 				 errdetail("A message in the Confluent wire format begins with a magic byte 0 and a 4-byte schema id.")));
 	key.serverid = d->serverid;
 	key.id = id;
 	e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
-	if (e == NULL && d->format_state)
+	if (e == NULL && d->registry)
 	{
 		/* a schema a worker fetched: kept for sessions (retry_errors()) */
-		char	   *json = sw_avro_schema_stored(d->serverid, d->format_state, id);
+		char	   *json = sw_avro_schema_stored(d->serverid, d->registry, id);
 
 		if (json)
 		{
@@ -946,11 +954,29 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 
 	avro_value_reset(&e->value);
 	avro_set_error("%s", "");	/* Avro C adds to what it said last */
-	avro_reader_memory_set_source(reader, value + 5, (int64) len - 5);
+	avro_reader_memory_set_source(the_reader(), data + 5, (int64) len - 5);
 	if (avro_value_read(reader, &e->value) != 0)
-		avro_failed(r, psprintf("the message does not match its schema of id %d", id));
+		avro_failed(r, psprintf("the message %s does not match its schema of id %d", part, id));
 	r->in_part = false;
+	return e;
+}
 
+/*
+ * Decode an Avro message value: its record's fields into the data columns
+ * by name (or option field); a field the writer's schema lacks gives its
+ * column's default, and fields no column names are left.
+ */
+void
+sw_avro_decode(DecodeRun *r, const char *value, size_t len)
+{
+	SwDecoder  *d = r->d;
+	SchemaEntry *e = read_message(r, value, len);
+
+	if (e->root->type != AVRO_RECORD)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("Avro message value is not a record"),
+				 errdetail("A value's fields fill the table's columns: its writer's schema must be a record.")));
 	for (int i = 0; i < d->ndata; i++)
 	{
 		DecColumn  *c = &d->cols[d->data[i]];
@@ -968,4 +994,51 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 		r->col = NULL;
 		r->field = NULL;
 	}
+}
+
+/*
+ * Decode an upsert message's key of key_format avro into the key columns
+ * that are data columns (d->seen marks those it filled): a record by
+ * field, another value into the one such column if there is one.  Returns
+ * whether the key is a record.
+ */
+bool
+sw_avro_decode_key(DecodeRun *r, const char *key, size_t len)
+{
+	SwDecoder  *d = r->d;
+	SchemaEntry *e = read_message(r, key, len);
+
+	r->in_key = true;
+	if (e->root->type != AVRO_RECORD)
+	{
+		if (d->ndatakey == 1)
+		{
+			r->col = &d->cols[d->datakey];
+			fill_column(r, r->col, &e->value, e->root);
+			d->seen[d->datakey] = true;
+			r->col = NULL;
+		}
+		return false;
+	}
+	for (int k = 0; k < d->nkey; k++)
+	{
+		DecColumn  *c = &d->cols[d->key[k]];
+		avro_value_t field;
+		size_t		index;
+
+		if (c->source != SW_COLUMN_DATA)
+			continue;
+		r->col = c;
+		r->field = c->field;
+		r->field_len = strlen(c->field);
+		if (avro_value_get_by_name(&e->value, c->field, &field, &index) == 0)
+		{
+			fill_column(r, c, &field,
+						index < (size_t) e->root->nchildren ? e->root->children[index] : NULL);
+			d->seen[d->key[k]] = true;
+		}
+		r->col = NULL;
+		r->field = NULL;
+	}
+	return true;
 }

@@ -118,6 +118,7 @@ static char *source_name;
 static Oid	server_oid;
 static char *topic;
 static bool avro_values;		/* format avro: schemas from the registry */
+static bool avro_keys;			/* key_format avro: the same for keys */
 static SwIngest *ingest;			/* in ingest_cxt */
 static MemoryContext ingest_cxt;
 static SwSourceTable *source_table;	/* the table's options */
@@ -512,7 +513,8 @@ set_up(void)
 	make_wait_set();
 	create_consumer(make_conf(server, mapping));
 	avro_values = strcmp(source_table->format->name, "avro") == 0;
-	if (avro_values)
+	avro_keys = source_table->key_format == SW_KEY_AVRO;
+	if (avro_values || avro_keys)
 		sw_registry_init(server, mapping);
 	close_source(ftrel);
 }
@@ -1269,15 +1271,29 @@ drop_messages(void)
 	MemoryContextReset(step_cxt);
 }
 
-/* the values of the messages taken, for the schema registry client */
-static void
-taken_values(const char **values, size_t *lens)
+/*
+ * The parts of the messages taken that are Avro (values, keys), for the
+ * schema registry client: how many.
+ */
+static int
+taken_avro(const char **parts, size_t *lens)
 {
+	int			n = 0;
+
 	for (int i = 0; i < nmsgs; i++)
 	{
-		values[i] = msgs[i]->payload;
-		lens[i] = msgs[i]->len;
+		if (avro_values)
+		{
+			parts[n] = msgs[i]->payload;
+			lens[n++] = msgs[i]->len;
+		}
+		if (avro_keys)
+		{
+			parts[n] = msgs[i]->key;
+			lens[n++] = msgs[i]->key_len;
+		}
 	}
+	return n;
 }
 
 /*
@@ -1287,13 +1303,12 @@ taken_values(const char **values, size_t *lens)
 static bool
 schemas_missing(void)
 {
-	const char *values[SW_KAFKA_CONSUME_STEP];
-	size_t		lens[SW_KAFKA_CONSUME_STEP];
+	const char *parts[2 * SW_KAFKA_CONSUME_STEP];
+	size_t		lens[2 * SW_KAFKA_CONSUME_STEP];
 
-	if (!avro_values)
+	if (!avro_values && !avro_keys)
 		return false;
-	taken_values(values, lens);
-	return sw_registry_missing(nmsgs, values, lens);
+	return sw_registry_missing(taken_avro(parts, lens), parts, lens);
 }
 
 /*
@@ -1304,16 +1319,17 @@ schemas_missing(void)
 static bool
 fetch_schemas(void)
 {
-	const char *values[SW_KAFKA_CONSUME_STEP];
-	size_t		lens[SW_KAFKA_CONSUME_STEP];
+	const char *parts[2 * SW_KAFKA_CONSUME_STEP];
+	size_t		lens[2 * SW_KAFKA_CONSUME_STEP];
 	const char *state = NULL;
 	char	   *error = NULL;
+	int			n;
 
-	if (!avro_values)
+	if (!avro_values && !avro_keys)
 		return true;
-	taken_values(values, lens);
+	n = taken_avro(parts, lens);
 	pgstat_report_activity(STATE_RUNNING, "fetching schemas from the schema registry");
-	if (sw_registry_resolve(nmsgs, values, lens, &state, &error))
+	if (sw_registry_resolve(n, parts, lens, &state, &error))
 	{
 		pgstat_report_activity(STATE_IDLE, NULL);
 		return true;

@@ -68,6 +68,8 @@ static void check_superuser_file(const char *option, const char *value);
 
 const char *const sw_server_types[] = {"kafka", "webhook", NULL};
 const char *const sw_envelopes[] = {"none", "upsert", NULL};
+/* in the order of SwKeyFormat */
+const char *const sw_key_formats[] = {"json", "text", "bytes", "avro", NULL};
 static const char *const encodings[] = {"hex", "base64", NULL};
 static const char *const kafka_sources[] = {"partition", "offset", "timestamp", "key", "headers", "topic", NULL};
 static const char *const webhook_sources[] = {"body", "headers", "received_at", NULL};
@@ -90,6 +92,7 @@ static const SwOption sw_options[] = {
 	{"format", ForeignTableRelationId, SW_KIND_KAFKA, NULL, NULL, sw_format_names},
 	{"format", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_format_names},
 	{"envelope", ForeignTableRelationId, SW_KIND_KAFKA, sw_envelopes, NULL},
+	{"key_format", ForeignTableRelationId, SW_KIND_KAFKA, sw_key_formats, NULL},
 	{"key", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_key_list},
 	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
 	{"workers", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_workers},

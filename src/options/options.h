@@ -26,6 +26,15 @@
 
 #include "source_writes.h"
 
+/* what a Kafka message key is (option key_format) */
+typedef enum SwKeyFormat
+{
+	SW_KEY_JSON,				/* JSON, or bytes if it is not (the default) */
+	SW_KEY_TEXT,				/* text, as it is */
+	SW_KEY_BYTES,				/* bytes, as they are */
+	SW_KEY_AVRO					/* Avro in the Confluent wire format */
+} SwKeyFormat;
+
 /* where a column's value comes from */
 typedef enum SwColumnSource
 {
@@ -70,6 +79,7 @@ typedef struct SwSourceTable
 	const struct SwFormatOps *format;
 	char	   *topic;			/* Kafka */
 	bool		upsert;			/* Kafka: envelope 'upsert' */
+	SwKeyFormat key_format;		/* Kafka */
 	List	   *key;			/* Kafka upsert: key column names */
 	bool		start_latest;	/* Kafka: start_offset 'latest' */
 	List	   *start_offsets;	/* ... or offsets of partitions: SwStartOffset */

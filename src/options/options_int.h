@@ -23,6 +23,7 @@
 
 /* option_table.c */
 extern const char *const sw_envelopes[];
+extern const char *const sw_key_formats[];
 extern void sw_check_http_token(const char *option, const char *value);
 extern List *sw_parse_key_list(const char *option, const char *value);
 extern bool sw_parse_interval_ms(const char *value, int64 *ms);

@@ -392,6 +392,18 @@ check_signature_options(SwSourceTable *st, bool has_encoding_options,
 				 errhint("The schemes that sign a timestamp are stripe, standard, slack, twitch, paddle and zoom.")));
 }
 
+/* whether a server has an option */
+static bool
+server_has_option(ForeignServer *server, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, server->options)
+		if (strcmp(((DefElem *) lfirst(lc))->defname, name) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Read the options of a source table, its server and its columns, check
  * them all together, and return what they say.
@@ -407,6 +419,7 @@ sw_source_table(Relation rel)
 	bool		has_topic = false;
 	bool		has_signature_options = false;
 	bool		has_tolerance = false;
+	bool		has_key_format = false;
 	ListCell   *lc;
 
 	st->relid = relid;
@@ -438,6 +451,13 @@ sw_source_table(Relation rel)
 		}
 		else if (strcmp(def->defname, "envelope") == 0)
 			st->upsert = strcmp(value, "upsert") == 0;
+		else if (strcmp(def->defname, "key_format") == 0)
+		{
+			for (int f = 0; sw_key_formats[f]; f++)
+				if (strcmp(value, sw_key_formats[f]) == 0)
+					st->key_format = (SwKeyFormat) f;
+			has_key_format = true;
+		}
 		else if (strcmp(def->defname, "key") == 0)
 			st->key = sw_parse_key_list(def->defname, value);
 		else if (strcmp(def->defname, "start_offset") == 0)
@@ -480,6 +500,16 @@ sw_source_table(Relation rel)
 				 errmsg("option \"topic\" is required for Kafka source tables"),
 				 errhint("Name the topic to ingest, e.g. OPTIONS (topic 'orders').")));
 	check_signature_options(st, has_signature_options, has_tolerance);
+	if (has_key_format && !st->upsert)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("option \"key_format\" is only valid when envelope is 'upsert'"),
+				 errhint("Without it, message keys are read only by a column with OPTIONS (source 'key'), as they are.")));
+	if (st->key_format == SW_KEY_AVRO && !server_has_option(server, "schema_registry"))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("key_format \"avro\" needs server option \"schema_registry\""),
+				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
 	if (st->idempotency_header && st->idempotency_field)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),

@@ -12,7 +12,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'orders:2', 'evolve:1', 'bad:1', 'outage:1' ]);
+my $broker = SwTest::broker(topics => [ 'orders:2', 'evolve:1', 'bad:1', 'outage:1', 'upserts:2',
+	'skus:1', 'texts:1' ]);
 my $registry = SwTest::registry(user => 'reg', password => 'pw');
 my $node = SwTest::node('avro', conf => "max_worker_processes = 24\n");
 
@@ -142,10 +143,10 @@ is(sql(q{SELECT source_writes.wait_for('bad')}), '', 'good and bad messages');
 is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM bad}), '1,2', 'the good ones are rows');
 is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM source_writes.errors
 	WHERE source = 'bad'::regclass}),
-	"1: Avro message begins with magic byte 1, not 0 (message value for source table \"bad\"): A message in the Confluent wire format begins with a magic byte 0 and a 4-byte schema id.\n"
-	. "2: invalid Avro data: the message does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
-	. "3: Avro message of 2 bytes is shorter than the Confluent wire format's header (message value for source table \"bad\"): A message begins with a magic byte 0 and a 4-byte schema id.\n"
-	. "4: invalid Avro data: the message does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
+	"1: Avro message value begins with magic byte 1, not 0 (message value for source table \"bad\"): A message in the Confluent wire format begins with a magic byte 0 and a 4-byte schema id.\n"
+	. "2: invalid Avro data: the message value does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
+	. "3: Avro message value of 2 bytes is shorter than the Confluent wire format's header (message value for source table \"bad\"): A message begins with a magic byte 0 and a 4-byte schema id.\n"
+	. "4: invalid Avro data: the message value does not match its schema of id $good->{value_schema_id} (message value for source table \"bad\"): Apache Avro C says: Cannot read int value: Cannot read 1 bytes from memory buffer\n"
 	. "5: the schema of id 1000000 in the schema registry cannot be used: the schema registry does not know it (message value for source table \"bad\")\n"
 	. "6: the schema of id $list->{value_schema_id} in the schema registry cannot be used: it is recursive, which this release does not read (message value for source table \"bad\")\n"
 	. "7: the schema of id $nulls->{value_schema_id} in the schema registry cannot be used: it has an array of items that take no bytes (message value for source table \"bad\")",
@@ -197,5 +198,42 @@ is(sql(q{SELECT count(*) FROM outage}), '4', 'and the message is written');
 # (but the statements that set it, which this test's server logs)
 is(scalar(grep { /^\d{4}-/ && !/statement: / && /\bpw\b|wrong/ } split /\n/, slurp_file($node->logfile)), 0,
 	'the server log never shows the password');
+
+#
+# 6. upsert sources with Avro keys (key_format avro), and keys as text
+#
+my $ukey = q{{"type": "record", "name": "k", "fields": [{"name": "region", "type": "string"},
+	{"name": "id", "type": "int"}]}};
+my $uval = q{{"type": "record", "name": "v", "fields": [{"name": "id", "type": "int"},
+	{"name": "qty", "type": "int"}]}};
+SwTest::produce_avro($broker, $registry, 'upserts', schema => $uval, key_schema => $ukey,
+	user => 'reg', password => 'pw', records => [
+	qq({"region": "eu", "id": 1}\t{"id": 1, "qty": 5}),
+	qq({"region": "us", "id": 1}\t{"id": 1, "qty": 7}),
+	qq({"region": "eu", "id": 1}\t{"id": 1, "qty": 6}),
+	qq({"region": "us", "id": 1}\t),
+	qq({"region": "eu", "id": 2}\t{"id": 3, "qty": 1}) ]);
+sql(q{CREATE FOREIGN TABLE upserts (region text, id int, qty int) SERVER k
+	OPTIONS (topic 'upserts', format 'avro', envelope 'upsert', key 'region, id', key_format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('upserts')}), '', 'an upsert topic with Avro keys');
+is(sql(q{SELECT region, id, qty FROM upserts ORDER BY region, id}), 'eu|1|6',
+	'a record key gives the key columns by field; a tombstone deletes its key');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'upserts'::regclass}),
+	qr/^message key and value disagree on key column "id" of upsert source table "upserts"/,
+	'a value that disagrees with its Avro key is kept as an error');
+
+SwTest::produce_avro($broker, $registry, 'skus', schema => $uval, key_schema => '"string"',
+	user => 'reg', password => 'pw', records => [
+	qq("a-1"\t{"id": 1, "qty": 1}), qq("a-2"\t{"id": 2, "qty": 2}), qq("a-1"\t{"id": 1, "qty": 3}) ]);
+sql(q{CREATE FOREIGN TABLE skus (sku text, qty int) SERVER k
+	OPTIONS (topic 'skus', format 'avro', envelope 'upsert', key 'sku', key_format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('skus')}), '', 'Avro keys that are strings');
+is(sql(q{SELECT sku, qty FROM skus ORDER BY sku}), "a-1|3\na-2|2", 'give the one key column');
+
+SwTest::produce($broker, 'texts', qq("q"\t{"n": 1}), qq(q\t{"n": 2}), qq("q"\t{"n": 3}));
+sql(q{CREATE FOREIGN TABLE texts (k text, n int) SERVER k
+	OPTIONS (topic 'texts', envelope 'upsert', key 'k', key_format 'text')});
+is(sql(q{SELECT source_writes.wait_for('texts')}), '', 'keys as text');
+is(sql(q{SELECT k, n FROM texts ORDER BY k}), "\"q\"|3\nq|2", 'are never read as JSON');
 
 done_testing();
