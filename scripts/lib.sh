@@ -81,6 +81,28 @@ sw_start_broker() {
 	export SW_BROKERS SW_BROKER_CONTROL SW_BROKER_PID
 }
 
+# sw_start_registry DIR: start the tests' schema registry (built in this
+# tree) with its files in DIR and set SW_REGISTRY (its URL); it runs as
+# SW_USER, from a copy in DIR, as the broker does.
+sw_start_registry() {
+	local dir=$1 i
+	install -m 755 test/schema_registry "$dir/schema_registry" || return 1
+	rm -f "$dir/registry.ready"
+	sw_as_user "$dir/schema_registry" --ready-file "$dir/registry.ready" \
+		>"$dir/registry.log" 2>&1 &
+	for i in $(seq 1 100); do
+		[ -s "$dir/registry.ready" ] && break
+		sleep 0.1
+	done
+	if [ ! -s "$dir/registry.ready" ]; then
+		echo "the schema registry did not start:" >&2
+		cat "$dir/registry.log" >&2
+		return 1
+	fi
+	SW_REGISTRY=$(sed -n 's/^url=//p' "$dir/registry.ready")
+	export SW_REGISTRY
+}
+
 # sw_stop_processes DIR: stop every process whose command line names DIR
 # (servers with data directories there, the broker), politely first
 sw_stop_processes() {

@@ -160,7 +160,7 @@ store_headers(DecodeRun *r, DecColumn *c)
 		const SwHeader *h = &msg->headers[i];
 
 		r->header_no = i + 1;
-		verify_text(r, h->name, strlen(h->name));
+		sw_verify_text(r, h->name, strlen(h->name));
 		r->header = h->name;
 		if (i > 0)
 			appendStringInfoString(&buf, ", ");

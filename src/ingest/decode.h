@@ -165,7 +165,7 @@ store_text(DecodeRun *r, DecColumn *c, char *str)
 
 /* decode_column.c */
 /* (those source_writes_avro.so calls are exported) */
-extern void verify_text(DecodeRun *r, const char *s, size_t len);
+extern PGDLLEXPORT void sw_verify_text(DecodeRun *r, const char *s, size_t len);
 extern PGDLLEXPORT char *sw_make_cstring(DecodeRun *r, const char *s, size_t len);
 extern PGDLLEXPORT void sw_store_raw(DecodeRun *r, DecColumn *c, const char *data, size_t len);
 extern PGDLLEXPORT void sw_fill_default(DecodeRun *r, DecColumn *c);

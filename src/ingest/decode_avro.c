@@ -600,9 +600,43 @@ resolve_union(DecodeRun *r, avro_value_t *v, SchemaNode **node, avro_value_t *ou
 static char *
 decimal_text(const uint8 *bytes, size_t len, int scale)
 {
-	Numeric		n = int64_to_numeric(0);
-	Numeric		base = int64_to_numeric(256);
-	bool		negative = len > 0 && (bytes[0] & 0x80);
+	Numeric		n;
+	Numeric		base;
+	bool		negative;
+
+	/* up to 8 bytes: an int64, and the point put in its digits */
+	if (len >= 1 && len <= 8)
+	{
+		int64		v = (int8) bytes[0];	/* sign-extended */
+		char		digits[32];
+		char	   *d = digits;
+		int			ndigits;
+		StringInfoData buf;
+
+		for (size_t i = 1; i < len; i++)
+			v = (int64) ((uint64) v << 8) | bytes[i];
+		snprintf(digits, sizeof(digits), INT64_FORMAT, v);
+		initStringInfo(&buf);
+		if (*d == '-')
+			appendStringInfoChar(&buf, *d++);
+		ndigits = strlen(d);
+		if (scale == 0)
+			appendStringInfoString(&buf, d);
+		else if (ndigits > scale)
+			appendStringInfo(&buf, "%.*s.%s", ndigits - scale, d, d + ndigits - scale);
+		else
+		{
+			appendStringInfoString(&buf, "0.");
+			for (int i = ndigits; i < scale; i++)
+				appendStringInfoChar(&buf, '0');
+			appendStringInfoString(&buf, d);
+		}
+		return buf.data;
+	}
+
+	n = int64_to_numeric(0);
+	base = int64_to_numeric(256);
+	negative = len > 0 && (bytes[0] & 0x80);
 
 	for (size_t i = 0; i < len; i++)
 	{
@@ -824,6 +858,70 @@ render_json(DecodeRun *r, StringInfo buf, avro_value_t *value, SchemaNode *node)
 }
 
 /*
+ * The common cases without text in between: an int or long into an
+ * integer column (range-checked as int8 to int4 casts are), a double or
+ * float into float8, a string into text.  False for the others.
+ */
+static bool
+fill_directly(DecodeRun *r, DecColumn *c, avro_value_t *v, avro_type_t type,
+			  SchemaNode *node)
+{
+	int32		i32;
+	int64		i64;
+	double		d;
+	float		f;
+	const char *s;
+	size_t		size;
+
+	if (node && node->logical != LT_NONE)
+		return false;
+	switch (type)
+	{
+		case AVRO_INT32:
+		case AVRO_INT64:
+			if (type == AVRO_INT32)
+			{
+				avro_value_get_int(v, &i32);
+				i64 = i32;
+			}
+			else
+				avro_value_get_long(v, &i64);
+			if (c->basetype == INT8OID)
+				store_datum(r, c, Int64GetDatum(i64), false);
+			else if (c->basetype == INT4OID && i64 >= PG_INT32_MIN && i64 <= PG_INT32_MAX)
+				store_datum(r, c, Int32GetDatum((int32) i64), false);
+			else if (c->basetype == INT2OID && i64 >= PG_INT16_MIN && i64 <= PG_INT16_MAX)
+				store_datum(r, c, Int16GetDatum((int16) i64), false);
+			else
+				return false;	/* the input function says what is wrong */
+			return true;
+		case AVRO_DOUBLE:
+		case AVRO_FLOAT:
+			if (c->basetype != FLOAT8OID)
+				return false;
+			if (type == AVRO_DOUBLE)
+				avro_value_get_double(v, &d);
+			else
+			{
+				avro_value_get_float(v, &f);
+				d = f;
+			}
+			store_datum(r, c, Float8GetDatum(d), false);
+			return true;
+		case AVRO_STRING:
+			if (c->basetype != TEXTOID)
+				return false;
+			avro_value_get_string(v, &s, &size);
+			size = size > 0 ? size - 1 : 0;
+			sw_verify_text(r, s, size);
+			store_datum(r, c, PointerGetDatum(cstring_to_text_with_len(s, size)), false);
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * Fill a column from a field's value: null as NULL; a record, array or map
  * as JSON; bytes and fixed into bytea as they are; a timestamp into a
  * timestamptz as it is; anything else as text through the column's input
@@ -872,6 +970,8 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 					false);
 		return;
 	}
+	if (fill_directly(r, c, &v, type, node))
+		return;
 	s = scalar_text(r, &v, node, &quote);
 	store_text(r, c, s);
 }

@@ -27,7 +27,7 @@
  * bytes, as the input functions of text types expect.
  */
 void
-verify_text(DecodeRun *r, const char *s, size_t len)
+sw_verify_text(DecodeRun *r, const char *s, size_t len)
 {
 	int			valid;
 
@@ -54,7 +54,7 @@ sw_make_cstring(DecodeRun *r, const char *s, size_t len)
 {
 	char	   *result;
 
-	verify_text(r, s, len);
+	sw_verify_text(r, s, len);
 	result = palloc(len + 1);
 	memcpy(result, s, len);
 	result[len] = '\0';

@@ -147,7 +147,7 @@ decode_csv(DecodeRun *r, const char *value, size_t len)
 	int			nfields;
 
 	r->in_part = true;
-	verify_text(r, value, len);
+	sw_verify_text(r, value, len);
 	if (d->ndata == 0)
 		return;					/* nothing to fill */
 

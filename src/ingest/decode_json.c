@@ -405,7 +405,7 @@ decode_json(DecodeRun *r, const char *json, size_t len, bool key_only)
 	JsonParseErrorType err;
 
 	r->in_part = true;
-	verify_text(r, json, len);
+	sw_verify_text(r, json, len);
 
 	r->lex = &d->lex;
 	lex_restart(d, r->lex, json, len);
