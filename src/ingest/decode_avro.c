@@ -746,6 +746,8 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 		case AVRO_ENUM:
 			{
 				avro_value_get_enum(v, &b);
+				if (b < 0 || b >= avro_schema_enum_number_of_symbols(avro_value_get_schema(v)))
+					avro_failed(r, "an enum's index out of range");
 				s = avro_schema_enum_get(avro_value_get_schema(v), b);
 				if (s == NULL)
 					avro_failed(r, "an enum's index out of range");
@@ -877,6 +879,161 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 	store_text(r, c, s);
 }
 
+/* a body being checked before Avro C reads it */
+typedef struct BodyCheck
+{
+	const uint8 *p;
+	const uint8 *end;
+	const uint8 *start;
+	int32		id;
+} BodyCheck;
+
+/* the body is not what its schema says: where, and why */
+static void
+body_invalid(BodyCheck *b, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid Avro data: the message does not match its schema of id %d", b->id),
+			 errdetail("At byte %d of the body: %s.", (int) (b->p - b->start), why)));
+}
+
+/* a zigzag varint of the body, as Avro C reads one */
+static int64
+body_long(BodyCheck *b)
+{
+	uint64		value = 0;
+
+	for (int shift = 0; shift < 70; shift += 7)
+	{
+		uint8		byte;
+
+		if (b->p >= b->end)
+			body_invalid(b, "it ends within a number");
+		byte = *b->p++;
+		value |= (uint64) (byte & 0x7f) << shift;
+		if ((byte & 0x80) == 0)
+			return (int64) ((value >> 1) ^ -(value & 1));
+	}
+	body_invalid(b, "a number is longer than 10 bytes");
+	return 0;					/* keep the compiler quiet */
+}
+
+/* skip n bytes of the body */
+static void
+body_skip(BodyCheck *b, int64 n, const char *what)
+{
+	if (n < 0)
+		body_invalid(b, psprintf("%s has a negative length", what));
+	if (n > b->end - b->p)
+		body_invalid(b, psprintf("%s is longer than the rest of the message", what));
+	b->p += n;
+}
+
+/*
+ * A count of items in an array or map block, each of which takes a byte
+ * at least (arrays of items that take none are refused with their
+ * schema; a map's keys take one): no more than the bytes left.
+ */
+static int64
+body_block(BodyCheck *b, const char *what)
+{
+	int64		count = body_long(b);
+
+	if (count < 0)
+	{
+		if (count == PG_INT64_MIN)
+			body_invalid(b, psprintf("%s block has a count out of range", what));
+		count = -count;
+		(void) body_long(b);	/* the block's size in bytes */
+	}
+	if (count > b->end - b->p)
+		body_invalid(b, psprintf("%s block counts more items than the message has bytes", what));
+	return count;
+}
+
+/*
+ * Walk a body as Avro C will read it against its schema, checking the
+ * lengths, counts and union branches that Avro C takes on trust (Apache
+ * Avro C 1.11.1 writes before its buffer for a negative length).
+ */
+static void
+check_body(BodyCheck *b, avro_schema_t schema)
+{
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (is_avro_link(schema))
+		schema = avro_schema_link_target(schema);
+	switch (avro_typeof(schema))
+	{
+		case AVRO_NULL:
+			break;
+		case AVRO_BOOLEAN:
+			body_skip(b, 1, "a boolean");
+			break;
+		case AVRO_INT32:
+		case AVRO_INT64:
+			(void) body_long(b);
+			break;
+		case AVRO_ENUM:
+			{
+				/* (Avro C's avro_schema_enum_get() gives garbage for others) */
+				int64		index = body_long(b);
+
+				if (index < 0 || index >= avro_schema_enum_number_of_symbols(schema))
+					body_invalid(b, psprintf("an enum's index " INT64_FORMAT " is out of range", index));
+				break;
+			}
+		case AVRO_FLOAT:
+			body_skip(b, 4, "a float");
+			break;
+		case AVRO_DOUBLE:
+			body_skip(b, 8, "a double");
+			break;
+		case AVRO_STRING:
+			body_skip(b, body_long(b), "a string");
+			break;
+		case AVRO_BYTES:
+			body_skip(b, body_long(b), "a bytes value");
+			break;
+		case AVRO_FIXED:
+			body_skip(b, avro_schema_fixed_size(schema), "a fixed value");
+			break;
+		case AVRO_RECORD:
+			for (size_t i = 0; i < avro_schema_record_size(schema); i++)
+				check_body(b, avro_schema_record_field_get_by_index(schema, i));
+			break;
+		case AVRO_ARRAY:
+		case AVRO_MAP:
+			{
+				bool		map = avro_typeof(schema) == AVRO_MAP;
+				avro_schema_t child = map ? avro_schema_map_values(schema) :
+					avro_schema_array_items(schema);
+				int64		count;
+
+				while ((count = body_block(b, map ? "a map" : "an array")) != 0)
+					for (int64 i = 0; i < count; i++)
+					{
+						if (map)
+							body_skip(b, body_long(b), "a map's key");
+						check_body(b, child);
+					}
+				break;
+			}
+		case AVRO_UNION:
+			{
+				int64		branch = body_long(b);
+
+				if (branch < 0 || branch >= (int64) avro_schema_union_size(schema))
+					body_invalid(b, psprintf("a union's branch " INT64_FORMAT " is out of range", branch));
+				check_body(b, avro_schema_union_branch(schema, (int) branch));
+				break;
+			}
+		default:
+			body_invalid(b, "its schema has a type Avro C does not read");
+	}
+}
+
 /*
  * Prepare a decoder for format avro: the registry's server, and a reader.
  */
@@ -931,6 +1088,14 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("the schema of id %d in the schema registry cannot be used: %s", id, e->why)));
 	e->used = ++uses;
+
+	/* what Avro C would take on trust, first */
+	{
+		BodyCheck	b = {(const uint8 *) value + 5, (const uint8 *) value + len,
+		(const uint8 *) value + 5, id};
+
+		check_body(&b, e->schema);
+	}
 
 	avro_value_reset(&e->value);
 	avro_set_error("%s", "");	/* Avro C adds to what it said last */
