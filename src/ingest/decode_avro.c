@@ -787,6 +787,9 @@ render_json(DecodeRun *r, StringInfo buf, avro_value_t *value, SchemaNode *node)
 					avro_failed(r, "a record or map without its element");
 				if (i > 0)
 					appendStringInfoString(buf, ", ");
+				/* a map's keys are the message's strings: checked as its values */
+				if (avro_value_get_type(&v) == AVRO_MAP)
+					name = sw_make_cstring(r, name, strlen(name));
 				escape_json(buf, name);
 				appendStringInfoString(buf, ": ");
 				render_json(r, buf, &child,

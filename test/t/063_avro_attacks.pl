@@ -98,4 +98,13 @@ for my $i (0 .. $#bodies)
 }
 is(sql(q{SELECT count(*) FROM body}), '0', 'and none is a row');
 
+# map keys are strings too
+raw('body', framed($s_mapi, zz(1) . zz(2) . "\xff\xfe" . zz(1) . zz(0)));
+sql(q{CREATE FOREIGN TABLE body_map (id jsonb) SERVER k OPTIONS (topic 'body', format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('body_map')}), '', 'a map key of invalid UTF-8');
+is(sql(q{SELECT count(*) FROM body_map}), '0', 'is no row');
+like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'body_map'::regclass AND "offset" = } . scalar(@bodies)),
+	qr/^invalid byte sequence for encoding "UTF8": 0xff \(column "id" of source table "body_map", field "id"/,
+	'but an error, as in a value');
+
 done_testing();
