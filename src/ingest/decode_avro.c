@@ -648,6 +648,17 @@ epoch_usecs(int64 v, int64 per_unit)
 	return usecs;
 }
 
+/* a time of day in microseconds as text, range-checked (v in unit) */
+static char *
+time_text(int64 usecs, int64 v, const char *unit)
+{
+	if (usecs < 0 || usecs > USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("time out of range: " INT64_FORMAT " %s since midnight", v, unit)));
+	return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum(usecs)));
+}
+
 /*
  * A scalar (anything but a record, an array or a map) as text, as its
  * logical type says: a date, time or timestamp in ISO form, a decimal as
@@ -679,17 +690,18 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			avro_value_get_int(v, &i32);
 			if (logical == LT_DATE)
 			{
-				if (i32 < -(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) ||
-					!IS_VALID_DATE(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)))
+				/* (in 64 bits: the difference of epochs overflows near INT_MIN) */
+				int64		days = (int64) i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE);
+
+				if (!IS_VALID_DATE(days))
 					ereport(ERROR,
 							(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 							 errmsg("date out of range: %d days since the Unix epoch", i32)));
 				return DatumGetCString(DirectFunctionCall1(date_out,
-														   DateADTGetDatum(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE))));
+														   DateADTGetDatum((DateADT) days)));
 			}
 			if (logical == LT_TIME_MILLIS)
-				return DatumGetCString(DirectFunctionCall1(time_out,
-														   TimeADTGetDatum((int64) i32 * 1000)));
+				return time_text((int64) i32 * 1000, i32, "ms");
 			*quote = false;
 			return psprintf("%d", i32);
 		case AVRO_INT64:
@@ -697,7 +709,7 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			switch (logical)
 			{
 				case LT_TIME_MICROS:
-					return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum(i64)));
+					return time_text(i64, i64, "µs");
 				case LT_TIMESTAMP_MILLIS:
 				case LT_TIMESTAMP_MICROS:
 					return DatumGetCString(DirectFunctionCall1(timestamptz_out,

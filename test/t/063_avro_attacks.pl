@@ -107,4 +107,44 @@ like(sql(q{SELECT error FROM source_writes.errors WHERE source = 'body_map'::reg
 	qr/^invalid byte sequence for encoding "UTF8": 0xff \(column "id" of source table "body_map", field "id"/,
 	'but an error, as in a value');
 
+#
+# 2. values at the edges of PostgreSQL's types
+#
+my $s_edge = schema_id(q{{"type": "record", "name": "edge", "fields": [
+	{"name": "d", "type": {"type": "int", "logicalType": "date"}},
+	{"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+	{"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+	{"name": "x", "type": "double"},
+	{"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 100, "scale": 2}}]}});
+my $nan = pack('H*', '000000000000f87f');
+my $inf = pack('H*', '000000000000f07f');
+my $dec40 = "\x7f" . ("\xff" x 39);
+my @edges = (
+	[ 'a date before 1940, NaN', zz(-25567) . zz(0) . zz(0) . $nan . zz(1) . "\x01" ],
+	[ 'a 40-byte decimal, Infinity', zz(0) . zz(86400000) . zz(-1) . $inf . zz(40) . $dec40 ],
+	[ 'a date past PostgreSQL\'s', zz(2**31 - 1) . zz(0) . zz(0) . $nan . zz(0) ],
+	[ 'a date before PostgreSQL\'s', zz(-2**31) . zz(0) . zz(0) . $nan . zz(0) ],
+	[ 'a negative time', zz(0) . zz(-1) . zz(0) . $nan . zz(0) ],
+	[ 'a time past midnight', zz(0) . zz(86400001) . zz(0) . $nan . zz(0) ],
+	[ 'a timestamp past PostgreSQL\'s', zz(0) . zz(0) . zz(2**62) . $nan . zz(0) ],
+);
+raw('edge', map { framed($s_edge, $_->[1]) } @edges);
+sql(q{CREATE FOREIGN TABLE edge (d date, t time, ts timestamptz, x float8,
+	xn numeric OPTIONS (field 'x'), xj jsonb OPTIONS (field 'x'), xt text OPTIONS (field 'x'),
+	dec numeric, o bigint OPTIONS (source 'offset')) SERVER k OPTIONS (topic 'edge', format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('edge')}), '', 'values at the edges');
+is(sql(q{SET TimeZone = 'UTC'; SELECT o, d, t, ts, x, xn, xj, xt, dec FROM edge ORDER BY o}),
+	"0|1900-01-01|00:00:00|1970-01-01 00:00:00+00|NaN|NaN|\"NaN\"|NaN|0.01\n"
+	. "1|1970-01-01|24:00:00|1969-12-31 23:59:59.999+00|Infinity|Infinity|\"Infinity\"|Infinity|"
+	. "10679935179604550411975108530847760573013522611783263849735208039111098628903202750114810434682.87",
+	'a date before 1940, times of the whole day, NaN and Infinity, a 40-byte decimal');
+is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM source_writes.errors
+	WHERE source = 'edge'::regclass}),
+	"2: date out of range: 2147483647 days since the Unix epoch (column \"d\" of source table \"edge\", field \"d\")\n"
+	. "3: date out of range: -2147483648 days since the Unix epoch (column \"d\" of source table \"edge\", field \"d\")\n"
+	. "4: time out of range: -1 ms since midnight (column \"t\" of source table \"edge\", field \"t\")\n"
+	. "5: time out of range: 86400001 ms since midnight (column \"t\" of source table \"edge\", field \"t\")\n"
+	. "6: timestamp out of range: 4611686018427387904 ms since the Unix epoch (column \"ts\" of source table \"edge\", field \"ts\")",
+	'dates, times and timestamps out of range are kept as errors');
+
 done_testing();
