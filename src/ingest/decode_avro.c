@@ -399,10 +399,20 @@ read_node(JsonbValue *v, const char *ns, Names *names)
 static SchemaNode *
 read_schema(const char *json, const char **why)
 {
+	MemoryContext parse_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"source_writes Avro schema text",
+													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(parse_cxt);
 	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 	JsonbValue	v;
 	Names		names = {NIL, NIL, NULL};
 	SchemaNode *root;
+
+	/*
+	 * The parsed JSON goes once the nodes are made: a schema's docs can
+	 * weigh megabytes, and the nodes copy the little they need.
+	 */
+	MemoryContextSwitchTo(old);
 
 	if (JB_ROOT_IS_SCALAR(jb))
 		root = read_node(getIthJsonbValueFromContainer(&jb->root, 0), NULL, &names);
@@ -414,6 +424,7 @@ read_schema(const char *json, const char **why)
 		root = read_node(&v, NULL, &names);
 	}
 	*why = names.why;
+	MemoryContextDelete(parse_cxt);
 	return root;
 }
 

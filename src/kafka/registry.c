@@ -345,14 +345,38 @@ bool
 sw_registry_resolve(int n, const char *const *values, const size_t *lens,
 					const char **state, char **error)
 {
+	static MemoryContext fetch_cxt = NULL;
+	static char last_error[CURL_ERROR_SIZE + 128];
+	MemoryContext old;
 	int32		id;
+	bool		done = true;
 
 	Assert(!IsTransactionState());
-	for (int i = 0; i < n; i++)
+
+	/*
+	 * An answer, up to 16 MB, and what is made of it go once it is kept:
+	 * this is called for a worker's life.  *error outlives the call in a
+	 * buffer of ours, until the next.
+	 */
+	if (fetch_cxt == NULL)
+		fetch_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes schema registry",
+										  ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(fetch_cxt);
+	for (int i = 0; i < n && done; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (unknown_id(values[i], lens[i], &id) && !fetch(id, state, error))
-			return false;
+		if (unknown_id(values[i], lens[i], &id))
+		{
+			MemoryContextReset(fetch_cxt);
+			done = fetch(id, state, error);
+		}
 	}
-	return true;
+	MemoryContextSwitchTo(old);
+	if (!done && *error)
+	{
+		strlcpy(last_error, *error, sizeof(last_error));
+		*error = last_error;
+	}
+	MemoryContextReset(fetch_cxt);
+	return done;
 }

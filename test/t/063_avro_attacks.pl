@@ -147,4 +147,62 @@ is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") F
 	. "6: timestamp out of range: 4611686018427387904 ms since the Unix epoch (column \"ts\" of source table \"edge\", field \"ts\")",
 	'dates, times and timestamps out of range are kept as errors');
 
+
+# one worker at a time from here on
+sql(q{DROP FOREIGN TABLE body, body_map, edge});
+my $worker = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes kafka worker'};
+sub reg_state { return sql(q{SELECT state || ': ' || coalesce(last_error, '') FROM source_writes.sources WHERE source = 'reg'::regclass}); }
+
+#
+# 3. what the registry answers
+#
+my $small = q{{"type": "record", "name": "r%d", "fields": [{"name": "id", "type": "int"}]}};
+my @ids = map { schema_id(sprintf($small, $_)) } 1 .. 12;
+sql(q{CREATE FOREIGN TABLE reg (id int, o bigint OPTIONS (source 'offset')) SERVER k OPTIONS (topic 'reg', format 'avro')});
+raw('reg', framed($ids[0], zz(1)));
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'a first message');
+
+SwTest::registry_control($registry, 'garbage');
+raw('reg', framed($ids[1], zz(2)));
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'an answer that is not JSON');
+SwTest::registry_control($registry, 'huge');
+raw('reg', framed($ids[2], zz(3)));
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'an answer of 20 MB');
+SwTest::registry_control($registry, 'ok');
+my $top_enum = schema_id(q{{"type": "enum", "name": "top", "symbols": ["A"]}});
+my $top_int = schema_id(q{"int"});
+raw('reg', framed($top_enum, zz(0)), framed($top_int, zz(4)));
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'schemas that are not records');
+is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM source_writes.errors
+	WHERE source = 'reg'::regclass}),
+	"1: the schema of id $ids[1] in the schema registry cannot be used: the registry's answer is not JSON with a \"schema\" string (message value for source table \"reg\")\n"
+	. "2: the schema of id $ids[2] in the schema registry cannot be used: the registry's answer is larger than 16 MB (message value for source table \"reg\")\n"
+	. "3: the schema of id $top_enum in the schema registry cannot be used: it is not a record (message value for source table \"reg\")\n"
+	. "4: the schema of id $top_int in the schema registry cannot be used: it is not a record (message value for source table \"reg\")",
+	'each kept as an error that says why');
+
+# schemas of 15 MB (a long doc): the worker keeps what it needs of them only
+my ($pid) = sql($worker);
+sub rss_mb
+{
+	open(my $fh, '<', "/proc/$pid/status") or return -1;
+	my ($kb) = map { /^VmRSS:\s+(\d+)/ ? $1 : () } <$fh>;
+	return int($kb / 1024);
+}
+my $before = rss_mb();
+SwTest::registry_control($registry, 'huge', mb => 15);
+my $start = time();
+raw('reg', map { framed($ids[$_], zz(10 + $_)) } 3 .. 8);
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'six schemas of 15 MB');
+my $took = time() - $start;
+SwTest::registry_control($registry, 'ok');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY o) FROM reg}), '1,13,14,15,16,17,18', 'are read');
+my $after = rss_mb();
+my $log_from = -s $node->logfile;
+sql("SELECT pg_log_backend_memory_contexts($pid)");
+ok($node->wait_for_log(qr/Grand total: \d+ bytes/, $log_from), 'the worker logs its memory');
+my ($total) = slurp_file($node->logfile, $log_from) =~ /Grand total: (\d+) bytes/;
+note("worker RSS: $before MB before, $after MB after six schemas of 15 MB ($took s); its memory contexts: $total bytes");
+cmp_ok($total, '<', 20 * 1024 * 1024, 'and it keeps next to nothing of them');
+
 done_testing();
