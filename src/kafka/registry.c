@@ -153,9 +153,26 @@ take_answer(char *ptr, size_t size, size_t nmemb, void *arg)
 }
 
 /*
+ * libcurl's progress function, called about once a second at least while
+ * a request runs with every signal blocked: stop it when we are told to
+ * stop (SIGTERM, SIGQUIT), which is then handled once they are unblocked.
+ */
+static int
+stop_requested(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+			   curl_off_t ultotal, curl_off_t ulnow)
+{
+	sigset_t	pending;
+
+	if (sigpending(&pending) != 0)
+		return 0;
+	return sigismember(&pending, SIGTERM) || sigismember(&pending, SIGQUIT);
+}
+
+/*
  * GET path of the registry: the HTTP status (0 if none came, with
  * libcurl's error in errbuf), the body in *a.  Signals are blocked while
- * libcurl runs, so that the threads its resolver starts take none.
+ * libcurl runs, so that the threads its resolver starts take none; a
+ * SIGTERM stops the request (stop_requested()).
  */
 static long
 get(const char *path, Answer *a, char *errbuf)
@@ -179,6 +196,8 @@ get(const char *path, Answer *a, char *errbuf)
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take_answer);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stop_requested);
 	headers = curl_slist_append(headers, "Accept: application/vnd.schemaregistry.v1+json, application/json");
 	if (reg.token)
 	{
@@ -211,6 +230,9 @@ get(const char *path, Answer *a, char *errbuf)
 		pfree(bearer);
 	}
 	pfree(url);
+
+	/* a SIGTERM that stopped the request is handled now */
+	CHECK_FOR_INTERRUPTS();
 	return status;
 }
 

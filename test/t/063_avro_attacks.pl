@@ -205,4 +205,28 @@ my ($total) = slurp_file($node->logfile, $log_from) =~ /Grand total: (\d+) bytes
 note("worker RSS: $before MB before, $after MB after six schemas of 15 MB ($took s); its memory contexts: $total bytes");
 cmp_ok($total, '<', 20 * 1024 * 1024, 'and it keeps next to nothing of them');
 
+#
+# 4. a registry that stalls past the timeout: the worker says so, and stops
+# when told
+#
+SwTest::registry_control($registry, 'stall', ms => 120000);
+raw('reg', framed($ids[9], zz(20)));
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'reg'::regclass},
+	'cannot reach the schema registry', 'a registry that stalls: the state says so');
+like(reg_state(), qr/timed out/i, 'a timeout') or diag(reg_state());
+($pid) = sql($worker);
+ok($node->poll_query_until('postgres',
+	"SELECT state = 'active' AND query = 'fetching schemas from the schema registry' FROM pg_stat_activity WHERE pid = $pid"),
+	'the worker asks again');
+usleep(200_000);
+$start = time();
+kill 'TERM', $pid;
+usleep(50_000) while kill(0, $pid) && time() - $start < 60;
+$took = time() - $start;
+note("the worker stopped $took s after SIGTERM, within a request to a stalled registry");
+cmp_ok($took, '<', 5, "SIGTERM stops the worker within a stalled request ($took s)");
+SwTest::registry_control($registry, 'ok');
+is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'the registry answers again');
+is(sql(q{SELECT count(*) FROM reg WHERE id = 20}), '1', 'and the message is written once');
+
 done_testing();
