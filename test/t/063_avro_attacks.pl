@@ -229,4 +229,71 @@ SwTest::registry_control($registry, 'ok');
 is(sql(q{SELECT source_writes.wait_for('reg')}), '', 'the registry answers again');
 is(sql(q{SELECT count(*) FROM reg WHERE id = 20}), '1', 'and the message is written once');
 
+#
+# 5. a registry that redirects: not followed, and the credentials stay
+#
+my $redirect = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 5, ReuseAddr => 1)
+  or die "cannot listen: $!";
+my $redirect_port = $redirect->sockport;
+my $redirect_log = PostgreSQL::Test::Utils::tempdir() . '/redirect.log';
+my $redirect_pid = fork();
+if ($redirect_pid == 0)
+{
+	while (my $c = $redirect->accept)
+	{
+		my $request = '';
+		while (my $line = <$c>)
+		{
+			$request .= $line;
+			last if $line eq "\r\n";
+		}
+		open(my $fh, '>>', $redirect_log);
+		print $fh $request;
+		close $fh;
+		my ($path) = $request =~ m{^GET (\S+)};
+		print $c "HTTP/1.1 302 Found\r\nLocation: $registry->{url}$path\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		close $c;
+	}
+	exit 0;
+}
+sql(qq{CREATE SERVER redirect FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}', schema_registry 'http://127.0.0.1:$redirect_port');
+	CREATE USER MAPPING FOR CURRENT_USER SERVER redirect OPTIONS (schema_registry_user 'u', schema_registry_password 'hunter2');
+	CREATE FOREIGN TABLE redirected (id int) SERVER redirect OPTIONS (topic 'reg', format 'avro')});
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'redirected'::regclass},
+	'schema registry error', 'a redirect is an error of the registry');
+like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'redirected'::regclass}),
+	qr/^HTTP status 302 for schema id \d+$/, 'which says so');
+is(sql(q{SELECT count(*) FROM redirected}), '0', 'nothing is written');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'redirected'::regclass}), '0',
+	'nor kept as an error');
+my $stats = SwTest::registry_stats($registry);
+is($stats->{paths}{"GET /schemas/ids/$ids[0]"}, 1, 'the redirect is not followed');
+like(slurp_file($redirect_log), qr/^Authorization: Basic /m, 'the redirecting registry had the credentials it was given');
+kill 'KILL', $redirect_pid;
+waitpid($redirect_pid, 0);
+sql(q{DROP FOREIGN TABLE redirected});
+
+#
+# 6. TLS with a self-signed certificate: refused, until schema_registry_ca
+#
+my $dir = PostgreSQL::Test::Utils::tempdir();
+system_or_bail('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
+	'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-subj',
+	'/CN=source_writes test registry', '-addext', 'subjectAltName=IP:127.0.0.1',
+	'-keyout', "$dir/registry.key", '-out', "$dir/registry.crt");
+my $tls = SwTest::registry(cert => "$dir/registry.crt", key => "$dir/registry.key");
+my $tls_id = SwTest::registry_register($tls, 'tls-value', sprintf($small, 99));
+sql(qq{CREATE SERVER tls FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}', schema_registry '$tls->{url}');
+	CREATE FOREIGN TABLE tls (id int) SERVER tls OPTIONS (topic 'tls', format 'avro')});
+raw('tls', framed($tls_id, zz(7)));
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'tls'::regclass},
+	'cannot reach the schema registry', 'a certificate no CA vouches for: refused');
+like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'tls'::regclass}),
+	qr/certificate/i, 'the error says why');
+sql(qq{ALTER SERVER tls OPTIONS (ADD schema_registry_ca '$dir/registry.crt')});
+is(sql(q{SELECT source_writes.wait_for('tls')}), '', 'with schema_registry_ca');
+is(sql(q{SELECT string_agg(id::text, ',') FROM tls}), '7', 'the message is written');
+
 done_testing();
