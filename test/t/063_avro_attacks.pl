@@ -296,4 +296,46 @@ sql(qq{ALTER SERVER tls OPTIONS (ADD schema_registry_ca '$dir/registry.crt')});
 is(sql(q{SELECT source_writes.wait_for('tls')}), '', 'with schema_registry_ca');
 is(sql(q{SELECT string_agg(id::text, ',') FROM tls}), '7', 'the message is written');
 
+#
+# 7. a hostile role with USAGE on the server
+#
+sql(qq{CREATE ROLE mallory LOGIN;
+	GRANT USAGE ON FOREIGN SERVER k TO mallory;
+	GRANT USAGE ON FOREIGN DATA WRAPPER source_writes TO mallory;
+	GRANT CREATE ON SCHEMA public TO mallory;
+	CREATE USER MAPPING FOR CURRENT_USER SERVER k OPTIONS (schema_registry_user 'owner', schema_registry_password 'hunter2')});
+sub mallory
+{
+	my ($query) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $query, extra_params => [ '-U', 'mallory' ]);
+	return $rc == 0 ? $out : $err;
+}
+like(mallory(q{ALTER SERVER k OPTIONS (SET schema_registry 'file:///etc/passwd')}),
+	qr/must be owner of foreign server k/, 'mallory cannot point the server elsewhere');
+like(mallory(qq{CREATE SERVER m FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}', schema_registry 'file:///etc/passwd')}),
+	qr/invalid value for option "schema_registry"/, 'nor make a server that reads files');
+like(mallory(qq{CREATE SERVER m FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}', schema_registry '$tls->{url}', schema_registry_ca '/etc/passwd')}),
+	qr/option "schema_registry_ca" may only be set by a superuser/, 'nor one that names a CA file');
+is(mallory(q{SELECT umoptions FROM pg_user_mappings WHERE srvname = 'k'}), '', 'nor see the owner\'s password');
+like(mallory(qq{CREATE SERVER m FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}', schema_registry 'http://owner:hunter2\@127.0.0.1:1')}),
+	qr/invalid value for option "schema_registry"/, 'a URL with credentials is refused: all can read a server\'s options');
+# mallory's own table on the owner's server: its worker has mallory's
+# credentials (none), never the owner's
+is(mallory(q{CREATE FOREIGN TABLE stolen (id int) SERVER k OPTIONS (topic 'reg', format 'avro')}), '',
+	'mallory makes a table of format avro on the server');
+my $auth = SwTest::registry(user => 'owner', password => 'hunter2');
+sql(qq{ALTER SERVER k OPTIONS (SET schema_registry '$auth->{url}')});
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'stolen'::regclass},
+	'the schema registry refuses our credentials', 'its worker is refused: it has no credentials');
+# (but the statements that set it, which this test's server logs)
+is(scalar(grep { /^\d{4}-/ && !/statement: / && /hunter2/ } split /\n/, slurp_file($node->logfile)), 0,
+	'the password is never logged');
+unlike(sql(q{SELECT string_agg(coalesce(last_error, ''), ' ') FROM source_writes.sources}), qr/hunter2/,
+	'nor shown in the status');
+sql(q{DROP FOREIGN TABLE stolen; DROP FOREIGN TABLE reg; DROP FOREIGN TABLE tls});
+sql(qq{ALTER SERVER k OPTIONS (SET schema_registry '$registry->{url}')});
+
 done_testing();
