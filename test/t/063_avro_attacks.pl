@@ -338,4 +338,26 @@ unlike(sql(q{SELECT string_agg(coalesce(last_error, ''), ' ') FROM source_writes
 sql(q{DROP FOREIGN TABLE stolen; DROP FOREIGN TABLE reg; DROP FOREIGN TABLE tls});
 sql(qq{ALTER SERVER k OPTIONS (SET schema_registry '$registry->{url}')});
 
+#
+# 8. the worker killed while it holds messages for a stalled registry
+#
+my @crash_ids = map { schema_id(sprintf($small, 100 + $_)) } 1 .. 3;
+sql(q{CREATE FOREIGN TABLE crash (id int, o bigint OPTIONS (source 'offset')) SERVER k OPTIONS (topic 'crash', format 'avro')});
+raw('crash', framed($crash_ids[0], zz(1)));
+is(sql(q{SELECT source_writes.wait_for('crash')}), '', 'a first message');
+SwTest::registry_control($registry, 'stall', ms => 120000);
+raw('crash', framed($crash_ids[0], zz(2)), framed($crash_ids[1], zz(3)), framed($crash_ids[0], zz(4)),
+	framed($crash_ids[2], zz(5)));
+($pid) = sql($worker);
+ok($node->poll_query_until('postgres',
+	"SELECT state = 'active' AND query = 'fetching schemas from the schema registry' FROM pg_stat_activity WHERE pid = $pid"),
+	'the worker waits for the registry, holding messages');
+my $from = -s $node->logfile;
+kill 'KILL', $pid;
+SwTest::wait_for_restart($node, $from);
+SwTest::registry_control($registry, 'ok');
+is(sql(q{SELECT source_writes.wait_for('crash')}), '', 'after the crash, the registry answers');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY o) FROM crash}), '1,2,3,4,5', 'every message once');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'crash'::regclass}), '0', 'none kept as an error');
+
 done_testing();
