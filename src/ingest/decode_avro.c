@@ -560,13 +560,20 @@ sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
 	e->why = MemoryContextStrdup(e->cxt, why);
 }
 
-/* whether the schema of id is kept, usable or not */
+/*
+ * Whether the schema of id is kept, usable or not; if it is, it counts as
+ * used now: the messages asked about are decoded next, and the schemas
+ * fetched for others of them must not push it out.
+ */
 bool
 sw_avro_schema_known(Oid serverid, int32 id)
 {
 	SchemaKey	key = {serverid, id};
+	SchemaEntry *e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
 
-	return schemas != NULL && hash_search(schemas, &key, HASH_FIND, NULL) != NULL;
+	if (e)
+		e->used = ++uses;
+	return e != NULL;
 }
 
 /* ---------------------------------------------------------------------

@@ -384,6 +384,14 @@ sw_registry_resolve(int n, const char *const *values, const size_t *lens,
 		fetch_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes schema registry",
 										  ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(fetch_cxt);
+
+	/*
+	 * The schemas kept that the messages need count as used first, so
+	 * that those fetched for the others push out none of them (a step
+	 * holds fewer messages than the decoder keeps schemas).
+	 */
+	for (int i = 0; i < n; i++)
+		(void) unknown_id(values[i], lens[i], &id);
 	for (int i = 0; i < n && done; i++)
 	{
 		CHECK_FOR_INTERRUPTS();

@@ -7,12 +7,14 @@ use strict;
 use warnings;
 
 use IO::Socket::INET;
+use IPC::Run;
+use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1' ]);
+my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('avro_attacks', conf => "max_worker_processes = 24\nrestart_after_crash = on\n");
 
@@ -359,5 +361,33 @@ SwTest::registry_control($registry, 'ok');
 is(sql(q{SELECT source_writes.wait_for('crash')}), '', 'after the crash, the registry answers');
 is(sql(q{SELECT string_agg(id::text, ',' ORDER BY o) FROM crash}), '1,2,3,4,5', 'every message once');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'crash'::regclass}), '0', 'none kept as an error');
+
+#
+# 9. more schemas than the worker keeps: those a step's messages need stay
+#
+sql(q{DROP FOREIGN TABLE crash});
+my @curl = ('curl', '-s');
+for my $i (1 .. 1025)
+{
+	push @curl, '--next' if $i > 1;
+	push @curl, '-X', 'POST', '-H', 'Content-Type: application/vnd.schemaregistry.v1+json',
+	  '--data-binary', JSON::PP::encode_json({ schema => sprintf($small, 1000 + $i) }),
+	  "$registry->{url}/subjects/many$i-value/versions";
+}
+my ($curl_out, $curl_err) = ('', '');
+IPC::Run::run(\@curl, '>', \$curl_out, '2>', \$curl_err) or die "curl: $curl_err";
+my @many = $curl_out =~ /\{"id":(\d+)\}/g;
+is(scalar(@many), 1025, '1025 schemas registered');
+sql(q{CREATE FOREIGN TABLE many (id int, o bigint OPTIONS (source 'offset')) SERVER k OPTIONS (topic 'many', format 'avro')});
+# 1024 schemas, the first the least used; then it and a new one together
+raw('many', map { framed($many[$_], zz($_)) } 0 .. 1023);
+is(sql(q{SELECT source_writes.wait_for('many')}), '', '1024 schemas');
+$from = -s $node->logfile;
+raw('many', framed($many[0], zz(2000)), framed($many[1024], zz(2001)));
+is(sql(q{SELECT source_writes.wait_for('many')}), '', 'a kept schema and a new one in a step');
+is(sql(q{SELECT count(*), count(DISTINCT id) FROM many}), '1026|1026', 'every message once');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'many'::regclass}), '0', 'none kept as an error');
+unlike(slurp_file($node->logfile, $from), qr/is not known in this process/,
+	'the schema the step needs is not pushed out by the one fetched for it');
 
 done_testing();
