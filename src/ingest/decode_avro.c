@@ -46,6 +46,12 @@ PG_MODULE_MAGIC;
 /* the most schemas kept at once; the least used go first */
 #define SW_AVRO_KEPT_SCHEMAS	1024
 
+/*
+ * The most digits of a decimal read: numeric's typmods take no more, and
+ * a decimal's conversion costs the square of its length
+ */
+#define SW_AVRO_MAX_PRECISION	1000
+
 /* no Avro type: a name that is not a primitive type's */
 #define SW_AVRO_NONE	((avro_type_t) -1)
 
@@ -79,6 +85,7 @@ typedef struct SchemaNode
 	avro_type_t type;
 	Logical		logical;
 	int			scale;			/* LT_DECIMAL */
+	int			precision;		/* LT_DECIMAL, at most SW_AVRO_MAX_PRECISION */
 	int			nchildren;
 	struct SchemaNode **children;
 	const char *name;			/* a named type's full name */
@@ -194,7 +201,7 @@ named_node(const char *name, const char *ns, Names *names)
 
 /* the logical type of a schema object, checked against its type */
 static Logical
-logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
+logical_type(JsonbContainer *obj, avro_type_t type, int *scale, int *precision)
 {
 	char	   *logical = object_string(obj, "logicalType");
 	JsonbValue	v;
@@ -204,6 +211,17 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
 	if (strcmp(logical, "decimal") == 0 &&
 		(type == AVRO_BYTES || type == AVRO_FIXED))
 	{
+		bool		error = false;
+
+		/* (precision is required; a decimal without one has the most) */
+		*precision = SW_AVRO_MAX_PRECISION;
+		if (getKeyJsonValueFromContainer(obj, "precision", 9, &v) && v.type == jbvNumeric)
+		{
+			int32		p = numeric_int4_opt_error(v.val.numeric, &error);
+
+			if (!error && p > 0 && p < SW_AVRO_MAX_PRECISION)
+				*precision = p;
+		}
 		*scale = 0;
 		if (getKeyJsonValueFromContainer(obj, "scale", 5, &v) && v.type == jbvNumeric)
 			*scale = DatumGetInt32(DirectFunctionCall1(numeric_int4,
@@ -271,7 +289,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 	node->type = primitive_type(type);
 	if (node->type != SW_AVRO_NONE)
 	{
-		node->logical = logical_type(obj, node->type, &node->scale);
+		node->logical = logical_type(obj, node->type, &node->scale, &node->precision);
 		return node;
 	}
 	if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0 ||
@@ -318,7 +336,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 	else if (strcmp(type, "fixed") == 0)
 	{
 		node->type = AVRO_FIXED;
-		node->logical = logical_type(obj, AVRO_FIXED, &node->scale);
+		node->logical = logical_type(obj, AVRO_FIXED, &node->scale, &node->precision);
 	}
 	else if (strcmp(type, "array") == 0 || strcmp(type, "map") == 0)
 	{
@@ -615,13 +633,29 @@ resolve_union(DecodeRun *r, avro_value_t *v, SchemaNode **node, avro_value_t *ou
 		*node = NULL;
 }
 
-/* the unscaled two's-complement big-endian integer of a decimal, as text */
+/*
+ * The unscaled two's-complement big-endian integer of a decimal, as text;
+ * an error if it has more bytes than its precision needs (beyond those
+ * that only extend its sign, as a fixed's may).
+ */
 static char *
-decimal_text(const uint8 *bytes, size_t len, int scale)
+decimal_text(const uint8 *bytes, size_t len, int scale, int precision)
 {
 	Numeric		n = int64_to_numeric(0);
 	Numeric		base = int64_to_numeric(256);
 	bool		negative = len > 0 && (bytes[0] & 0x80);
+	size_t		most = ((size_t) precision * 3322 / 1000 + 2 + 7) / 8;
+
+	while (len > 1 && bytes[0] == (negative ? 0xff : 0x00) &&
+		   ((bytes[1] & 0x80) != 0) == negative)
+	{
+		bytes++;
+		len--;
+	}
+	if (len > most)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("decimal of %zu bytes is longer than its precision of %d digits allows", len, precision)));
 
 	for (size_t i = 0; i < len; i++)
 	{
@@ -761,7 +795,7 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			if (logical == LT_DECIMAL)
 			{
 				*quote = false;
-				return decimal_text(buf, size, node->scale);
+				return decimal_text(buf, size, node->scale, node->precision);
 			}
 			{
 				StringInfoData hex;

@@ -14,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1' ]);
+my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1', 'dec:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('avro_attacks', conf => "max_worker_processes = 24\nrestart_after_crash = on\n");
 
@@ -150,8 +150,29 @@ is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") F
 	'dates, times and timestamps out of range are kept as errors');
 
 
+# decimals longer than their precision: a conversion that takes the
+# square of their length is not started for them
+my $s_dec = schema_id(q{{"type": "record", "name": "dec", "fields": [
+	{"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+	{"name": "f", "type": {"type": "fixed", "name": "f16", "size": 16, "logicalType": "decimal", "precision": 10, "scale": 2}}]}});
+my $f16 = ("\xff" x 15) . "\x85";    # -1.23, its sign over 16 bytes
+raw('dec',
+	framed($s_dec, zz(5) . "\x02\x54\x0b\xe3\xff" . $f16),        # 99999999.99
+	framed($s_dec, zz(6) . "\x01\x02\x54\x0b\xe3\xff" . $f16),
+	framed($s_dec, zz(100_000) . ("\x7f" . "\xff" x 99_999) . $f16));
+sql(q{CREATE FOREIGN TABLE dec (b numeric, f numeric, o bigint OPTIONS (source 'offset'))
+	SERVER k OPTIONS (topic 'dec', format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('dec')}), '', 'decimals longer than their precision');
+is(sql(q{SELECT string_agg(o || ': ' || b || ' ' || f, ',') FROM dec}), '0: 99999999.99 -1.23',
+	'one within its precision, a fixed one whose sign fills 16 bytes');
+is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM source_writes.errors
+	WHERE source = 'dec'::regclass}),
+	"1: decimal of 6 bytes is longer than its precision of 10 digits allows (column \"b\" of source table \"dec\", field \"b\")\n"
+	. "2: decimal of 100000 bytes is longer than its precision of 10 digits allows (column \"b\" of source table \"dec\", field \"b\")",
+	'the others are kept as errors');
+
 # one worker at a time from here on
-sql(q{DROP FOREIGN TABLE body, body_map, edge});
+sql(q{DROP FOREIGN TABLE body, body_map, edge, dec});
 my $worker = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'source_writes kafka worker'};
 sub reg_state { return sql(q{SELECT state || ': ' || coalesce(last_error, '') FROM source_writes.sources WHERE source = 'reg'::regclass}); }
 
