@@ -43,6 +43,12 @@
 
 PG_MODULE_MAGIC;
 
+/*
+ * How long the registry's refusal of an id (it did not know it, answered
+ * no schema) stands before the id's next messages make it asked again
+ */
+#define SW_AVRO_REFUSAL_MS		30000
+
 /* the most schemas kept at once; the least used go first */
 #define SW_AVRO_KEPT_SCHEMAS	1024
 
@@ -110,6 +116,7 @@ typedef struct SchemaEntry
 	SchemaNode *root;
 	MemoryContext cxt;			/* of root and why */
 	uint64		used;			/* when it was last used, for eviction */
+	TimestampTz ask_again;		/* a refusal of the registry's: until when */
 } SchemaEntry;
 
 static HTAB *schemas = NULL;
@@ -480,13 +487,10 @@ enter_schema(Oid serverid, int32 id)
 		schemas = hash_create("source_writes Avro schemas", 64, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	e = hash_search(schemas, &key, HASH_FIND, NULL);
-	if (e)
-	{
+	e = hash_search(schemas, &key, HASH_FIND, &found);
+	if (found)
 		free_entry(e);
-		return e;
-	}
-	if (hash_get_num_entries(schemas) >= SW_AVRO_KEPT_SCHEMAS)
+	else if (hash_get_num_entries(schemas) >= SW_AVRO_KEPT_SCHEMAS)
 	{
 		HASH_SEQ_STATUS seq;
 		SchemaEntry *s;
@@ -499,12 +503,14 @@ enter_schema(Oid serverid, int32 id)
 		free_entry(oldest);
 		(void) hash_search(schemas, &oldest->key, HASH_REMOVE, NULL);
 	}
-	e = hash_search(schemas, &key, HASH_ENTER, &found);
+	if (!found)
+		e = hash_search(schemas, &key, HASH_ENTER, NULL);
 	e->usable = false;
 	e->why = NULL;
 	e->cxt = NULL;
 	e->root = NULL;
 	e->used = ++uses;
+	e->ask_again = 0;
 	return e;
 }
 
@@ -566,7 +572,9 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 
 /*
  * Keep that the schema of id cannot be had (the registry does not know
- * it, or answered what is no schema): why says so.
+ * it, or answered what is no schema): why says so.  For a while only: a
+ * registry may answer so for a time (a replica behind, a proxy's page),
+ * and an id, once given, names one schema for good.
  */
 void
 sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
@@ -576,6 +584,7 @@ sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
 	e->cxt = AllocSetContextCreate(TopMemoryContext, "source_writes Avro schema",
 								   ALLOCSET_SMALL_SIZES);
 	e->why = MemoryContextStrdup(e->cxt, why);
+	e->ask_again = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SW_AVRO_REFUSAL_MS);
 }
 
 /*
@@ -589,9 +598,12 @@ sw_avro_schema_known(Oid serverid, int32 id)
 	SchemaKey	key = {serverid, id};
 	SchemaEntry *e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
 
-	if (e)
-		e->used = ++uses;
-	return e != NULL;
+	if (e == NULL)
+		return false;
+	if (e->ask_again != 0 && GetCurrentTimestamp() >= e->ask_again)
+		return false;			/* a refusal of the registry's, that stood long enough */
+	e->used = ++uses;
+	return true;
 }
 
 /* ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1', 'dec:1' ]);
+my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1', 'dec:1', 'nf:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('avro_attacks', conf => "max_worker_processes = 24\nrestart_after_crash = on\n");
 
@@ -410,5 +410,21 @@ is(sql(q{SELECT count(*), count(DISTINCT id) FROM many}), '1026|1026', 'every me
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'many'::regclass}), '0', 'none kept as an error');
 unlike(slurp_file($node->logfile, $from), qr/is not known in this process/,
 	'the schema the step needs is not pushed out by the one fetched for it');
+
+#
+# 10. a registry that did not know an id for a while: the id's later
+# messages have it asked again
+#
+my $nf = schema_id(sprintf($small, 3000));
+sql(q{CREATE FOREIGN TABLE nf (id int, o bigint OPTIONS (source 'offset')) SERVER k OPTIONS (topic 'nf', format 'avro')});
+SwTest::registry_control($registry, 'notfound');
+raw('nf', framed($nf, zz(1)));
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM source_writes.errors WHERE source = 'nf'::regclass}),
+	'an id the registry does not know, asked three times: kept as an error');
+SwTest::registry_control($registry, 'ok');
+sleep 31;    # the refusal stands 30 s
+raw('nf', framed($nf, zz(2)));
+is(sql(q{SELECT source_writes.wait_for('nf')}), '', 'the registry knows it again');
+is(sql(q{SELECT string_agg(id::text, ',') FROM nf}), '2', 'a later message of the id is a row');
 
 done_testing();
