@@ -427,4 +427,20 @@ raw('nf', framed($nf, zz(2)));
 is(sql(q{SELECT source_writes.wait_for('nf')}), '', 'the registry knows it again');
 is(sql(q{SELECT string_agg(id::text, ',') FROM nf}), '2', 'a later message of the id is a row');
 
+#
+# 11. the server's schema_registry dropped under an Avro table: the worker
+# waits for it, and keeps no message as an error meanwhile
+#
+sql(q{ALTER SERVER k OPTIONS (DROP schema_registry)});
+raw('nf', framed($nf, zz(3)));
+poll_is(q{SELECT state FROM source_writes.sources WHERE source = 'nf'::regclass},
+	'cannot start', 'without a registry, the worker cannot start');
+like(sql(q{SELECT last_error FROM source_writes.sources WHERE source = 'nf'::regclass}),
+	qr/format "avro" needs server option "schema_registry"/, 'and says why');
+sql(qq{ALTER SERVER k OPTIONS (ADD schema_registry '$registry->{url}')});
+is(sql(q{SELECT source_writes.wait_for('nf')}), '', 'the registry named again');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY o) FROM nf}), '2,3', 'the message is a row');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'nf'::regclass}), '1',
+	'and no error was kept meanwhile');
+
 done_testing();
