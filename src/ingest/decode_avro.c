@@ -58,6 +58,14 @@ PG_MODULE_MAGIC;
  */
 #define SW_AVRO_MAX_PRECISION	1000
 
+/*
+ * The most types a schema may have once its named types are written out
+ * where they are used (Avro C makes a value for each), and the most values
+ * a message may make
+ */
+#define SW_AVRO_MAX_TYPES		50000
+#define SW_AVRO_MAX_VALUES(len)	(1000000 + 8 * (int64) (len))
+
 /* no Avro type: a name that is not a primitive type's */
 #define SW_AVRO_NONE	((avro_type_t) -1)
 
@@ -96,6 +104,7 @@ typedef struct SchemaNode
 	struct SchemaNode **children;
 	const char *name;			/* a named type's full name */
 	bool		open;			/* a record whose fields are being read */
+	int64		expanded;		/* expanded_size(), once counted */
 } SchemaNode;
 
 /* a writer's schema, by its registry's server and id */
@@ -262,6 +271,26 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale, int *precision)
 }
 
 /*
+ * How many types a type is once its named types are written out where
+ * they are used (up to SW_AVRO_MAX_TYPES + 1): a named type used twice in
+ * each of 30 nested ones is a billion, in a schema of 2 kB.
+ */
+static int64
+expanded_size(SchemaNode *node)
+{
+	check_stack_depth();
+	if (node->expanded == 0)
+	{
+		int64		n = 1;
+
+		for (int i = 0; i < node->nchildren && n <= SW_AVRO_MAX_TYPES; i++)
+			n += expanded_size(node->children[i]);
+		node->expanded = Min(n, SW_AVRO_MAX_TYPES + 1);
+	}
+	return node->expanded;
+}
+
+/*
  * Whether a value of a type takes no bytes in Avro's binary encoding:
  * null, a record of such fields only.
  */
@@ -357,6 +386,11 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 										 array ? 5 : 6, &child) == NULL ||
 			(node->children[0] = read_node(&child, ns, names)) == NULL)
 			return NULL;
+		if (expanded_size(node->children[0]) > SW_AVRO_MAX_TYPES)
+		{
+			names->why = "it has more than " CppAsString2(SW_AVRO_MAX_TYPES) " types once its named types are written out";
+			return NULL;
+		}
 
 		/*
 		 * Items that take no bytes: a few bytes of a message could count
@@ -447,6 +481,11 @@ read_schema(const char *json, const char **why)
 		v.val.binary.data = &jb->root;
 		v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
 		root = read_node(&v, NULL, &names);
+	}
+	if (root && expanded_size(root) > SW_AVRO_MAX_TYPES)
+	{
+		names.why = "it has more than " CppAsString2(SW_AVRO_MAX_TYPES) " types once its named types are written out";
+		root = NULL;
 	}
 	*why = names.why;
 	MemoryContextDelete(parse_cxt);
@@ -965,6 +1004,8 @@ typedef struct BodyCheck
 	const uint8 *end;
 	const uint8 *start;
 	int32		id;
+	int64		values;			/* the values Avro C will make, so far */
+	int64		most_values;
 } BodyCheck;
 
 /* the body is not what its schema says: where, and why */
@@ -1041,6 +1082,8 @@ check_body(BodyCheck *b, avro_schema_t schema)
 {
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
+	if (++b->values > b->most_values)
+		body_invalid(b, psprintf("it makes more than " INT64_FORMAT " values", b->most_values));
 	if (is_avro_link(schema))
 		schema = avro_schema_link_target(schema);
 	switch (avro_typeof(schema))
@@ -1171,7 +1214,7 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 	/* what Avro C would take on trust, first */
 	{
 		BodyCheck	b = {(const uint8 *) value + 5, (const uint8 *) value + len,
-		(const uint8 *) value + 5, id};
+		(const uint8 *) value + 5, id, 0, SW_AVRO_MAX_VALUES(len)};
 
 		check_body(&b, e->schema);
 	}

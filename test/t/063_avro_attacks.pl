@@ -14,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1', 'dec:1', 'nf:1' ]);
+my $broker = SwTest::broker(topics => [ 'body:1', 'edge:1', 'reg:1', 'tls:1', 'crash:1', 'many:1', 'dec:1', 'nf:1', 'dag:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('avro_attacks', conf => "max_worker_processes = 24\nrestart_after_crash = on\n");
 
@@ -442,5 +442,42 @@ is(sql(q{SELECT source_writes.wait_for('nf')}), '', 'the registry named again');
 is(sql(q{SELECT string_agg(id::text, ',' ORDER BY o) FROM nf}), '2,3', 'the message is a row');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'nf'::regclass}), '1',
 	'and no error was kept meanwhile');
+
+#
+# 12. schemas and messages that multiply: a named type used twice in each
+# of many nested ones (a schema of 2 kB, and millions of values for Avro C
+# to make, or a check that never ends), and a message of many items of
+# many values each
+#
+sql(q{DROP FOREIGN TABLE many, nf});
+sub dag
+{
+	my ($n, $leaf) = @_;
+	my $t = qq{{"type": "record", "name": "t$n", "fields": [{"name": "v", "type": "$leaf"}]}};
+	for my $i (reverse 0 .. $n - 1)
+	{
+		my $k = $i + 1;
+		$t = qq{{"type": "record", "name": "t$i", "fields": [{"name": "a", "type": $t}, {"name": "b", "type": "t$k"}]}};
+	}
+	return $t;
+}
+my $dag_ints = schema_id(dag(24, 'int'));
+my $dag_nulls = schema_id('{"type": "record", "name": "top", "fields": [{"name": "x", "type": {"type": "array", "items": '
+	. dag(40, 'null') . '}}]}');
+my $wide = schema_id('{"type": "record", "name": "wide", "fields": [{"name": "x", "type": {"type": "array", "items": '
+	. '{"type": "record", "name": "item", "fields": ['
+	. join(', ', map { qq{{"name": "n$_", "type": "null"}} } 1 .. 49) . ', {"name": "b", "type": "boolean"}]}}}]}');
+raw('dag', framed($dag_ints, zz(1)), framed($dag_nulls, zz(0)),
+	framed($wide, zz(100_000) . ("\x01" x 100_000) . zz(0)));
+sql(q{CREATE FOREIGN TABLE dag (x jsonb) SERVER k OPTIONS (topic 'dag', format 'avro')});
+is(sql(q{SELECT source_writes.wait_for('dag')}), '', 'schemas and messages that multiply');
+like(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM source_writes.errors
+	WHERE source = 'dag'::regclass}),
+	qr/^0: the schema of id $dag_ints in the schema registry cannot be used: it has more than 50000 types once its named types are written out \(message value for source table "dag"\)
+1: the schema of id $dag_nulls in the schema registry cannot be used: it has more than 50000 types once its named types are written out \(message value for source table "dag"\)
+2: invalid Avro data: the message does not match its schema of id $wide \(message value for source table "dag"\): At byte \d+ of the body: it makes more than 1800\d\d\d values\.$/,
+	'are kept as errors that say why');
+($pid) = sql($worker);
+cmp_ok(rss_mb(), '<', 200, 'and the worker made none of it');
 
 done_testing();
