@@ -312,11 +312,15 @@ CREATE FOREIGN TABLE t (a int OPTIONS (field 'A'), b text) SERVER kafka OPTIONS 
 CREATE FOREIGN TABLE t () SERVER kafka OPTIONS (topic 'e');
 \echo :LAST_ERROR_SQLSTATE
 -- avro: its server names the schema registry, an http(s) URL; only a
--- superuser names a CA file for it; credentials go in user mappings
+-- superuser names a CA file for it; credentials go in user mappings (not
+-- in the URL, which every role can read)
 CREATE FOREIGN TABLE t (id int) SERVER kafka OPTIONS (topic 'e', format 'avro');
 \echo :LAST_ERROR_SQLSTATE
 CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'kafka', brokers 'b:9092', schema_registry 'file:///etc/passwd');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'b:9092', schema_registry 'https://u:secret@registry:8081');
 \echo :LAST_ERROR_SQLSTATE
 CREATE SERVER reg FOREIGN DATA WRAPPER source_writes
   OPTIONS (type 'webhook', schema_registry 'http://registry:8081');

@@ -44,8 +44,28 @@
 
 PG_MODULE_MAGIC;
 
+/*
+ * How long the registry's refusal of an id (it did not know it, answered
+ * no schema) stands before the id's next messages make it asked again
+ */
+#define SW_AVRO_REFUSAL_MS		30000
+
 /* the most schemas kept at once; the least used go first */
 #define SW_AVRO_KEPT_SCHEMAS	1024
+
+/*
+ * The most digits of a decimal read: numeric's typmods take no more, and
+ * a decimal's conversion costs the square of its length
+ */
+#define SW_AVRO_MAX_PRECISION	1000
+
+/*
+ * The most types a schema may have once its named types are written out
+ * where they are used (Avro C makes a value for each), and the most values
+ * a message may make
+ */
+#define SW_AVRO_MAX_TYPES		50000
+#define SW_AVRO_MAX_VALUES(len)	(1000000 + 8 * (int64) (len))
 
 /* no Avro type: a name that is not a primitive type's */
 #define SW_AVRO_NONE	((avro_type_t) -1)
@@ -80,10 +100,12 @@ typedef struct SchemaNode
 	avro_type_t type;
 	Logical		logical;
 	int			scale;			/* LT_DECIMAL */
+	int			precision;		/* LT_DECIMAL, at most SW_AVRO_MAX_PRECISION */
 	int			nchildren;
 	struct SchemaNode **children;
 	const char *name;			/* a named type's full name */
 	bool		open;			/* a record whose fields are being read */
+	int64		expanded;		/* expanded_size(), once counted */
 } SchemaNode;
 
 /* a writer's schema, by its registry's server and id */
@@ -104,6 +126,7 @@ typedef struct SchemaEntry
 	SchemaNode *root;
 	MemoryContext cxt;			/* of root and why */
 	uint64		used;			/* when it was last used, for eviction */
+	TimestampTz ask_again;		/* a refusal of the registry's: until when */
 } SchemaEntry;
 
 static HTAB *schemas = NULL;
@@ -195,7 +218,7 @@ named_node(const char *name, const char *ns, Names *names)
 
 /* the logical type of a schema object, checked against its type */
 static Logical
-logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
+logical_type(JsonbContainer *obj, avro_type_t type, int *scale, int *precision)
 {
 	char	   *logical = object_string(obj, "logicalType");
 	JsonbValue	v;
@@ -205,6 +228,17 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
 	if (strcmp(logical, "decimal") == 0 &&
 		(type == AVRO_BYTES || type == AVRO_FIXED))
 	{
+		bool		error = false;
+
+		/* (precision is required; a decimal without one has the most) */
+		*precision = SW_AVRO_MAX_PRECISION;
+		if (getKeyJsonValueFromContainer(obj, "precision", 9, &v) && v.type == jbvNumeric)
+		{
+			int32		p = numeric_int4_opt_error(v.val.numeric, &error);
+
+			if (!error && p > 0 && p < SW_AVRO_MAX_PRECISION)
+				*precision = p;
+		}
 		*scale = 0;
 		if (getKeyJsonValueFromContainer(obj, "scale", 5, &v) && v.type == jbvNumeric)
 			*scale = DatumGetInt32(DirectFunctionCall1(numeric_int4,
@@ -235,6 +269,26 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale)
 		return LT_UUID;
 	/* one it does not know, or on another type: the type as it is */
 	return LT_NONE;
+}
+
+/*
+ * How many types a type is once its named types are written out where
+ * they are used (up to SW_AVRO_MAX_TYPES + 1): a named type used twice in
+ * each of 30 nested ones is a billion, in a schema of 2 kB.
+ */
+static int64
+expanded_size(SchemaNode *node)
+{
+	check_stack_depth();
+	if (node->expanded == 0)
+	{
+		int64		n = 1;
+
+		for (int i = 0; i < node->nchildren && n <= SW_AVRO_MAX_TYPES; i++)
+			n += expanded_size(node->children[i]);
+		node->expanded = Min(n, SW_AVRO_MAX_TYPES + 1);
+	}
+	return node->expanded;
 }
 
 /*
@@ -272,7 +326,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 	node->type = primitive_type(type);
 	if (node->type != SW_AVRO_NONE)
 	{
-		node->logical = logical_type(obj, node->type, &node->scale);
+		node->logical = logical_type(obj, node->type, &node->scale, &node->precision);
 		return node;
 	}
 	if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0 ||
@@ -319,7 +373,7 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 	else if (strcmp(type, "fixed") == 0)
 	{
 		node->type = AVRO_FIXED;
-		node->logical = logical_type(obj, AVRO_FIXED, &node->scale);
+		node->logical = logical_type(obj, AVRO_FIXED, &node->scale, &node->precision);
 	}
 	else if (strcmp(type, "array") == 0 || strcmp(type, "map") == 0)
 	{
@@ -333,6 +387,11 @@ read_object(JsonbContainer *obj, const char *ns, Names *names)
 										 array ? 5 : 6, &child) == NULL ||
 			(node->children[0] = read_node(&child, ns, names)) == NULL)
 			return NULL;
+		if (expanded_size(node->children[0]) > SW_AVRO_MAX_TYPES)
+		{
+			names->why = "it has more than " CppAsString2(SW_AVRO_MAX_TYPES) " types once its named types are written out";
+			return NULL;
+		}
 
 		/*
 		 * Items that take no bytes: a few bytes of a message could count
@@ -400,10 +459,20 @@ read_node(JsonbValue *v, const char *ns, Names *names)
 static SchemaNode *
 read_schema(const char *json, const char **why)
 {
+	MemoryContext parse_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"source_writes Avro schema text",
+													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(parse_cxt);
 	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 	JsonbValue	v;
 	Names		names = {NIL, NIL, NULL};
 	SchemaNode *root;
+
+	/*
+	 * The parsed JSON goes once the nodes are made: a schema's docs can
+	 * weigh megabytes, and the nodes copy the little they need.
+	 */
+	MemoryContextSwitchTo(old);
 
 	if (JB_ROOT_IS_SCALAR(jb))
 		root = read_node(getIthJsonbValueFromContainer(&jb->root, 0), NULL, &names);
@@ -414,7 +483,13 @@ read_schema(const char *json, const char **why)
 		v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
 		root = read_node(&v, NULL, &names);
 	}
+	if (root && expanded_size(root) > SW_AVRO_MAX_TYPES)
+	{
+		names.why = "it has more than " CppAsString2(SW_AVRO_MAX_TYPES) " types once its named types are written out";
+		root = NULL;
+	}
 	*why = names.why;
+	MemoryContextDelete(parse_cxt);
 	return root;
 }
 
@@ -452,13 +527,10 @@ enter_schema(Oid serverid, int32 id)
 		schemas = hash_create("source_writes Avro schemas", 64, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	e = hash_search(schemas, &key, HASH_FIND, NULL);
-	if (e)
-	{
+	e = hash_search(schemas, &key, HASH_FIND, &found);
+	if (found)
 		free_entry(e);
-		return e;
-	}
-	if (hash_get_num_entries(schemas) >= SW_AVRO_KEPT_SCHEMAS)
+	else if (hash_get_num_entries(schemas) >= SW_AVRO_KEPT_SCHEMAS)
 	{
 		HASH_SEQ_STATUS seq;
 		SchemaEntry *s;
@@ -471,12 +543,14 @@ enter_schema(Oid serverid, int32 id)
 		free_entry(oldest);
 		(void) hash_search(schemas, &oldest->key, HASH_REMOVE, NULL);
 	}
-	e = hash_search(schemas, &key, HASH_ENTER, &found);
+	if (!found)
+		e = hash_search(schemas, &key, HASH_ENTER, NULL);
 	e->usable = false;
 	e->why = NULL;
 	e->cxt = NULL;
 	e->root = NULL;
 	e->used = ++uses;
+	e->ask_again = 0;
 	return e;
 }
 
@@ -536,7 +610,9 @@ sw_avro_schema_add(Oid serverid, int32 id, const char *json, size_t len)
 
 /*
  * Keep that the schema of id cannot be had (the registry does not know
- * it, or answered what is no schema): why says so.
+ * it, or answered what is no schema): why says so.  For a while only: a
+ * registry may answer so for a time (a replica behind, a proxy's page),
+ * and an id, once given, names one schema for good.
  */
 void
 sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
@@ -546,15 +622,26 @@ sw_avro_schema_refuse(Oid serverid, int32 id, const char *why)
 	e->cxt = AllocSetContextCreate(TopMemoryContext, "source_writes Avro schema",
 								   ALLOCSET_SMALL_SIZES);
 	e->why = MemoryContextStrdup(e->cxt, why);
+	e->ask_again = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SW_AVRO_REFUSAL_MS);
 }
 
-/* whether the schema of id is kept, usable or not */
+/*
+ * Whether the schema of id is kept, usable or not; if it is, it counts as
+ * used now: the messages asked about are decoded next, and the schemas
+ * fetched for others of them must not push it out.
+ */
 bool
 sw_avro_schema_known(Oid serverid, int32 id)
 {
 	SchemaKey	key = {serverid, id};
+	SchemaEntry *e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
 
-	return schemas != NULL && hash_search(schemas, &key, HASH_FIND, NULL) != NULL;
+	if (e == NULL)
+		return false;
+	if (e->ask_again != 0 && GetCurrentTimestamp() >= e->ask_again)
+		return false;			/* a refusal of the registry's, that stood long enough */
+	e->used = ++uses;
+	return true;
 }
 
 /* ---------------------------------------------------------------------
@@ -596,13 +683,29 @@ resolve_union(DecodeRun *r, avro_value_t *v, SchemaNode **node, avro_value_t *ou
 		*node = NULL;
 }
 
-/* the unscaled two's-complement big-endian integer of a decimal, as text */
+/*
+ * The unscaled two's-complement big-endian integer of a decimal, as text;
+ * an error if it has more bytes than its precision needs (beyond those
+ * that only extend its sign, as a fixed's may).
+ */
 static char *
-decimal_text(const uint8 *bytes, size_t len, int scale)
+decimal_text(const uint8 *bytes, size_t len, int scale, int precision)
 {
 	Numeric		n;
 	Numeric		base;
-	bool		negative;
+	bool		negative = len > 0 && (bytes[0] & 0x80);
+	size_t		most = ((size_t) precision * 3322 / 1000 + 2 + 7) / 8;
+
+	while (len > 1 && bytes[0] == (negative ? 0xff : 0x00) &&
+		   ((bytes[1] & 0x80) != 0) == negative)
+	{
+		bytes++;
+		len--;
+	}
+	if (len > most)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("decimal of %zu bytes is longer than its precision of %d digits allows", len, precision)));
 
 	/* up to 8 bytes: an int64, and the point put in its digits */
 	if (len >= 1 && len <= 8)
@@ -636,7 +739,6 @@ decimal_text(const uint8 *bytes, size_t len, int scale)
 
 	n = int64_to_numeric(0);
 	base = int64_to_numeric(256);
-	negative = len > 0 && (bytes[0] & 0x80);
 
 	for (size_t i = 0; i < len; i++)
 	{
@@ -681,6 +783,17 @@ epoch_usecs(int64 v, int64 per_unit)
 	return usecs;
 }
 
+/* a time of day in microseconds as text, range-checked (v in unit) */
+static char *
+time_text(int64 usecs, int64 v, const char *unit)
+{
+	if (usecs < 0 || usecs > USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("time out of range: " INT64_FORMAT " %s since midnight", v, unit)));
+	return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum(usecs)));
+}
+
 /*
  * A scalar (anything but a record, an array or a map) as text, as its
  * logical type says: a date, time or timestamp in ISO form, a decimal as
@@ -712,17 +825,18 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			avro_value_get_int(v, &i32);
 			if (logical == LT_DATE)
 			{
-				if (i32 < -(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) ||
-					!IS_VALID_DATE(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)))
+				/* (in 64 bits: the difference of epochs overflows near INT_MIN) */
+				int64		days = (int64) i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE);
+
+				if (!IS_VALID_DATE(days))
 					ereport(ERROR,
 							(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 							 errmsg("date out of range: %d days since the Unix epoch", i32)));
 				return DatumGetCString(DirectFunctionCall1(date_out,
-														   DateADTGetDatum(i32 - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE))));
+														   DateADTGetDatum((DateADT) days)));
 			}
 			if (logical == LT_TIME_MILLIS)
-				return DatumGetCString(DirectFunctionCall1(time_out,
-														   TimeADTGetDatum((int64) i32 * 1000)));
+				return time_text((int64) i32 * 1000, i32, "ms");
 			*quote = false;
 			return psprintf("%d", i32);
 		case AVRO_INT64:
@@ -730,7 +844,7 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			switch (logical)
 			{
 				case LT_TIME_MICROS:
-					return DatumGetCString(DirectFunctionCall1(time_out, TimeADTGetDatum(i64)));
+					return time_text(i64, i64, "µs");
 				case LT_TIMESTAMP_MILLIS:
 				case LT_TIMESTAMP_MICROS:
 					return DatumGetCString(DirectFunctionCall1(timestamptz_out,
@@ -764,7 +878,7 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 			if (logical == LT_DECIMAL)
 			{
 				*quote = false;
-				return decimal_text(buf, size, node->scale);
+				return decimal_text(buf, size, node->scale, node->precision);
 			}
 			{
 				StringInfoData hex;
@@ -779,6 +893,8 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 		case AVRO_ENUM:
 			{
 				avro_value_get_enum(v, &b);
+				if (b < 0 || b >= avro_schema_enum_number_of_symbols(avro_value_get_schema(v)))
+					avro_failed(r, "an enum's index out of range");
 				s = avro_schema_enum_get(avro_value_get_schema(v), b);
 				if (s == NULL)
 					avro_failed(r, "an enum's index out of range");
@@ -818,6 +934,9 @@ render_json(DecodeRun *r, StringInfo buf, avro_value_t *value, SchemaNode *node)
 					avro_failed(r, "a record or map without its element");
 				if (i > 0)
 					appendStringInfoString(buf, ", ");
+				/* a map's keys are the message's strings: checked as its values */
+				if (avro_value_get_type(&v) == AVRO_MAP)
+					name = sw_make_cstring(r, name, strlen(name));
 				escape_json(buf, name);
 				appendStringInfoString(buf, ": ");
 				render_json(r, buf, &child,
@@ -976,6 +1095,167 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 	store_text(r, c, s);
 }
 
+/* a body being checked before Avro C reads it */
+typedef struct BodyCheck
+{
+	const uint8 *p;
+	const uint8 *end;
+	const uint8 *start;
+	int32		id;
+	const char *part;			/* "value" or "key" */
+	int64		values;			/* the values Avro C will make, so far */
+	int64		most_values;
+} BodyCheck;
+
+/* the body is not what its schema says: where, and why */
+static void
+body_invalid(BodyCheck *b, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid Avro data: the message %s does not match its schema of id %d",
+					b->part, b->id),
+			 errdetail("At byte %d of the body: %s.", (int) (b->p - b->start), why)));
+}
+
+/* a zigzag varint of the body, as Avro C reads one */
+static int64
+body_long(BodyCheck *b)
+{
+	uint64		value = 0;
+
+	for (int shift = 0; shift < 70; shift += 7)
+	{
+		uint8		byte;
+
+		if (b->p >= b->end)
+			body_invalid(b, "it ends within a number");
+		byte = *b->p++;
+		value |= (uint64) (byte & 0x7f) << shift;
+		if ((byte & 0x80) == 0)
+			return (int64) ((value >> 1) ^ -(value & 1));
+	}
+	body_invalid(b, "a number is longer than 10 bytes");
+	return 0;					/* keep the compiler quiet */
+}
+
+/* skip n bytes of the body */
+static void
+body_skip(BodyCheck *b, int64 n, const char *what)
+{
+	if (n < 0)
+		body_invalid(b, psprintf("%s has a negative length", what));
+	if (n > b->end - b->p)
+		body_invalid(b, psprintf("%s is longer than the rest of the message", what));
+	b->p += n;
+}
+
+/*
+ * A count of items in an array or map block, each of which takes a byte
+ * at least (arrays of items that take none are refused with their
+ * schema; a map's keys take one): no more than the bytes left.
+ */
+static int64
+body_block(BodyCheck *b, const char *what)
+{
+	int64		count = body_long(b);
+
+	if (count < 0)
+	{
+		if (count == PG_INT64_MIN)
+			body_invalid(b, psprintf("%s block has a count out of range", what));
+		count = -count;
+		(void) body_long(b);	/* the block's size in bytes */
+	}
+	if (count > b->end - b->p)
+		body_invalid(b, psprintf("%s block counts more items than the message has bytes", what));
+	return count;
+}
+
+/*
+ * Walk a body as Avro C will read it against its schema, checking the
+ * lengths, counts and union branches that Avro C takes on trust (Apache
+ * Avro C 1.11.1 writes before its buffer for a negative length).
+ */
+static void
+check_body(BodyCheck *b, avro_schema_t schema)
+{
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+	if (++b->values > b->most_values)
+		body_invalid(b, psprintf("it makes more than " INT64_FORMAT " values", b->most_values));
+	if (is_avro_link(schema))
+		schema = avro_schema_link_target(schema);
+	switch (avro_typeof(schema))
+	{
+		case AVRO_NULL:
+			break;
+		case AVRO_BOOLEAN:
+			body_skip(b, 1, "a boolean");
+			break;
+		case AVRO_INT32:
+		case AVRO_INT64:
+			(void) body_long(b);
+			break;
+		case AVRO_ENUM:
+			{
+				/* (Avro C's avro_schema_enum_get() gives garbage for others) */
+				int64		index = body_long(b);
+
+				if (index < 0 || index >= avro_schema_enum_number_of_symbols(schema))
+					body_invalid(b, psprintf("an enum's index " INT64_FORMAT " is out of range", index));
+				break;
+			}
+		case AVRO_FLOAT:
+			body_skip(b, 4, "a float");
+			break;
+		case AVRO_DOUBLE:
+			body_skip(b, 8, "a double");
+			break;
+		case AVRO_STRING:
+			body_skip(b, body_long(b), "a string");
+			break;
+		case AVRO_BYTES:
+			body_skip(b, body_long(b), "a bytes value");
+			break;
+		case AVRO_FIXED:
+			body_skip(b, avro_schema_fixed_size(schema), "a fixed value");
+			break;
+		case AVRO_RECORD:
+			for (size_t i = 0; i < avro_schema_record_size(schema); i++)
+				check_body(b, avro_schema_record_field_get_by_index(schema, i));
+			break;
+		case AVRO_ARRAY:
+		case AVRO_MAP:
+			{
+				bool		map = avro_typeof(schema) == AVRO_MAP;
+				avro_schema_t child = map ? avro_schema_map_values(schema) :
+					avro_schema_array_items(schema);
+				int64		count;
+
+				while ((count = body_block(b, map ? "a map" : "an array")) != 0)
+					for (int64 i = 0; i < count; i++)
+					{
+						if (map)
+							body_skip(b, body_long(b), "a map's key");
+						check_body(b, child);
+					}
+				break;
+			}
+		case AVRO_UNION:
+			{
+				int64		branch = body_long(b);
+
+				if (branch < 0 || branch >= (int64) avro_schema_union_size(schema))
+					body_invalid(b, psprintf("a union's branch " INT64_FORMAT " is out of range", branch));
+				check_body(b, avro_schema_union_branch(schema, (int) branch));
+				break;
+			}
+		default:
+			body_invalid(b, "its schema has a type Avro C does not read");
+	}
+}
+
 /* a reader, made once, set to each message in turn */
 static avro_reader_t
 the_reader(void)
@@ -1051,6 +1331,14 @@ read_message(DecodeRun *r, const char *data, size_t len)
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("the schema of id %d in the schema registry cannot be used: %s", id, e->why)));
 	e->used = ++uses;
+
+	/* what Avro C would take on trust, first */
+	{
+		BodyCheck	b = {(const uint8 *) data + 5, (const uint8 *) data + len,
+		(const uint8 *) data + 5, id, part, 0, SW_AVRO_MAX_VALUES(len)};
+
+		check_body(&b, e->schema);
+	}
 
 	avro_value_reset(&e->value);
 	avro_set_error("%s", "");	/* Avro C adds to what it said last */

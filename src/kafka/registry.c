@@ -158,9 +158,26 @@ take_answer(char *ptr, size_t size, size_t nmemb, void *arg)
 }
 
 /*
+ * libcurl's progress function, called about once a second at least while
+ * a request runs with every signal blocked: stop it when we are told to
+ * stop (SIGTERM, SIGQUIT), which is then handled once they are unblocked.
+ */
+static int
+stop_requested(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+			   curl_off_t ultotal, curl_off_t ulnow)
+{
+	sigset_t	pending;
+
+	if (sigpending(&pending) != 0)
+		return 0;
+	return sigismember(&pending, SIGTERM) || sigismember(&pending, SIGQUIT);
+}
+
+/*
  * GET path of the registry: the HTTP status (0 if none came, with
  * libcurl's error in errbuf), the body in *a.  Signals are blocked while
- * libcurl runs, so that the threads its resolver starts take none.
+ * libcurl runs, so that the threads its resolver starts take none; a
+ * SIGTERM stops the request (stop_requested()).
  */
 static long
 get(const char *path, Answer *a, char *errbuf)
@@ -184,6 +201,8 @@ get(const char *path, Answer *a, char *errbuf)
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take_answer);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stop_requested);
 	headers = curl_slist_append(headers, "Accept: application/vnd.schemaregistry.v1+json, application/json");
 	if (reg.token)
 	{
@@ -216,6 +235,9 @@ get(const char *path, Answer *a, char *errbuf)
 		pfree(bearer);
 	}
 	pfree(url);
+
+	/* a SIGTERM that stopped the request is handled now */
+	CHECK_FOR_INTERRUPTS();
 	return status;
 }
 
@@ -266,6 +288,8 @@ keep_schema(int32 id, const char *schema)
 		AbortCurrentTransaction();
 	}
 	PG_END_TRY();
+	/* the transaction's end left us elsewhere */
+	MemoryContextSwitchTo(cxt);
 }
 
 /*
@@ -375,14 +399,46 @@ bool
 sw_registry_resolve(int n, const char *const *values, const size_t *lens,
 					const char **state, char **error)
 {
+	static MemoryContext fetch_cxt = NULL;
+	static char last_error[CURL_ERROR_SIZE + 128];
+	MemoryContext old;
 	int32		id;
+	bool		done = true;
 
 	Assert(!IsTransactionState());
+
+	/*
+	 * An answer, up to 16 MB, and what is made of it go once it is kept:
+	 * this is called for a worker's life.  *error outlives the call in a
+	 * buffer of ours, until the next.
+	 */
+	if (fetch_cxt == NULL)
+		fetch_cxt = AllocSetContextCreate(TopMemoryContext, "source_writes schema registry",
+										  ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(fetch_cxt);
+
+	/*
+	 * The schemas kept that the messages need count as used first, so
+	 * that those fetched for the others push out none of them (a step
+	 * holds fewer messages than the decoder keeps schemas).
+	 */
 	for (int i = 0; i < n; i++)
+		(void) unknown_id(values[i], lens[i], &id);
+	for (int i = 0; i < n && done; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (unknown_id(values[i], lens[i], &id) && !fetch(id, state, error))
-			return false;
+		if (unknown_id(values[i], lens[i], &id))
+		{
+			MemoryContextReset(fetch_cxt);
+			done = fetch(id, state, error);
+		}
 	}
-	return true;
+	MemoryContextSwitchTo(old);
+	if (!done && *error)
+	{
+		strlcpy(last_error, *error, sizeof(last_error));
+		*error = last_error;
+	}
+	MemoryContextReset(fetch_cxt);
+	return done;
 }

@@ -604,12 +604,27 @@ check_secret(const char *option, const char *value)
 static void
 check_registry_url(const char *option, const char *value)
 {
+	const char *host;
+
 	if (pg_strncasecmp(value, "http://", 7) != 0 &&
 		pg_strncasecmp(value, "https://", 8) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
 				 errhint("Give the registry's http:// or https:// URL, e.g. 'http://registry:8081'.")));
+
+	/*
+	 * Credentials before the host (http://user:password@host) would be
+	 * read by every role: a server's options are not secret.  (The value
+	 * is not repeated in the error, which the server logs.)
+	 */
+	host = strstr(value, "://") + 3;
+	if (memchr(host, '@', strcspn(host, "/?#")) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": a URL with credentials", option),
+				 errdetail("Every role can read a server's options."),
+				 errhint("Give the credentials in the user mapping, with options \"schema_registry_user\" and \"schema_registry_password\".")));
 }
 
 /*
