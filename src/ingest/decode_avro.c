@@ -1361,10 +1361,13 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 	SchemaEntry *e = read_message(r, value, len);
 
 	if (e->root->type != AVRO_RECORD)
+	{
+		r->in_part = true;
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("Avro message value is not a record"),
+				 errmsg("the schema of id %d of the message value is not a record", e->key.id),
 				 errdetail("A value's fields fill the table's columns: its writer's schema must be a record.")));
+	}
 	for (int i = 0; i < d->ndata; i++)
 	{
 		DecColumn  *c = &d->cols[d->data[i]];

@@ -200,8 +200,8 @@ is(sql(q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") F
 	WHERE source = 'reg'::regclass}),
 	"1: the schema of id $ids[1] in the schema registry cannot be used: the registry's answer is not JSON with a \"schema\" string (message value for source table \"reg\")\n"
 	. "2: the schema of id $ids[2] in the schema registry cannot be used: the registry's answer is larger than 16 MB (message value for source table \"reg\")\n"
-	. "3: the schema of id $top_enum in the schema registry cannot be used: it is not a record (message value for source table \"reg\")\n"
-	. "4: the schema of id $top_int in the schema registry cannot be used: it is not a record (message value for source table \"reg\")",
+	. "3: the schema of id $top_enum of the message value is not a record (message value for source table \"reg\"): A value's fields fill the table's columns: its writer's schema must be a record.\n"
+	. "4: the schema of id $top_int of the message value is not a record (message value for source table \"reg\"): A value's fields fill the table's columns: its writer's schema must be a record.",
 	'each kept as an error that says why');
 
 # schemas of 15 MB (a long doc): the worker keeps what it needs of them only
