@@ -55,51 +55,42 @@ sw_check_reachable() {
 	fi
 }
 
-# sw_start_broker DIR: start the embedded Kafka broker (built in this tree,
-# the current directory) with its files in DIR and set SW_BROKERS (bootstrap
-# address), SW_BROKER_CONTROL (control address) and SW_BROKER_PID.  It runs
-# as SW_USER, who may not reach this tree: it runs from a copy in DIR.
-sw_start_broker() {
-	local dir=$1 i
+# sw_start_tool DIR NAME: start test/NAME (built in this tree) as SW_USER,
+# from a copy in DIR (SW_USER may not reach this tree), its log in
+# DIR/NAME.log, and wait for the file DIR/NAME.ready it writes once it
+# serves
+sw_start_tool() {
+	local dir=$1 name=$2 i
 	sw_check_reachable "$dir" || return 1
-	install -m 755 test/kafka_broker "$dir/kafka_broker" || return 1
-	rm -f "$dir/broker.ready"
-	sw_as_user "$dir/kafka_broker" --ready-file "$dir/broker.ready" \
-		>"$dir/broker.log" 2>&1 &
+	install -m 755 "test/$name" "$dir/$name" || return 1
+	rm -f "$dir/$name.ready"
+	sw_as_user "$dir/$name" --ready-file "$dir/$name.ready" \
+		>"$dir/$name.log" 2>&1 &
 	for i in $(seq 1 100); do
-		[ -s "$dir/broker.ready" ] && break
+		[ -s "$dir/$name.ready" ] && return 0
 		sleep 0.1
 	done
-	if [ ! -s "$dir/broker.ready" ]; then
-		echo "the Kafka broker did not start:" >&2
-		cat "$dir/broker.log" >&2
-		return 1
-	fi
-	SW_BROKERS=$(sed -n 's/^bootstrap=//p' "$dir/broker.ready")
-	SW_BROKER_CONTROL=$(sed -n 's/^control=//p' "$dir/broker.ready")
-	SW_BROKER_PID=$(sed -n 's/^pid=//p' "$dir/broker.ready")
+	echo "test/$name did not start:" >&2
+	cat "$dir/$name.log" >&2
+	return 1
+}
+
+# sw_start_broker DIR: start the embedded Kafka broker with its files in
+# DIR and set SW_BROKERS (bootstrap address), SW_BROKER_CONTROL (control
+# address) and SW_BROKER_PID
+sw_start_broker() {
+	sw_start_tool "$1" kafka_broker || return 1
+	SW_BROKERS=$(sed -n 's/^bootstrap=//p' "$1/kafka_broker.ready")
+	SW_BROKER_CONTROL=$(sed -n 's/^control=//p' "$1/kafka_broker.ready")
+	SW_BROKER_PID=$(sed -n 's/^pid=//p' "$1/kafka_broker.ready")
 	export SW_BROKERS SW_BROKER_CONTROL SW_BROKER_PID
 }
 
-# sw_start_registry DIR: start the tests' schema registry (built in this
-# tree) with its files in DIR and set SW_REGISTRY (its URL); it runs as
-# SW_USER, from a copy in DIR, as the broker does.
+# sw_start_registry DIR: start the tests' schema registry with its files
+# in DIR and set SW_REGISTRY (its URL)
 sw_start_registry() {
-	local dir=$1 i
-	install -m 755 test/schema_registry "$dir/schema_registry" || return 1
-	rm -f "$dir/registry.ready"
-	sw_as_user "$dir/schema_registry" --ready-file "$dir/registry.ready" \
-		>"$dir/registry.log" 2>&1 &
-	for i in $(seq 1 100); do
-		[ -s "$dir/registry.ready" ] && break
-		sleep 0.1
-	done
-	if [ ! -s "$dir/registry.ready" ]; then
-		echo "the schema registry did not start:" >&2
-		cat "$dir/registry.log" >&2
-		return 1
-	fi
-	SW_REGISTRY=$(sed -n 's/^url=//p' "$dir/registry.ready")
+	sw_start_tool "$1" schema_registry || return 1
+	SW_REGISTRY=$(sed -n 's/^url=//p' "$1/schema_registry.ready")
 	export SW_REGISTRY
 }
 

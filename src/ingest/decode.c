@@ -457,6 +457,34 @@ key_gives_no_value(DecodeRun *r, DecColumn *c, int sqlerrcode, const char *detai
 }
 
 /*
+ * After a message key that is a JSON object or an Avro record (what, for
+ * the errors) filled the key columns that are data columns by field:
+ * each must have been filled (d->seen), and not with null.
+ */
+static void
+check_key_fields(DecodeRun *r, const char *what)
+{
+	SwDecoder  *d = r->d;
+
+	for (int k = 0; k < d->nkey; k++)
+	{
+		int			i = d->key[k];
+		DecColumn  *c = &d->cols[i];
+
+		if (c->source != SW_COLUMN_DATA)
+			continue;
+		if (!d->seen[i])
+			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+							   psprintf("The message key is %s without the field \"%s\".",
+										what, c->field));
+		if (r->nulls[c->attidx])
+			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+							   psprintf("The field \"%s\" of the message key is null.",
+										c->field));
+	}
+}
+
+/*
  * decode_message_key() for key_format avro: a key that is a record gives
  * the key columns by field, as the value does; another gives the one key
  * column, if the table has only one.  Returns whether it was a record.
@@ -474,23 +502,11 @@ decode_avro_message_key(DecodeRun *r)
 		key_gives_no_value(r, c, ERRCODE_INVALID_PARAMETER_VALUE,
 						   psprintf("The message key is an Avro value that is not a record, and the table has %d key columns from the message value.",
 									d->ndatakey));
-	for (int k = 0; k < d->nkey; k++)
-	{
-		int			i = d->key[k];
-
-		c = &d->cols[i];
-		if (c->source != SW_COLUMN_DATA)
-			continue;
-		if (!d->seen[i])
-			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
-							   psprintf("The message key is an Avro record without the field \"%s\".",
-										c->field));
-		if (r->nulls[c->attidx])
-			key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
-							   record ?
-							   psprintf("The field \"%s\" of the message key is null.", c->field) :
-							   pstrdup("The message key is null."));
-	}
+	if (record)
+		check_key_fields(r, "an Avro record");
+	else if (r->nulls[c->attidx])
+		key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
+						   "The message key is null.");
 	r->in_key = false;
 	return record;
 }
@@ -541,22 +557,7 @@ decode_message_key(DecodeRun *r)
 		r->no_defaults = true;
 		decode_json(r, msg->key, msg->key_len, true);
 		r->no_defaults = false;
-		for (int k = 0; k < d->nkey; k++)
-		{
-			int			i = d->key[k];
-
-			c = &d->cols[i];
-			if (c->source != SW_COLUMN_DATA)
-				continue;
-			if (!d->seen[i])
-				key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
-								   psprintf("The message key is a JSON object without the field \"%s\".",
-											c->field));
-			if (r->nulls[c->attidx])
-				key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
-								   psprintf("The field \"%s\" of the message key is null.",
-											c->field));
-		}
+		check_key_fields(r, "a JSON object");
 	}
 	else if (d->ndatakey > 1)
 		key_gives_no_value(r, c, ERRCODE_INVALID_PARAMETER_VALUE,

@@ -1659,18 +1659,20 @@ ingest_batch(void)
 }
 
 /*
- * Wait before asking the schema registry again, a backoff that doubles
- * (wait_for() requests set the latch meanwhile); the messages taken stay.
+ * Count a failure and wait the backoff it earns, which doubles up to
+ * SW_MAX_RETRY_MS, unless a reload comes (or, if options_end_it, a change
+ * of the table's options: the invalidations are taken in meanwhile);
+ * wait_for() requests set the latch meanwhile.
  */
 static void
-wait_for_registry(int *failures)
+back_off(int *failures, bool options_end_it)
 {
 	TimestampTz deadline;
 
 	(*failures)++;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   sw_backoff_ms(*failures, 1000, SW_MAX_RETRY_MS));
-	while (!ConfigReloadPending && !options_maybe_changed)
+	while (!ConfigReloadPending && !(options_end_it && options_maybe_changed))
 	{
 		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
@@ -1680,8 +1682,18 @@ wait_for_registry(int *failures)
 						 remaining, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		AcceptInvalidationMessages();
+		if (options_end_it)
+			AcceptInvalidationMessages();
 	}
+}
+
+/*
+ * Wait before asking the schema registry again; the messages taken stay.
+ */
+static void
+wait_for_registry(int *failures)
+{
+	back_off(failures, true);
 }
 
 /*
@@ -1694,7 +1706,6 @@ try_batch(int *failures)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		ok = true;
-	TimestampTz deadline;
 
 	PG_TRY();
 	{
@@ -1728,22 +1739,8 @@ try_batch(int *failures)
 		*failures = 0;
 		return true;
 	}
-	(*failures)++;
-
-	/* the whole backoff: wait_for() requests set the latch meanwhile */
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   sw_backoff_ms(*failures, 1000, SW_MAX_RETRY_MS));
-	while (!ConfigReloadPending)
-	{
-		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-
-		if (remaining <= 0)
-			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 remaining, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	/* the whole backoff */
+	back_off(failures, false);
 	rewind_partitions();
 	return false;
 }
