@@ -24,6 +24,7 @@ OBJS = \
 	src/ingest/decode_csv.o \
 	src/ingest/decode_json.o \
 	src/ingest/decode_text.o \
+	src/ingest/debezium.o \
 	src/ingest/ingest.o \
 	src/ingest/offsets.o \
 	src/log/avro_schemas.o \

@@ -235,7 +235,7 @@ CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', format 'xml');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', format 'json_array');
 \echo :LAST_ERROR_SQLSTATE
-CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', envelope 'debezium');
+CREATE FOREIGN TABLE t (v jsonb) SERVER kafka OPTIONS (topic 'e', envelope 'maxwell');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FOREIGN TABLE t (id int, v jsonb) SERVER kafka OPTIONS (topic 'e', envelope 'upsert');
 \echo :LAST_ERROR_SQLSTATE

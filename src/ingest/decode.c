@@ -92,6 +92,12 @@ decode_error_callback(void *arg)
 			case SW_COLUMN_OFFSET:
 			case SW_COLUMN_TOPIC:
 				break;
+			case SW_COLUMN_OP:
+			case SW_COLUMN_BEFORE:
+			case SW_COLUMN_SOURCE:
+			case SW_COLUMN_TS_MS:
+				appendStringInfoString(&buf, ", the change event's envelope");
+				break;
 		}
 	}
 	else if (r->in_part)
@@ -185,6 +191,45 @@ store_headers(DecodeRun *r, DecColumn *c)
 	pfree(buf.data);
 }
 
+/* a part of a change event's envelope, as JSON, or NULL */
+static void
+store_span(DecodeRun *r, DecColumn *c, const SwSpan *span)
+{
+	char	   *json;
+
+	if (span->data == NULL || span->isnull)
+	{
+		store_text(r, c, NULL);
+		return;
+	}
+	json = sw_make_cstring(r, span->data, span->len);
+	store_text(r, c, json);
+	pfree(json);
+}
+
+/* a change event's ts_ms, into a bigint or a timestamptz column */
+static void
+store_ts_ms(DecodeRun *r, DecColumn *c, const SwSpan *span)
+{
+	char	   *text;
+	int64		ms;
+
+	if (span->data == NULL || span->isnull)
+	{
+		store_text(r, c, NULL);
+		return;
+	}
+	text = sw_make_cstring(r, span->data, span->len);
+	if (c->basetype == TIMESTAMPTZOID)
+	{
+		ms = pg_strtoint64(text);
+		store_timestamp(r, c, ms);
+	}
+	else
+		store_text(r, c, text);
+	pfree(text);
+}
+
 /*
  * Fill a metadata column from the message.
  */
@@ -236,6 +281,21 @@ fill_metadata(DecodeRun *r, DecColumn *c)
 			else
 				store_datum(r, c, (Datum) 0, true);
 			break;
+		case SW_COLUMN_OP:
+			if (r->env.op)
+				store_datum(r, c, PointerGetDatum(cstring_to_text_with_len(&r->env.op, 1)), false);
+			else
+				store_datum(r, c, (Datum) 0, true);
+			break;
+		case SW_COLUMN_BEFORE:
+			store_span(r, c, &r->env.before);
+			break;
+		case SW_COLUMN_SOURCE:
+			store_span(r, c, &r->env.source);
+			break;
+		case SW_COLUMN_TS_MS:
+			store_ts_ms(r, c, &r->env.ts_ms);
+			break;
 	}
 	r->col = NULL;
 	r->byte = 0;
@@ -286,6 +346,7 @@ sw_decoder_create(Relation ftrel, const SwSourceTable *st)
 	d->serverid = st->serverid;
 	d->format = st->format;
 	d->upsert = st->upsert;
+	d->debezium = st->debezium;
 	d->key_format = st->key_format;
 	if (d->key_format == SW_KEY_AVRO || strcmp(d->format->name, "avro") == 0)
 		d->registry = avro_server_registry(d->serverid);
@@ -512,6 +573,28 @@ decode_avro_message_key(DecodeRun *r)
 }
 
 /*
+ * A Debezium key in its {"schema": ..., "payload": {...}} wrapper: the
+ * message (in *copy) with the payload as its key, which r->msg is while
+ * the key is read; the message as it is for a key without one.
+ */
+static const SwMessage *
+unwrapped_key(DecodeRun *r, SwMessage *copy)
+{
+	static const char *const wrapper[] = {"schema", "payload"};
+	const SwMessage *msg = r->msg;
+	SwSpan		spans[2];
+
+	if (!sw_json_top_fields(msg->key, msg->key_len, wrapper, 2, spans) ||
+		spans[0].data == NULL || spans[1].data == NULL || spans[1].isnull)
+		return msg;
+	*copy = *msg;
+	copy->key = spans[1].data;
+	copy->key_len = spans[1].len;
+	r->msg = copy;
+	return copy;
+}
+
+/*
  * Upsert sources with key columns that are data columns: fill those from
  * the message key (into r->values and r->nulls), which names the row of
  * the message, as Kafka's log compaction takes it, and the row that a
@@ -534,6 +617,8 @@ decode_message_key(DecodeRun *r)
 	KeyShape	shape;
 	char	   *text;
 	const char *what;
+	SwMessage	unwrapped;
+	const SwMessage *original = msg;
 
 	if (msg->key == NULL)
 		key_gives_no_value(r, c, ERRCODE_NOT_NULL_VIOLATION,
@@ -542,6 +627,8 @@ decode_message_key(DecodeRun *r)
 	r->in_key = true;
 	if (d->key_format == SW_KEY_AVRO)
 		return decode_avro_message_key(r);
+	if (d->debezium && d->key_format == SW_KEY_JSON)
+		msg = unwrapped_key(r, &unwrapped);
 	if (d->key_format == SW_KEY_JSON)
 		shape = key_shape(d, msg, &text, &what);
 	else
@@ -579,6 +666,7 @@ decode_message_key(DecodeRun *r)
 			pfree(text);
 	}
 	r->in_key = false;
+	r->msg = original;
 	return shape == KEY_OBJECT;
 }
 
@@ -646,6 +734,55 @@ check_key_agrees(DecodeRun *r)
 }
 
 /*
+ * envelope 'debezium': the row of a change event is its after image, for
+ * ops c (create), r (read, in a snapshot) and u (update); d (delete) and
+ * tombstones are written as deletes of their key, and never come here.
+ */
+static void
+decode_change_event(DecodeRun *r)
+{
+	const SwMessage *msg = r->msg;
+	SwEnvelope *env = &r->env;
+
+	r->in_part = true;
+	if (!sw_debezium_envelope(msg->value, msg->value_len, env))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("Debezium change event is not a JSON object")));
+	switch (env->op)
+	{
+		case 'c':
+		case 'r':
+		case 'u':
+			if (env->after.data == NULL || env->after.isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("Debezium change event of op '%c' has no \"after\"", env->op),
+						 errdetail("Its after image is the row of its key.")));
+			r->in_part = false;
+			r->d->format->decode(r, env->after.data, env->after.len);
+			return;
+		case 't':
+			/* taken in their place as they come (sw_ingest_add()) */
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a Debezium truncate event is taken only in its place among its topic's events"),
+					 errdetail("Retried later, it would retract rows that came after it.")));
+			break;
+		case '\0':
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("Debezium change event has no \"op\""),
+					 errdetail("An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".")));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("Debezium change event has an unknown op \"%c\"", env->op)));
+	}
+}
+
+/*
  * Decode a message into a row of the table.
  */
 void
@@ -663,7 +800,10 @@ sw_decode(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot)
 						d->relname),
 				 errdetail("Its format needs a value; only upsert sources take messages without one (tombstones), which delete a key.")));
 
-	d->format->decode(&r, msg->value, msg->value_len);
+	if (d->debezium)
+		decode_change_event(&r);
+	else
+		d->format->decode(&r, msg->value, msg->value_len);
 	r.byte = 0;
 
 	for (int i = 0; i < d->ncols; i++)

@@ -70,6 +70,7 @@ struct SwDecoder
 	SwKind		kind;
 	Oid			serverid;		/* its server (format avro: the registry's) */
 	bool		upsert;
+	bool		debezium;		/* envelope 'debezium' */
 	SwKeyFormat key_format;		/* how message keys are read */
 	char	   *registry;		/* avro values or keys: the schema registry */
 	int			natts;			/* of the table's tuple descriptor */
@@ -103,6 +104,23 @@ struct SwDecoder
 	char		error_where[SW_ERROR_WHERE_BYTES];	/* its context line */
 };
 
+/* a span of JSON, and a Debezium change event's envelope (debezium.c) */
+typedef struct SwSpan
+{
+	const char *data;			/* NULL: absent */
+	size_t		len;
+	bool		isnull;			/* the JSON null */
+} SwSpan;
+
+typedef struct SwEnvelope
+{
+	char		op;				/* 'c', 'r', 'u', 'd', 't', or '\0' */
+	SwSpan		before;
+	SwSpan		after;
+	SwSpan		source;
+	SwSpan		ts_ms;
+} SwEnvelope;
+
 /*
  * What one call is doing, on the caller's stack: the row being filled, and
  * where it is, for the error context.
@@ -113,6 +131,7 @@ typedef struct DecodeRun
 	const SwMessage *msg;
 	Datum	   *values;
 	bool	   *nulls;
+	SwEnvelope	env;			/* envelope 'debezium': the event's parts */
 
 	/* where we are */
 	bool		in_key;			/* decoding the message key, not the value */
@@ -193,6 +212,11 @@ extern const SwFormatOps sw_format_csv;
 /* decode_text.c */
 extern const SwFormatOps sw_format_text;
 extern const SwFormatOps sw_format_bytes;
+
+/* debezium.c */
+extern bool sw_json_top_fields(const char *json, size_t len, const char *const *names,
+							   int n, SwSpan *spans);
+extern bool sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env);
 
 /* avro_format.c (and decode_avro.c, in source_writes_avro.so) */
 extern const SwFormatOps sw_format_avro;

@@ -453,11 +453,16 @@ may_keep(ErrorData *edata)
 	}
 }
 
-/* is this message a tombstone of an upsert source? */
+/*
+ * Is this message a tombstone of an upsert source, or (envelope
+ * 'debezium') a delete event?  Either deletes its key's row.
+ */
 static inline bool
 is_tombstone(SwIngest *ing, const SwMessage *msg)
 {
-	return ing->st->upsert && msg->value == NULL;
+	return ing->st->upsert &&
+		(msg->value == NULL ||
+		 (ing->st->debezium && sw_debezium_op(msg->value, msg->value_len) == 'd'));
 }
 
 /*
@@ -957,6 +962,26 @@ sw_ingest_full(SwIngest *ing)
 		return ing->added >= SW_INGEST_BATCH_MESSAGES;
 	return MemoryContextMemAllocated(ing->merge_cxt, true) >= SW_INGEST_MERGE_BYTES;
 }
+
+/*
+ * envelope 'debezium': a truncate event, in its place among the batch's
+ * messages.  Those before it are decoded and merged (or written); what is
+ * merged and not written yet is forgotten, and every current row is
+ * retracted, those written earlier in the batch too; the messages after
+ * it are the table's rows from then on.  Other writers of the table wait
+ * (people's edits could not be retracted under them otherwise), as for a
+ * TRUNCATE; readers do not.
+ */
+static void
+truncate_for_event(SwIngest *ing)
+{
+	flush_chunk(ing, true);
+	reset_merge(ing);
+	LockRelationOid(ing->st->relid, ExclusiveLock);
+	CommandCounterIncrement();	/* the rows the batch wrote, seen */
+	sw_writer_truncate(ing->writer);
+}
+
 /*
  * Add a message to the batch.  Its memory must live until the next
  * sw_ingest_consumed() or sw_ingest_end(), which write what is buffered.
@@ -964,6 +989,13 @@ sw_ingest_full(SwIngest *ing)
 void
 sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 {
+	if (ing->st->debezium && msg->value &&
+		sw_debezium_op(msg->value, msg->value_len) == 't')
+	{
+		truncate_for_event(ing);
+		ing->added++;
+		return;
+	}
 	need_slot(ing, ing->nmessages);
 	ing->messages[ing->nmessages++] = msg;
 	ing->added++;

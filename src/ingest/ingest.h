@@ -65,6 +65,9 @@ typedef struct SwMessage
 
 typedef struct SwDecoder SwDecoder;
 
+/* debezium.c: the op of a Debezium event's value, or '\0' */
+extern char sw_debezium_op(const char *value, size_t len);
+
 /*
  * How sw_split_body() hands over the messages of a webhook body: write is
  * called with each, as it is found.  where (of where_size bytes) names the

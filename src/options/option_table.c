@@ -67,11 +67,12 @@ static void check_registry_url(const char *option, const char *value);
 static void check_superuser_file(const char *option, const char *value);
 
 const char *const sw_server_types[] = {"kafka", "webhook", NULL};
-const char *const sw_envelopes[] = {"none", "upsert", NULL};
+const char *const sw_envelopes[] = {"none", "upsert", "debezium", NULL};
 /* in the order of SwKeyFormat */
 const char *const sw_key_formats[] = {"json", "text", "bytes", "avro", NULL};
 static const char *const encodings[] = {"hex", "base64", NULL};
-static const char *const kafka_sources[] = {"partition", "offset", "timestamp", "key", "headers", "topic", NULL};
+static const char *const kafka_sources[] = {"partition", "offset", "timestamp", "key", "headers", "topic",
+"op", "before", "source", "ts_ms", NULL};
 static const char *const webhook_sources[] = {"body", "headers", "received_at", NULL};
 
 static const SwOption sw_options[] = {

@@ -47,7 +47,11 @@ typedef enum SwColumnSource
 	SW_COLUMN_HEADERS,			/* all headers (Kafka and webhook) */
 	SW_COLUMN_TOPIC,
 	SW_COLUMN_BODY,				/* webhook metadata */
-	SW_COLUMN_RECEIVED_AT
+	SW_COLUMN_RECEIVED_AT,
+	SW_COLUMN_OP,				/* a Debezium event's envelope */
+	SW_COLUMN_BEFORE,
+	SW_COLUMN_SOURCE,
+	SW_COLUMN_TS_MS
 } SwColumnSource;
 
 typedef struct SwColumn
@@ -78,7 +82,8 @@ typedef struct SwSourceTable
 	SwKind		kind;
 	const struct SwFormatOps *format;
 	char	   *topic;			/* Kafka */
-	bool		upsert;			/* Kafka: envelope 'upsert' */
+	bool		upsert;			/* Kafka: envelope 'upsert' (or 'debezium') */
+	bool		debezium;		/* Kafka: envelope 'debezium' */
 	SwKeyFormat key_format;		/* Kafka */
 	List	   *key;			/* Kafka upsert: key column names */
 	bool		start_latest;	/* Kafka: start_offset 'latest' */

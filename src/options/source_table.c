@@ -67,6 +67,7 @@ source_types(SwColumnSource source)
 	static const Oid json_types[] = {JSONBOID, JSONOID, InvalidOid};
 	static const Oid text_types[] = {TEXTOID, InvalidOid};
 	static const Oid header_types[] = {TEXTOID, BYTEAOID, InvalidOid};
+	static const Oid ts_ms_types[] = {INT8OID, TIMESTAMPTZOID, InvalidOid};
 
 	switch (source)
 	{
@@ -87,7 +88,13 @@ source_types(SwColumnSource source)
 		case SW_COLUMN_HEADERS:
 			return json_types;
 		case SW_COLUMN_TOPIC:
+		case SW_COLUMN_OP:
 			return text_types;
+		case SW_COLUMN_BEFORE:
+		case SW_COLUMN_SOURCE:
+			return json_types;
+		case SW_COLUMN_TS_MS:
+			return ts_ms_types;
 	}
 	return NULL;
 }
@@ -109,6 +116,10 @@ parse_column_source(const char *value)
 		{"topic", SW_COLUMN_TOPIC},
 		{"body", SW_COLUMN_BODY},
 		{"received_at", SW_COLUMN_RECEIVED_AT},
+		{"op", SW_COLUMN_OP},
+		{"before", SW_COLUMN_BEFORE},
+		{"source", SW_COLUMN_SOURCE},
+		{"ts_ms", SW_COLUMN_TS_MS},
 	};
 
 	for (int i = 0; i < lengthof(names); i++)
@@ -211,8 +222,10 @@ check_key(SwSourceTable *st, Relation rel)
 	if (st->upsert && st->key == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-				 errmsg("option \"key\" is required when envelope is 'upsert'"),
-				 errhint("Name the key columns, e.g. OPTIONS (envelope 'upsert', key 'id').")));
+				 errmsg("option \"key\" is required when envelope is '%s'",
+						st->debezium ? "debezium" : "upsert"),
+				 errhint("Name the key columns, e.g. OPTIONS (envelope '%s', key 'id').",
+						 st->debezium ? "debezium" : "upsert")));
 	if (!st->upsert && st->key != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
@@ -405,6 +418,33 @@ server_has_option(ForeignServer *server, const char *name)
 }
 
 /*
+ * envelope 'debezium' reads JSON change events (Avro ones not yet), and
+ * only it has the columns of an event's envelope.
+ */
+static void
+check_envelope(SwSourceTable *st)
+{
+	if (st->debezium && strcmp(st->format->name, "json") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("envelope 'debezium' takes format 'json'"),
+				 errhint("Debezium's Avro change events are not read yet.")));
+	for (int i = 0; i < st->ncolumns; i++)
+	{
+		SwColumnSource source = st->columns[i].source;
+
+		if (!st->debezium &&
+			(source == SW_COLUMN_OP || source == SW_COLUMN_BEFORE ||
+			 source == SW_COLUMN_SOURCE || source == SW_COLUMN_TS_MS))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("column \"%s\" takes a part of a change event, which only envelope 'debezium' has",
+							st->columns[i].name),
+					 errhint("Sources op, before, source and ts_ms need OPTIONS (envelope 'debezium').")));
+	}
+}
+
+/*
  * Read the options of a source table, its server and its columns, check
  * them all together, and return what they say.
  */
@@ -450,7 +490,10 @@ sw_source_table(Relation rel)
 				elog(ERROR, "unrecognized format \"%s\"", value);
 		}
 		else if (strcmp(def->defname, "envelope") == 0)
-			st->upsert = strcmp(value, "upsert") == 0;
+		{
+			st->upsert = strcmp(value, "upsert") == 0 || strcmp(value, "debezium") == 0;
+			st->debezium = strcmp(value, "debezium") == 0;
+		}
 		else if (strcmp(def->defname, "key_format") == 0)
 		{
 			for (int f = 0; sw_key_formats[f]; f++)
@@ -535,6 +578,7 @@ sw_source_table(Relation rel)
 				(errcode(ERRCODE_FDW_INVALID_COLUMN_NUMBER),
 				 errmsg("source table \"%s\" has no columns", RelationGetRelationName(rel)),
 				 errhint("Add the columns the source fills.")));
+	check_envelope(st);
 
 	/*
 	 * pg_dump creates a foreign table first and gives its columns their

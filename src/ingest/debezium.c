@@ -1,0 +1,148 @@
+/*-------------------------------------------------------------------------
+ *
+ * debezium.c
+ *		  envelope 'debezium': a change event's parts (op, before, after,
+ *		  source, ts_ms, in Debezium's payload wrapper or not), found in its
+ *		  JSON with PostgreSQL's parser
+ *
+ * See doc/kafka.md, "Debezium", and doc/internals.md, "Writing and the
+ * stamping protocol" (Decoding).
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/ingest/debezium.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+
+#include "ingest/decode.h"
+
+/* the top-level fields of an object, as spans of its JSON */
+typedef struct SpanSearch
+{
+	JsonLexContext *lex;
+	const char *const *names;
+	int			nnames;
+	SwSpan	   *spans;
+	int			current;		/* the field being read, or -1 */
+	bool		is_object;
+} SpanSearch;
+
+static void
+span_object_start(void *state)
+{
+	SpanSearch *s = state;
+
+	if (s->lex->lex_level == 0)
+		s->is_object = true;
+}
+
+static void
+span_field_start(void *state, char *fname, bool isnull)
+{
+	SpanSearch *s = state;
+
+	if (s->lex->lex_level != 1)
+		return;					/* a field of a field's value */
+	s->current = -1;
+	for (int i = 0; i < s->nnames; i++)
+		if (strcmp(fname, s->names[i]) == 0)
+		{
+			s->current = i;
+			s->spans[i].data = s->lex->token_start;
+			s->spans[i].isnull = isnull;
+		}
+}
+
+static void
+span_field_end(void *state, char *fname, bool isnull)
+{
+	SpanSearch *s = state;
+
+	if (s->lex->lex_level != 1 || s->current < 0)
+		return;
+	s->spans[s->current].len = s->lex->prev_token_terminator - s->spans[s->current].data;
+	s->current = -1;
+}
+
+/*
+ * The spans of the top-level fields names[0 .. n-1] of a JSON object
+ * (data NULL for a field it lacks; the last of a field given twice):
+ * false if it is not a JSON object.
+ */
+bool
+sw_json_top_fields(const char *json, size_t len, const char *const *names,
+				   int n, SwSpan *spans)
+{
+	SpanSearch	s = {0};
+	JsonSemAction sem = {0};
+
+	memset(spans, 0, sizeof(SwSpan) * n);
+	if (len > PG_INT32_MAX)
+		return false;
+	s.lex = makeJsonLexContextCstringLen((char *) json, (int) len,
+										 GetDatabaseEncoding(), true);
+	s.names = names;
+	s.nnames = n;
+	s.spans = spans;
+	s.current = -1;
+	sem.semstate = &s;
+	sem.object_start = span_object_start;
+	sem.object_field_start = span_field_start;
+	sem.object_field_end = span_field_end;
+	return pg_parse_json(s.lex, &sem) == JSON_SUCCESS && s.is_object;
+}
+
+/*
+ * A Debezium change event's envelope, from its JSON: Debezium's
+ * {"schema": ..., "payload": {...}} or the payload alone.  False if it is
+ * not a JSON object.  env->op is the op's one letter, or '\0' if the
+ * event has none that is one letter.
+ */
+bool
+sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env)
+{
+	static const char *const wrapper[] = {"schema", "payload"};
+	static const char *const parts[] = {"op", "before", "after", "source", "ts_ms"};
+	SwSpan		outer[2];
+	SwSpan		spans[5];
+
+	memset(env, 0, sizeof(SwEnvelope));
+	if (!sw_json_top_fields(json, len, wrapper, 2, outer))
+		return false;
+	if (outer[1].data && !outer[1].isnull && outer[1].data[0] == '{')
+	{
+		json = outer[1].data;
+		len = outer[1].len;
+	}
+	if (!sw_json_top_fields(json, len, parts, 5, spans))
+		return false;
+	if (spans[0].data && !spans[0].isnull && spans[0].len == 3 &&
+		spans[0].data[0] == '"' && spans[0].data[2] == '"')
+		env->op = spans[0].data[1];
+	env->before = spans[1];
+	env->after = spans[2];
+	env->source = spans[3];
+	env->ts_ms = spans[4];
+	return true;
+}
+
+/*
+ * The op of a Debezium event's value, or '\0' (no value: a tombstone,
+ * which deletes its key, as 'd' does; or none that can be read, which
+ * sw_decode() then says why).
+ */
+char
+sw_debezium_op(const char *value, size_t len)
+{
+	SwEnvelope	env;
+
+	if (value == NULL || !sw_debezium_envelope(value, len, &env))
+		return '\0';
+	return env.op;
+}

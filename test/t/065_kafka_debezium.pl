@@ -1,0 +1,133 @@
+# envelope 'debezium': change events as Debezium writes them (JSON, with
+# its schema/payload wrapper or without), keyed by the message key: c, r
+# and u make the after image the key's row, d and tombstones delete it, a
+# delete of an absent key does nothing; a person's edit is replaced by the
+# next event of its key, and the log never holds a negative multiplicity;
+# the envelope's parts as columns; bad events kept as errors.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $broker = SwTest::broker(topics => [ 'dbserver1.public.customers:2' ]);
+my $node = SwTest::node('debezium');
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# events as Debezium's PostgreSQL connector writes them (its documentation's
+# layout), with the JSON converter's schema/payload wrapper
+my $key_schema = '{"type": "struct", "fields": [{"type": "int32", "optional": false, "field": "id"}], "optional": false, "name": "dbserver1.public.customers.Key"}';
+my $value_schema = '{"type": "struct", "fields": [], "optional": false, "name": "dbserver1.public.customers.Envelope"}';
+my $source = '{"version": "2.5.0.Final", "connector": "postgresql", "name": "dbserver1", "ts_ms": 1700000000000, "snapshot": "false", "db": "postgres", "schema": "public", "table": "customers", "txId": 555, "lsn": 24023128, "xmin": null}';
+
+sub key { return qq({"schema": $key_schema, "payload": {"id": $_[0]}}); }
+
+sub event
+{
+	my ($op, $before, $after, $ts) = @_;
+	return qq({"schema": $value_schema, "payload": {"before": $before, "after": $after, "source": $source, "op": "$op", "ts_ms": $ts, "transaction": null}});
+}
+
+sub row { my ($id, $name, $email) = @_; return qq({"id": $id, "name": "$name", "email": "$email"}); }
+
+sub produce { SwTest::produce($broker, 'dbserver1.public.customers', @_); }
+
+produce(
+	key(1) . "\t" . event('r', 'null', row(1, 'Ann', 'ann@example.com'), 1700000000001),
+	key(2) . "\t" . event('c', 'null', row(2, 'Bob', 'bob@example.com'), 1700000000002),
+	key(3) . "\t" . event('c', 'null', row(3, 'Cy', 'cy@example.com'), 1700000000003),
+	key(1) . "\t" . event('u', row(1, 'Ann', 'ann@example.com'), row(1, 'Ann', 'ann@new.example'), 1700000000004),
+	key(2) . "\t" . event('d', row(2, 'Bob', 'bob@example.com'), 'null', 1700000000005),
+	key(2) . "\t");
+
+sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
+	CREATE FOREIGN TABLE customers (
+	  id int, name text, email text,
+	  op text OPTIONS (source 'op'),
+	  before jsonb OPTIONS (source 'before'),
+	  src jsonb OPTIONS (source 'source'),
+	  changed timestamptz OPTIONS (source 'ts_ms'),
+	  ts bigint OPTIONS (source 'ts_ms'))
+	SERVER k OPTIONS (topic 'dbserver1.public.customers', envelope 'debezium', key 'id')});
+is(sql(q{SELECT source_writes.wait_for('customers')}), '', 'the change events are ingested');
+is(sql(q{SELECT id, name, email, op FROM customers ORDER BY id}),
+	"1|Ann|ann\@new.example|u\n3|Cy|cy\@example.com|c",
+	'c, r and u make the after image the row; d and the tombstone delete it');
+is(sql(q{SELECT before->>'email', src->>'table', src->>'lsn', ts, changed = to_timestamp(ts / 1000.0)
+	FROM customers WHERE id = 1}),
+	'ann@example.com|customers|24023128|1700000000004|t',
+	'the before image, the source and ts_ms as columns');
+
+# a person's edits, then the next events of their keys
+sql(q{UPDATE customers SET email = 'cy@fixed.example' WHERE id = 3;
+	DELETE FROM customers WHERE id = 1});
+produce(
+	key(3) . "\t" . event('u', row(3, 'Cy', 'cy@example.com'), row(3, 'Cyd', 'cy@example.com'), 1700000000006),
+	key(1) . "\t" . event('d', row(1, 'Ann', 'ann@new.example'), 'null', 1700000000007),
+	key(1) . "\t",
+	key(9) . "\t" . event('d', row(9, 'Nobody', 'n@example.com'), 'null', 1700000000008),
+	# without the wrapper (schemas.enable=false)
+	qq({"id": 4}\t{"before": null, "after": {"id": 4, "name": "Dee", "email": "dee\@example.com"}, "source": $source, "op": "c", "ts_ms": 1700000000009}));
+is(sql(q{SELECT source_writes.wait_for('customers')}), '', 'more events');
+is(sql(q{SELECT id, name, email FROM customers ORDER BY id}),
+	"3|Cyd|cy\@example.com\n4|Dee|dee\@example.com",
+	"an update replaces a person's edit of its row; a delete of a row a person deleted, or of a key never seen, does nothing");
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::customers)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0',
+	'the log holds no negative multiplicity');
+is(sql(q{SELECT string_agg(origin || ' ' || diff, ',' ORDER BY ts, diff) FROM source_writes.updates(NULL::customers)
+	WHERE (data).id = 3}),
+	'kafka 1,user -1,user 1,kafka -1,kafka 1',
+	'the log has the event, the edit, and the event that replaced it');
+
+# bad events: kept as errors that say why
+produce(
+	key(5) . "\t" . qq({"schema": $value_schema, "payload": {"before": null, "after": {"id": 5}, "source": $source, "ts_ms": 1}}),
+	key(6) . "\t" . event('u', row(6, 'F', 'f'), 'null', 2),
+	key(7) . "\t" . '[1, 2]');
+is(sql(q{SELECT source_writes.wait_for('customers')}), '', 'bad events');
+is(sql(q{SELECT string_agg(error, E'\n' ORDER BY error) FROM source_writes.errors WHERE source = 'customers'::regclass}),
+	"Debezium change event has no \"op\" (message value for source table \"customers\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".\n"
+	. "Debezium change event is not a JSON object (message value for source table \"customers\")\n"
+	. "Debezium change event of op 'u' has no \"after\" (message value for source table \"customers\"): Its after image is the row of its key.",
+	'an event without op, a u without after, one that is not an object: kept, saying why');
+is(sql(q{SELECT count(*) FROM customers}), '2', 'and they wrote nothing');
+
+# a truncate event retracts every row there is at its place, a person's
+# too, and those of the events before it (in its batch or earlier); the
+# events after it stay (one partition: the events' order is the topic's)
+SwTest::broker_control($broker, 'create-topic one 1');
+sql(q{CREATE FOREIGN TABLE one (id int, name text, email text) SERVER k
+	OPTIONS (topic 'one', envelope 'debezium', key 'id')});
+SwTest::produce($broker, 'one',
+	key(1) . "\t" . event('c', 'null', row(1, 'A', 'a'), 1),
+	qq(\t{"schema": $value_schema, "payload": {"before": null, "after": null, "source": $source, "op": "t", "ts_ms": 2}}),
+	key(2) . "\t" . event('c', 'null', row(2, 'B', 'b'), 3));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'events around a truncate');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '2',
+	'the truncate retracted the row before it; the one after it stays');
+sql(q{INSERT INTO one (id, name, email) VALUES (100, 'typed', 'by@hand')});
+SwTest::produce($broker, 'one',
+	qq(\t{"payload": {"before": null, "after": null, "source": $source, "op": "t", "ts_ms": 4}, "schema": $value_schema}),
+	key(3) . "\t" . event('c', 'null', row(3, 'C', 'c'), 5));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'a truncate in a later batch');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '3',
+	"it retracts a person's row and those of earlier batches");
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'with no negative multiplicity');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'one'::regclass}), '0',
+	'and no error kept');
+
+# what the options allow
+my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int, op text OPTIONS (source 'op'))
+	SERVER k OPTIONS (topic 'x', envelope 'upsert', key 'id')});
+like($err, qr/column "op" takes a part of a change event, which only envelope 'debezium' has/,
+	'the envelope columns only with envelope debezium');
+($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int) SERVER k
+	OPTIONS (topic 'x', envelope 'debezium')});
+like($err, qr/option "key" is required/, 'envelope debezium needs the key');
+
+done_testing();
