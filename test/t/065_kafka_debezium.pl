@@ -121,6 +121,34 @@ is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'one'::regclass}), '0',
 	'and no error kept');
 
+# a truncate first and last in a batch, two in one batch, a d then a c of
+# one key in one batch
+SwTest::produce($broker, 'one',
+	qq(\t{"payload": {"before": null, "after": null, "source": $source, "op": "t", "ts_ms": 6}}),
+	key(4) . "\t" . event('c', 'null', row(4, 'D', 'd'), 7),
+	key(4) . "\t" . event('d', row(4, 'D', 'd'), 'null', 8),
+	key(4) . "\t",
+	key(4) . "\t" . event('c', 'null', row(4, 'D2', 'd2'), 9),
+	key(5) . "\t" . event('c', 'null', row(5, 'E', 'e'), 10),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 11}}),
+	key(6) . "\t" . event('c', 'null', row(6, 'F', 'f'), 12),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 13}}),
+	key(7) . "\t" . event('r', 'null', row(7, 'G', 'g'), 14),
+	key(7) . "\t" . event('d', row(7, 'G', 'g'), 'null', 15),
+	key(7) . "\t" . event('c', 'null', row(7, 'G2', 'g2'), 16),
+	key(8) . "\t" . event('c', 'null', row(8, 'H', 'h'), 17),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 18}}));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'truncates first and last in a batch');
+is(sql(q{SELECT count(*) FROM one}), '0', 'the last truncate leaves nothing');
+SwTest::produce($broker, 'one',
+	key(7) . "\t" . event('d', row(7, 'G', 'g'), 'null', 19),
+	key(7) . "\t" . event('c', 'null', row(7, 'G3', 'g3'), 20));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'a d then a c of one key');
+is(sql(q{SELECT string_agg(id || name, ',' ORDER BY id) FROM one}), '7G3',
+	'the c after the d of the same batch stays');
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'still no negative multiplicity');
+
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int, op text OPTIONS (source 'op'))
 	SERVER k OPTIONS (topic 'x', envelope 'upsert', key 'id')});
