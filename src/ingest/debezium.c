@@ -146,3 +146,55 @@ sw_debezium_op(const char *value, size_t len)
 		return '\0';
 	return env.op;
 }
+
+/*
+ * Does the JSON nest deeper than limit (objects and arrays, outside its
+ * strings)?  A plain scan, which needs no stack, unlike PostgreSQL's parser.
+ */
+static bool
+json_nests_deeper(const char *json, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = json[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
+ * Is a message's value a Debezium truncate event?  Asked of every message
+ * as it is added to the batch, outside the subtransactions that keep a
+ * message's errors: it must not fail.  A truncate event is shallow; a
+ * value nested deeper than SW_TRUNCATE_DEPTH is decoded as any other
+ * event, which keeps the error it raises (the stack's limit, say) instead
+ * of failing the batch again and again.
+ */
+#define SW_TRUNCATE_DEPTH 64
+
+bool
+sw_debezium_is_truncate(const char *value, size_t len)
+{
+	if (value == NULL || json_nests_deeper(value, len, SW_TRUNCATE_DEPTH))
+		return false;
+	return sw_debezium_op(value, len) == 't';
+}

@@ -149,6 +149,19 @@ is(sql(q{SELECT string_agg(id || name, ',' ORDER BY id) FROM one}), '7G3',
 is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
 	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'still no negative multiplicity');
 
+# a hostile event: a value nested 100000 deep is kept as an error (the
+# stack's limit), and the events after it are taken
+SwTest::broker_control($broker, 'create-topic deep 1');
+sql(q{CREATE FOREIGN TABLE deep (id int, x jsonb) SERVER k
+	OPTIONS (topic 'deep', envelope 'debezium', key 'id')});
+SwTest::produce($broker, 'deep',
+	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "x": ) . ('[' x 100000) . (']' x 100000) . '}}',
+	qq({"id": 2}\t{"op": "c", "after": {"id": 2, "x": 2}}));
+is(sql(q{SELECT source_writes.wait_for('deep')}), '', 'a deep event');
+is(sql(q{SELECT string_agg(id::text, ',') FROM deep}), '2', 'the event after it is taken');
+like(sql(q{SELECT string_agg(error, E'\n') FROM source_writes.errors WHERE source = 'deep'::regclass}),
+	qr/stack depth limit exceeded/, 'the deep one is kept as an error');
+
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int, op text OPTIONS (source 'op'))
 	SERVER k OPTIONS (topic 'x', envelope 'upsert', key 'id')});
