@@ -12,7 +12,7 @@ use Test::More;
 use SwTest;
 
 my $broker = SwTest::broker(topics => [ 'dbserver1.public.customers:2' ]);
-my $node = SwTest::node('debezium');
+my $node = SwTest::node('debezium', conf => "restart_after_crash = on\n");
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
@@ -148,6 +148,44 @@ is(sql(q{SELECT string_agg(id || name, ',' ORDER BY id) FROM one}), '7G3',
 	'the c after the d of the same batch stays');
 is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
 	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'still no negative multiplicity');
+
+# a truncate while a person's edit is open: the worker waits for it, as a
+# TRUNCATE would, then retracts it too and goes on
+my $session = $node->background_psql('postgres');
+$session->query_safe(q{BEGIN; INSERT INTO one (id, name, email) VALUES (200, 'open', 'edit')});
+SwTest::produce($broker, 'one',
+	key(8) . "\t" . event('c', 'null', row(8, 'H', 'h'), 21),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 22}}),
+	key(9) . "\t" . event('c', 'null', row(9, 'I', 'i'), 23));
+ok($node->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted}),
+	'the worker waits for the open edit');
+$session->query_safe('COMMIT');
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'and goes on once it commits');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '9',
+	'the truncate retracted the edit that committed before it');
+
+# kill -9 of the worker while it waits in the middle of a batch with a
+# truncate: after the restart, nothing of it is lost or doubled
+$session->query_safe(q{BEGIN; INSERT INTO one (id, name, email) VALUES (201, 'open', 'edit')});
+SwTest::produce($broker, 'one',
+	key(10) . "\t" . event('c', 'null', row(10, 'J', 'j'), 24),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 25}}),
+	key(11) . "\t" . event('c', 'null', row(11, 'K', 'k'), 26));
+ok($node->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted}),
+	'the worker waits again');
+my $worker = sql(q{SELECT pid FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted});
+my $from = -s $node->logfile;
+kill 'KILL', $worker;
+SwTest::wait_for_restart($node, $from);
+$session->{run}->kill_kill if $session->{run};
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'the events are taken after the restart');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '11',
+	'once: the row after the truncate, and nothing else');
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'no negative or doubled multiplicity');
 
 # a hostile event: a value nested 100000 deep is kept as an error (the
 # stack's limit), and the events after it are taken
