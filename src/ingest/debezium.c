@@ -42,16 +42,73 @@ span_object_start(void *state)
 		s->is_object = true;
 }
 
+/*
+ * The name of the field whose value the lexer has just begun, as it is in
+ * the JSON (between its quotes, escapes and all).  The lexer de-escapes no
+ * strings for us (doing so it would refuse a \u0000 in any string of the
+ * event, which a json column takes, and be slower): it has just read the
+ * name, a colon, and the value's first token, so the name is the string
+ * that ends before the colon.  Its opening quote is the first quote before
+ * its closing one that no backslash escapes.  As decode_json.c does.
+ */
+static void
+raw_field_name(JsonLexContext *lex, const char **name, size_t *len)
+{
+	const char *end = lex->prev_token_terminator - 1;	/* the colon */
+	const char *start;
+
+	Assert(*end == ':');
+	do
+		end--;
+	while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r');
+	Assert(*end == '"');
+	for (start = end - 1;; start--)
+	{
+		int			backslashes = 0;
+
+		if (*start != '"')
+			continue;
+		while (start[-1 - backslashes] == '\\')
+			backslashes++;
+		if (backslashes % 2 == 0)
+			break;
+	}
+	*name = start + 1;
+	*len = end - *name;
+}
+
+/* is a field's name, as it is in the JSON, this one? */
+static bool
+field_is(const char *raw, size_t len, const char *name)
+{
+	JsonLexContext *lex;
+	bool		is;
+
+	if (memchr(raw, '\\', len) == NULL)
+		return len == strlen(name) && memcmp(raw, name, len) == 0;
+	/* escapes: the lexer says what the name is, or that it is no name of ours */
+	lex = makeJsonLexContextCstringLen((char *) raw - 1, (int) len + 2,
+									   GetDatabaseEncoding(), true);
+	is = json_lex(lex) == JSON_SUCCESS && strcmp(lex->strval->data, name) == 0;
+	pfree(lex->strval->data);
+	pfree(lex->strval);
+	pfree(lex);
+	return is;
+}
+
 static void
 span_field_start(void *state, char *fname, bool isnull)
 {
 	SpanSearch *s = state;
+	const char *raw;
+	size_t		len;
 
 	if (s->lex->lex_level != 1)
 		return;					/* a field of a field's value */
+	raw_field_name(s->lex, &raw, &len);
 	s->current = -1;
 	for (int i = 0; i < s->nnames; i++)
-		if (strcmp(fname, s->names[i]) == 0)
+		if (field_is(raw, len, s->names[i]))
 		{
 			s->current = i;
 			s->spans[i].data = s->lex->token_start;
@@ -81,12 +138,13 @@ sw_json_top_fields(const char *json, size_t len, const char *const *names,
 {
 	SpanSearch	s = {0};
 	JsonSemAction sem = {0};
+	bool		found;
 
 	memset(spans, 0, sizeof(SwSpan) * n);
 	if (len > PG_INT32_MAX)
 		return false;
 	s.lex = makeJsonLexContextCstringLen((char *) json, (int) len,
-										 GetDatabaseEncoding(), true);
+										 GetDatabaseEncoding(), false);
 	s.names = names;
 	s.nnames = n;
 	s.spans = spans;
@@ -95,7 +153,9 @@ sw_json_top_fields(const char *json, size_t len, const char *const *names,
 	sem.object_start = span_object_start;
 	sem.object_field_start = span_field_start;
 	sem.object_field_end = span_field_end;
-	return pg_parse_json(s.lex, &sem) == JSON_SUCCESS && s.is_object;
+	found = pg_parse_json(s.lex, &sem) == JSON_SUCCESS && s.is_object;
+	pfree(s.lex);
+	return found;
 }
 
 /*
