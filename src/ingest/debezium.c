@@ -185,6 +185,7 @@ sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env)
 	if (spans[0].data && !spans[0].isnull && spans[0].len == 3 &&
 		spans[0].data[0] == '"' && spans[0].data[2] == '"')
 		env->op = spans[0].data[1];
+	env->op_json = spans[0];
 	env->before = spans[1];
 	env->after = spans[2];
 	env->source = spans[3];

@@ -187,22 +187,26 @@ is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '11',
 is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
 	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'no negative or doubled multiplicity');
 
-# fields with escapes and unicode, a nested JSON column, a \u0000 in a json
-# column (json takes it), a null payload
+# fields with escapes and unicode, a nested JSON column, ops that are not
+# one of Debezium's letters
 SwTest::broker_control($broker, 'create-topic odd 1');
 sql(q{CREATE FOREIGN TABLE odd (id int, name text, doc jsonb, raw json) SERVER k
 	OPTIONS (topic 'odd', envelope 'debezium', key 'id')});
 SwTest::produce($broker, 'odd',
 	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "name": "Zo\xc3\xab \\"q\\" \\\\ \\u00e9\\t.", "doc": {"a": [1, {"b": null}], "op": "t"}, "raw": null}}),
 	qq({"id": 2}\t{"op": "c", "after": {"id": 2, "name": "nul", "doc": null, "raw": {"s": "a\\u0000b"}}}),
+	qq({"id": 3}\t{"op": "create", "after": {"id": 3}}),
+	qq({"id": 4}\t{"op": 1, "after": {"id": 4}}),
 	qq({"id": 5}\t{"schema": null, "payload": null}));
 is(sql(q{SELECT source_writes.wait_for('odd')}), '', 'odd events');
 is(sql(q{SELECT id, name, doc, raw FROM odd ORDER BY id}),
 	qq(1|Zo\xc3\xab "q" \\ \xc3\xa9\t.|{"a": [1, {"b": null}], "op": "t"}|\n2|nul||{"s": "a\\u0000b"}),
 	'escapes, unicode, a nested JSON column (an "op" in it is not the event\'s), a json \\u0000');
 is(sql(q{SELECT string_agg(error, E'\n' ORDER BY error) FROM source_writes.errors WHERE source = 'odd'::regclass}),
-	"Debezium change event has no \"op\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".",
-	'a null payload is kept as an error');
+	"Debezium change event has an unknown op \"create\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".\n"
+	. "Debezium change event has an unknown op 1 (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".\n"
+	. "Debezium change event has no \"op\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".",
+	'ops "create" and 1, and a null payload, are kept as errors');
 
 # a hostile event: a value nested 100000 deep is kept as an error (the
 # stack's limit), and the events after it are taken
