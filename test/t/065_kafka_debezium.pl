@@ -208,6 +208,24 @@ is(sql(q{SELECT string_agg(error, E'\n' ORDER BY error) FROM source_writes.error
 	. "Debezium change event has no \"op\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".",
 	'ops "create" and 1, and a null payload, are kept as errors');
 
+# a kept error, retried after ALTER FOREIGN TABLE; big events and keys
+SwTest::broker_control($broker, 'create-topic retry 1');
+sql(q{CREATE FOREIGN TABLE retry (id int, n int, big text) SERVER k
+	OPTIONS (topic 'retry', envelope 'debezium', key 'id')});
+my $mb = 'x' x 300_000;	# the test producer's limit is 1 MB a message
+SwTest::produce($broker, 'retry',
+	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "n": "one", "big": null}}),
+	qq({"schema": {"doc": "$mb"}, "payload": {"id": 2}}\t{"op": "c", "after": {"id": 2, "n": 2, "big": "$mb"}, "source": {"doc": "$mb"}}),
+	qq({"id": 3}\t{"op": "c", "after": {"id": 3, "n": 3, "big": null}}),
+	qq({"id": 3}\t{"op": "d", "before": {"id": 3, "n": 3, "big": "$mb"}, "after": null}));
+is(sql(q{SELECT source_writes.wait_for('retry')}), '', 'big events');
+is(sql(q{SELECT string_agg(id || ':' || length(big), ',' ORDER BY id) FROM retry}), '2:300000',
+	'a big key and value; a big delete');
+sql(q{ALTER FOREIGN TABLE retry ALTER n TYPE text});
+is(sql(q{SELECT source_writes.retry_errors('retry')}), '1', 'the kept event is retried');
+is(sql(q{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM retry}), '1:one,2:2',
+	'its row is there');
+
 # a hostile event: a value nested 100000 deep is kept as an error (the
 # stack's limit), and the events after it are taken
 SwTest::broker_control($broker, 'create-topic deep 1');
