@@ -42,16 +42,73 @@ span_object_start(void *state)
 		s->is_object = true;
 }
 
+/*
+ * The name of the field whose value the lexer has just begun, as it is in
+ * the JSON (between its quotes, escapes and all).  The lexer de-escapes no
+ * strings for us (doing so it would refuse a \u0000 in any string of the
+ * event, which a json column takes, and be slower): it has just read the
+ * name, a colon, and the value's first token, so the name is the string
+ * that ends before the colon.  Its opening quote is the first quote before
+ * its closing one that no backslash escapes.  As decode_json.c does.
+ */
+static void
+raw_field_name(JsonLexContext *lex, const char **name, size_t *len)
+{
+	const char *end = lex->prev_token_terminator - 1;	/* the colon */
+	const char *start;
+
+	Assert(*end == ':');
+	do
+		end--;
+	while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r');
+	Assert(*end == '"');
+	for (start = end - 1;; start--)
+	{
+		int			backslashes = 0;
+
+		if (*start != '"')
+			continue;
+		while (start[-1 - backslashes] == '\\')
+			backslashes++;
+		if (backslashes % 2 == 0)
+			break;
+	}
+	*name = start + 1;
+	*len = end - *name;
+}
+
+/* is a field's name, as it is in the JSON, this one? */
+static bool
+field_is(const char *raw, size_t len, const char *name)
+{
+	JsonLexContext *lex;
+	bool		is;
+
+	if (memchr(raw, '\\', len) == NULL)
+		return len == strlen(name) && memcmp(raw, name, len) == 0;
+	/* escapes: the lexer says what the name is, or that it is no name of ours */
+	lex = makeJsonLexContextCstringLen((char *) raw - 1, (int) len + 2,
+									   GetDatabaseEncoding(), true);
+	is = json_lex(lex) == JSON_SUCCESS && strcmp(lex->strval->data, name) == 0;
+	pfree(lex->strval->data);
+	pfree(lex->strval);
+	pfree(lex);
+	return is;
+}
+
 static void
 span_field_start(void *state, char *fname, bool isnull)
 {
 	SpanSearch *s = state;
+	const char *raw;
+	size_t		len;
 
 	if (s->lex->lex_level != 1)
 		return;					/* a field of a field's value */
+	raw_field_name(s->lex, &raw, &len);
 	s->current = -1;
 	for (int i = 0; i < s->nnames; i++)
-		if (strcmp(fname, s->names[i]) == 0)
+		if (field_is(raw, len, s->names[i]))
 		{
 			s->current = i;
 			s->spans[i].data = s->lex->token_start;
@@ -81,12 +138,13 @@ sw_json_top_fields(const char *json, size_t len, const char *const *names,
 {
 	SpanSearch	s = {0};
 	JsonSemAction sem = {0};
+	bool		found;
 
 	memset(spans, 0, sizeof(SwSpan) * n);
 	if (len > PG_INT32_MAX)
 		return false;
 	s.lex = makeJsonLexContextCstringLen((char *) json, (int) len,
-										 GetDatabaseEncoding(), true);
+										 GetDatabaseEncoding(), false);
 	s.names = names;
 	s.nnames = n;
 	s.spans = spans;
@@ -95,7 +153,9 @@ sw_json_top_fields(const char *json, size_t len, const char *const *names,
 	sem.object_start = span_object_start;
 	sem.object_field_start = span_field_start;
 	sem.object_field_end = span_field_end;
-	return pg_parse_json(s.lex, &sem) == JSON_SUCCESS && s.is_object;
+	found = pg_parse_json(s.lex, &sem) == JSON_SUCCESS && s.is_object;
+	pfree(s.lex);
+	return found;
 }
 
 /*
@@ -125,6 +185,7 @@ sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env)
 	if (spans[0].data && !spans[0].isnull && spans[0].len == 3 &&
 		spans[0].data[0] == '"' && spans[0].data[2] == '"')
 		env->op = spans[0].data[1];
+	env->op_json = spans[0];
 	env->before = spans[1];
 	env->after = spans[2];
 	env->source = spans[3];
@@ -145,4 +206,56 @@ sw_debezium_op(const char *value, size_t len)
 	if (value == NULL || !sw_debezium_envelope(value, len, &env))
 		return '\0';
 	return env.op;
+}
+
+/*
+ * Does the JSON nest deeper than limit (objects and arrays, outside its
+ * strings)?  A plain scan, which needs no stack, unlike PostgreSQL's parser.
+ */
+static bool
+json_nests_deeper(const char *json, size_t len, int limit)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = json[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > limit)
+				return true;
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
+ * Is a message's value a Debezium truncate event?  Asked of every message
+ * as it is added to the batch, outside the subtransactions that keep a
+ * message's errors: it must not fail.  A truncate event is shallow; a
+ * value nested deeper than SW_TRUNCATE_DEPTH is decoded as any other
+ * event, which keeps the error it raises (the stack's limit, say) instead
+ * of failing the batch again and again.
+ */
+#define SW_TRUNCATE_DEPTH 64
+
+bool
+sw_debezium_is_truncate(const char *value, size_t len)
+{
+	if (value == NULL || json_nests_deeper(value, len, SW_TRUNCATE_DEPTH))
+		return false;
+	return sw_debezium_op(value, len) == 't';
 }

@@ -770,6 +770,13 @@ decode_change_event(DecodeRun *r)
 					 errdetail("Retried later, it would retract rows that came after it.")));
 			break;
 		case '\0':
+			if (env->op_json.data && !env->op_json.isnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("Debezium change event has an unknown op %s",
+								sw_make_cstring(r, env->op_json.data,
+												pg_mbcliplen(env->op_json.data, env->op_json.len, 64))),
+						 errdetail("An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".")));
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("Debezium change event has no \"op\""),

@@ -115,6 +115,7 @@ typedef struct SwSpan
 typedef struct SwEnvelope
 {
 	char		op;				/* 'c', 'r', 'u', 'd', 't', or '\0' */
+	SwSpan		op_json;		/* the op as it is in the JSON */
 	SwSpan		before;
 	SwSpan		after;
 	SwSpan		source;

@@ -989,8 +989,7 @@ truncate_for_event(SwIngest *ing)
 void
 sw_ingest_add(SwIngest *ing, const SwMessage *msg)
 {
-	if (ing->st->debezium && msg->value &&
-		sw_debezium_op(msg->value, msg->value_len) == 't')
+	if (ing->st->debezium && sw_debezium_is_truncate(msg->value, msg->value_len))
 	{
 		truncate_for_event(ing);
 		ing->added++;

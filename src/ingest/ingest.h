@@ -67,6 +67,7 @@ typedef struct SwDecoder SwDecoder;
 
 /* debezium.c: the op of a Debezium event's value, or '\0' */
 extern char sw_debezium_op(const char *value, size_t len);
+extern bool sw_debezium_is_truncate(const char *value, size_t len);
 
 /*
  * How sw_split_body() hands over the messages of a webhook body: write is

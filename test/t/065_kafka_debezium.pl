@@ -12,7 +12,7 @@ use Test::More;
 use SwTest;
 
 my $broker = SwTest::broker(topics => [ 'dbserver1.public.customers:2' ]);
-my $node = SwTest::node('debezium');
+my $node = SwTest::node('debezium', conf => "restart_after_crash = on\n");
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
@@ -120,6 +120,124 @@ is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates
 	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'with no negative multiplicity');
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'one'::regclass}), '0',
 	'and no error kept');
+
+# a truncate first and last in a batch, two in one batch, a d then a c of
+# one key in one batch
+SwTest::produce($broker, 'one',
+	qq(\t{"payload": {"before": null, "after": null, "source": $source, "op": "t", "ts_ms": 6}}),
+	key(4) . "\t" . event('c', 'null', row(4, 'D', 'd'), 7),
+	key(4) . "\t" . event('d', row(4, 'D', 'd'), 'null', 8),
+	key(4) . "\t",
+	key(4) . "\t" . event('c', 'null', row(4, 'D2', 'd2'), 9),
+	key(5) . "\t" . event('c', 'null', row(5, 'E', 'e'), 10),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 11}}),
+	key(6) . "\t" . event('c', 'null', row(6, 'F', 'f'), 12),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 13}}),
+	key(7) . "\t" . event('r', 'null', row(7, 'G', 'g'), 14),
+	key(7) . "\t" . event('d', row(7, 'G', 'g'), 'null', 15),
+	key(7) . "\t" . event('c', 'null', row(7, 'G2', 'g2'), 16),
+	key(8) . "\t" . event('c', 'null', row(8, 'H', 'h'), 17),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 18}}));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'truncates first and last in a batch');
+is(sql(q{SELECT count(*) FROM one}), '0', 'the last truncate leaves nothing');
+SwTest::produce($broker, 'one',
+	key(7) . "\t" . event('d', row(7, 'G', 'g'), 'null', 19),
+	key(7) . "\t" . event('c', 'null', row(7, 'G3', 'g3'), 20));
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'a d then a c of one key');
+is(sql(q{SELECT string_agg(id || name, ',' ORDER BY id) FROM one}), '7G3',
+	'the c after the d of the same batch stays');
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'still no negative multiplicity');
+
+# a truncate while a person's edit is open: the worker waits for it, as a
+# TRUNCATE would, then retracts it too and goes on
+my $session = $node->background_psql('postgres');
+$session->query_safe(q{BEGIN; INSERT INTO one (id, name, email) VALUES (200, 'open', 'edit')});
+SwTest::produce($broker, 'one',
+	key(8) . "\t" . event('c', 'null', row(8, 'H', 'h'), 21),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 22}}),
+	key(9) . "\t" . event('c', 'null', row(9, 'I', 'i'), 23));
+ok($node->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted}),
+	'the worker waits for the open edit');
+$session->query_safe('COMMIT');
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'and goes on once it commits');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '9',
+	'the truncate retracted the edit that committed before it');
+
+# kill -9 of the worker while it waits in the middle of a batch with a
+# truncate: after the restart, nothing of it is lost or doubled
+$session->query_safe(q{BEGIN; INSERT INTO one (id, name, email) VALUES (201, 'open', 'edit')});
+SwTest::produce($broker, 'one',
+	key(10) . "\t" . event('c', 'null', row(10, 'J', 'j'), 24),
+	qq(\t{"payload": {"op": "t", "before": null, "after": null, "source": $source, "ts_ms": 25}}),
+	key(11) . "\t" . event('c', 'null', row(11, 'K', 'k'), 26));
+ok($node->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted}),
+	'the worker waits again');
+my $worker = sql(q{SELECT pid FROM pg_locks
+	WHERE relation = 'one'::regclass AND mode = 'ExclusiveLock' AND NOT granted});
+my $from = -s $node->logfile;
+kill 'KILL', $worker;
+SwTest::wait_for_restart($node, $from);
+$session->{run}->kill_kill if $session->{run};
+is(sql(q{SELECT source_writes.wait_for('one')}), '', 'the events are taken after the restart');
+is(sql(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM one}), '11',
+	'once: the row after the truncate, and nothing else');
+is(sql(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::one)
+	GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0', 'no negative or doubled multiplicity');
+
+# fields with escapes and unicode, a nested JSON column, ops that are not
+# one of Debezium's letters
+SwTest::broker_control($broker, 'create-topic odd 1');
+sql(q{CREATE FOREIGN TABLE odd (id int, name text, doc jsonb, raw json) SERVER k
+	OPTIONS (topic 'odd', envelope 'debezium', key 'id')});
+SwTest::produce($broker, 'odd',
+	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "name": "Zo\xc3\xab \\"q\\" \\\\ \\u00e9\\t.", "doc": {"a": [1, {"b": null}], "op": "t"}, "raw": null}}),
+	qq({"id": 2}\t{"op": "c", "after": {"id": 2, "name": "nul", "doc": null, "raw": {"s": "a\\u0000b"}}}),
+	qq({"id": 3}\t{"op": "create", "after": {"id": 3}}),
+	qq({"id": 4}\t{"op": 1, "after": {"id": 4}}),
+	qq({"id": 5}\t{"schema": null, "payload": null}));
+is(sql(q{SELECT source_writes.wait_for('odd')}), '', 'odd events');
+is(sql(q{SELECT id, name, doc, raw FROM odd ORDER BY id}),
+	qq(1|Zo\xc3\xab "q" \\ \xc3\xa9\t.|{"a": [1, {"b": null}], "op": "t"}|\n2|nul||{"s": "a\\u0000b"}),
+	'escapes, unicode, a nested JSON column (an "op" in it is not the event\'s), a json \\u0000');
+is(sql(q{SELECT string_agg(error, E'\n' ORDER BY error) FROM source_writes.errors WHERE source = 'odd'::regclass}),
+	"Debezium change event has an unknown op \"create\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".\n"
+	. "Debezium change event has an unknown op 1 (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".\n"
+	. "Debezium change event has no \"op\" (message value for source table \"odd\"): An event says what it does in \"op\": \"c\", \"r\", \"u\", \"d\" or \"t\".",
+	'ops "create" and 1, and a null payload, are kept as errors');
+
+# a kept error, retried after ALTER FOREIGN TABLE; big events and keys
+SwTest::broker_control($broker, 'create-topic retry 1');
+sql(q{CREATE FOREIGN TABLE retry (id int, n int, big text) SERVER k
+	OPTIONS (topic 'retry', envelope 'debezium', key 'id')});
+my $mb = 'x' x 300_000;	# the test producer's limit is 1 MB a message
+SwTest::produce($broker, 'retry',
+	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "n": "one", "big": null}}),
+	qq({"schema": {"doc": "$mb"}, "payload": {"id": 2}}\t{"op": "c", "after": {"id": 2, "n": 2, "big": "$mb"}, "source": {"doc": "$mb"}}),
+	qq({"id": 3}\t{"op": "c", "after": {"id": 3, "n": 3, "big": null}}),
+	qq({"id": 3}\t{"op": "d", "before": {"id": 3, "n": 3, "big": "$mb"}, "after": null}));
+is(sql(q{SELECT source_writes.wait_for('retry')}), '', 'big events');
+is(sql(q{SELECT string_agg(id || ':' || length(big), ',' ORDER BY id) FROM retry}), '2:300000',
+	'a big key and value; a big delete');
+sql(q{ALTER FOREIGN TABLE retry ALTER n TYPE text});
+is(sql(q{SELECT source_writes.retry_errors('retry')}), '1', 'the kept event is retried');
+is(sql(q{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM retry}), '1:one,2:2',
+	'its row is there');
+
+# a hostile event: a value nested 100000 deep is kept as an error (the
+# stack's limit), and the events after it are taken
+SwTest::broker_control($broker, 'create-topic deep 1');
+sql(q{CREATE FOREIGN TABLE deep (id int, x jsonb) SERVER k
+	OPTIONS (topic 'deep', envelope 'debezium', key 'id')});
+SwTest::produce($broker, 'deep',
+	qq({"id": 1}\t{"op": "c", "after": {"id": 1, "x": ) . ('[' x 100000) . (']' x 100000) . '}}',
+	qq({"id": 2}\t{"op": "c", "after": {"id": 2, "x": 2}}));
+is(sql(q{SELECT source_writes.wait_for('deep')}), '', 'a deep event');
+is(sql(q{SELECT string_agg(id::text, ',') FROM deep}), '2', 'the event after it is taken');
+like(sql(q{SELECT string_agg(error, E'\n') FROM source_writes.errors WHERE source = 'deep'::regclass}),
+	qr/stack depth limit exceeded/, 'the deep one is kept as an error');
 
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int, op text OPTIONS (source 'op'))
