@@ -439,10 +439,33 @@ check_segment(const SwSignedRequest *request, Relation ftrel,
 }
 
 /*
+ * Whether a token sent is one of tokens, compared in constant time: the
+ * HMACs of both sides under a fixed key are compared, so that neither
+ * length tells anything, and every one of tokens is compared.
+ */
+static bool
+token_matches(const char *sent_token, const Secrets *tokens)
+{
+	Secrets		fixed = {1, {"source_writes token"}, {19}};
+	Piece		piece = {sent_token, strlen(sent_token)};
+	Sent		sent;
+	bool		match = false;
+
+	compute_mac(PG_SHA256, fixed.key[0], fixed.len[0], &piece, 1, sent.mac);
+	sent.len = PG_SHA256_DIGEST_LENGTH;
+	for (int k = 0; k < tokens->n; k++)
+	{
+		Piece		token = {tokens->key[k], tokens->len[k]};
+
+		match |= any_matches(PG_SHA256, &fixed, &token, 1, &sent, 1);
+	}
+	return match;
+}
+
+/*
  * Scheme token: signature_header carries the secret itself (e.g.
  * "Authorization: Bearer <token>" with the secret "Bearer <token>"),
- * compared in constant time: the HMACs of both with a fixed key are
- * compared, so that neither length tells anything.
+ * compared in constant time (token_matches()).
  */
 static SwSignatureResult
 check_token(const SwSignedRequest *request, Relation ftrel,
@@ -451,25 +474,11 @@ check_token(const SwSignedRequest *request, Relation ftrel,
 	const char *value;
 	SwSignatureResult res = get_header(request, st->signature_header, &value);
 	Secrets		secrets;
-	Sent		sent;
-	Piece		token;
-	Secrets		fixed = {1, {"source_writes token"}, {19}};
 
 	if (res != SW_SIGNATURE_VALID)
 		return res;
 	owner_secrets(ftrel, st, &secrets);
-	token.data = value;
-	token.len = strlen(value);
-	compute_mac(PG_SHA256, fixed.key[0], fixed.len[0], &token, 1, sent.mac);
-	sent.len = PG_SHA256_DIGEST_LENGTH;
-	for (int k = 0; k < secrets.n; k++)
-	{
-		Piece		secret = {secrets.key[k], secrets.len[k]};
-
-		if (any_matches(PG_SHA256, &fixed, &secret, 1, &sent, 1))
-			return SW_SIGNATURE_VALID;
-	}
-	return SW_SIGNATURE_MISMATCH;
+	return token_matches(value, &secrets) ? SW_SIGNATURE_VALID : SW_SIGNATURE_MISMATCH;
 }
 
 /*
@@ -859,9 +868,6 @@ sw_signature_verify_token(Relation ftrel, const SwSourceTable *st,
 						  const char *token, bool *configured)
 {
 	UserMapping *mapping = GetUserMapping(ftrel->rd_rel->relowner, st->serverid);
-	Secrets		fixed = {1, {"source_writes token"}, {19}};
-	Piece		piece = {token, strlen(token)};
-	Sent		sent;
 	ListCell   *lc;
 
 	*configured = false;
@@ -871,12 +877,10 @@ sw_signature_verify_token(Relation ftrel, const SwSourceTable *st,
 
 		if (strcmp(def->defname, "verify_token") == 0)
 		{
-			Piece		mine = {defGetString(def), strlen(defGetString(def))};
+			Secrets		mine = {1, {defGetString(def)}, {strlen(defGetString(def))}};
 
 			*configured = true;
-			compute_mac(PG_SHA256, fixed.key[0], fixed.len[0], &piece, 1, sent.mac);
-			sent.len = PG_SHA256_DIGEST_LENGTH;
-			return any_matches(PG_SHA256, &fixed, &mine, 1, &sent, 1);
+			return token_matches(token, &mine);
 		}
 	}
 	return false;
