@@ -42,41 +42,6 @@ span_object_start(void *state)
 		s->is_object = true;
 }
 
-/*
- * The name of the field whose value the lexer has just begun, as it is in
- * the JSON (between its quotes, escapes and all).  The lexer de-escapes no
- * strings for us (doing so it would refuse a \u0000 in any string of the
- * event, which a json column takes, and be slower): it has just read the
- * name, a colon, and the value's first token, so the name is the string
- * that ends before the colon.  Its opening quote is the first quote before
- * its closing one that no backslash escapes.  As decode_json.c does.
- */
-static void
-raw_field_name(JsonLexContext *lex, const char **name, size_t *len)
-{
-	const char *end = lex->prev_token_terminator - 1;	/* the colon */
-	const char *start;
-
-	Assert(*end == ':');
-	do
-		end--;
-	while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r');
-	Assert(*end == '"');
-	for (start = end - 1;; start--)
-	{
-		int			backslashes = 0;
-
-		if (*start != '"')
-			continue;
-		while (start[-1 - backslashes] == '\\')
-			backslashes++;
-		if (backslashes % 2 == 0)
-			break;
-	}
-	*name = start + 1;
-	*len = end - *name;
-}
-
 /* is a field's name, as it is in the JSON, this one? */
 static bool
 field_is(const char *raw, size_t len, const char *name)
@@ -105,7 +70,7 @@ span_field_start(void *state, char *fname, bool isnull)
 
 	if (s->lex->lex_level != 1)
 		return;					/* a field of a field's value */
-	raw_field_name(s->lex, &raw, &len);
+	json_raw_field_name(s->lex, &raw, &len);
 	s->current = -1;
 	for (int i = 0; i < s->nnames; i++)
 		if (field_is(raw, len, s->names[i]))
@@ -243,19 +208,23 @@ json_nests_deeper(const char *json, size_t len, int limit)
 }
 
 /*
- * Is a message's value a Debezium truncate event?  Asked of every message
- * as it is added to the batch, outside the subtransactions that keep a
- * message's errors: it must not fail.  A truncate event is shallow; a
- * value nested deeper than SW_TRUNCATE_DEPTH is decoded as any other
- * event, which keeps the error it raises (the stack's limit, say) instead
- * of failing the batch again and again.
+ * The op of a message's value, read once as it is added to the batch
+ * (SwMessage.op): '?' if it has none.  Asked outside the subtransactions
+ * that keep a message's errors, this must not fail: a value nested deeper
+ * than SW_ADD_DEPTH gives '\0', to be read again as it is decoded, which
+ * keeps the error it raises (the stack's limit, say) instead of failing
+ * the batch again and again.  (No event needs more: its fields' values are
+ * read as they are decoded.)
  */
-#define SW_TRUNCATE_DEPTH 64
+#define SW_ADD_DEPTH 64
 
-bool
-sw_debezium_is_truncate(const char *value, size_t len)
+char
+sw_debezium_add_op(const char *value, size_t len)
 {
-	if (value == NULL || json_nests_deeper(value, len, SW_TRUNCATE_DEPTH))
-		return false;
-	return sw_debezium_op(value, len) == 't';
+	char		op;
+
+	if (value == NULL || json_nests_deeper(value, len, SW_ADD_DEPTH))
+		return '\0';
+	op = sw_debezium_op(value, len);
+	return op ? op : '?';
 }

@@ -204,6 +204,7 @@ extern const SwFormatOps sw_format_json;
 extern const SwFormatOps sw_format_json_array;
 extern void prepare_json(SwDecoder *d);
 extern void decode_json(DecodeRun *r, const char *json, size_t len, bool key_only);
+extern void json_raw_field_name(JsonLexContext *lex, const char **name, size_t *len);
 extern KeyShape key_shape(SwDecoder *d, const SwMessage *msg, char **text,
 						  const char **what);
 

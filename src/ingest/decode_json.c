@@ -255,7 +255,8 @@ json_whitespace(char c)
 }
 
 /*
- * A top-level field: find the columns it fills.
+ * The name of the field whose value the lexer has just begun, as it is in
+ * the JSON (between its quotes, escapes and all), in *name and *len.
  *
  * The lexer gives no field name (it de-escapes no strings for us), but it
  * has just read the name, a colon, and the value's first token: the name
@@ -263,18 +264,12 @@ json_whitespace(char c)
  * first quote before its closing one that no backslash escapes (a quote in
  * a valid string, which the lexer checked, is always escaped).
  */
-static void
-json_field_start(void *arg, char *fname, bool isnull)
+void
+json_raw_field_name(JsonLexContext *lex, const char **name, size_t *len)
 {
-	DecodeRun  *r = (DecodeRun *) arg;
-	JsonLexContext *lex = r->lex;
 	const char *start;
-	const char *end;
+	const char *end = lex->prev_token_terminator - 1;	/* the colon */
 
-	if (lex->lex_level != 1)
-		return;
-
-	end = lex->prev_token_terminator - 1;	/* the colon */
 	Assert(*end == ':');
 	do
 		end--;
@@ -291,7 +286,27 @@ json_field_start(void *arg, char *fname, bool isnull)
 		if (backslashes % 2 == 0)
 			break;
 	}
-	start++;
+	*name = start + 1;
+	*len = end - *name;
+}
+
+/*
+ * A top-level field: find the columns it fills.
+ */
+static void
+json_field_start(void *arg, char *fname, bool isnull)
+{
+	DecodeRun  *r = (DecodeRun *) arg;
+	JsonLexContext *lex = r->lex;
+	const char *start;
+	const char *end;
+	size_t		len;
+
+	if (lex->lex_level != 1)
+		return;
+
+	json_raw_field_name(lex, &start, &len);
+	end = start + len;
 
 	if (memchr(start, '\\', end - start) == NULL)
 	{

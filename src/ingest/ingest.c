@@ -460,9 +460,16 @@ may_keep(ErrorData *edata)
 static inline bool
 is_tombstone(SwIngest *ing, const SwMessage *msg)
 {
-	return ing->st->upsert &&
-		(msg->value == NULL ||
-		 (ing->st->debezium && sw_debezium_op(msg->value, msg->value_len) == 'd'));
+	if (!ing->st->upsert)
+		return false;
+	if (msg->value == NULL)
+		return true;
+	if (!ing->st->debezium)
+		return false;
+	/* the op as sw_ingest_add() read it, else read now */
+	if (msg->op)
+		return msg->op == 'd';
+	return sw_debezium_op(msg->value, msg->value_len) == 'd';
 }
 
 /*
@@ -985,15 +992,20 @@ truncate_for_event(SwIngest *ing)
 /*
  * Add a message to the batch.  Its memory must live until the next
  * sw_ingest_consumed() or sw_ingest_end(), which write what is buffered.
+ * For envelope 'debezium', its op is read here, once (msg->op).
  */
 void
-sw_ingest_add(SwIngest *ing, const SwMessage *msg)
+sw_ingest_add(SwIngest *ing, SwMessage *msg)
 {
-	if (ing->st->debezium && sw_debezium_is_truncate(msg->value, msg->value_len))
+	if (ing->st->debezium)
 	{
-		truncate_for_event(ing);
-		ing->added++;
-		return;
+		msg->op = sw_debezium_add_op(msg->value, msg->value_len);
+		if (msg->op == 't')
+		{
+			truncate_for_event(ing);
+			ing->added++;
+			return;
+		}
 	}
 	need_slot(ing, ing->nmessages);
 	ing->messages[ing->nmessages++] = msg;

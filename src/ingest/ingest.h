@@ -61,13 +61,17 @@ typedef struct SwMessage
 	const char *topic;			/* NULL for webhooks */
 	int			nheaders;
 	const SwHeader *headers;
+	char		op;				/* envelope 'debezium': the event's op as
+								 * sw_ingest_add() read it, '?' for none;
+								 * '\0' if it did not (not yet, or a value
+								 * too deep to read there) */
 } SwMessage;
 
 typedef struct SwDecoder SwDecoder;
 
 /* debezium.c: the op of a Debezium event's value, or '\0' */
 extern char sw_debezium_op(const char *value, size_t len);
-extern bool sw_debezium_is_truncate(const char *value, size_t len);
+extern char sw_debezium_add_op(const char *value, size_t len);
 
 /*
  * How sw_split_body() hands over the messages of a webhook body: write is
@@ -146,7 +150,7 @@ typedef struct SwIngest SwIngest;
 extern PGDLLEXPORT SwIngest *sw_ingest_create(Relation ftrel, SwOrigin origin);
 extern PGDLLEXPORT SwIngest *sw_ingest_remake(SwIngest *old, Relation ftrel);
 extern PGDLLEXPORT void sw_ingest_begin(SwIngest *ing, Relation ftrel);
-extern PGDLLEXPORT void sw_ingest_add(SwIngest *ing, const SwMessage *msg);
+extern PGDLLEXPORT void sw_ingest_add(SwIngest *ing, SwMessage *msg);
 extern PGDLLEXPORT void sw_ingest_flush(SwIngest *ing);
 extern PGDLLEXPORT void sw_ingest_write(SwIngest *ing, const SwMessage *msg);
 extern PGDLLEXPORT int64 sw_ingest_written(SwIngest *ing);
