@@ -34,6 +34,9 @@ extern PGDLLEXPORT const char *sw_avro_schema_add(Oid serverid, int32 id,
 												  const char *json, size_t len);
 extern PGDLLEXPORT void sw_avro_schema_refuse(Oid serverid, int32 id, const char *why);
 extern PGDLLEXPORT bool sw_avro_schema_known(Oid serverid, int32 id);
+extern PGDLLEXPORT char sw_avro_event_op(SwDecoder *d, const char *value, size_t len);
+extern PGDLLEXPORT bool sw_avro_read_event(struct DecodeRun *r, const char *value, size_t len);
+extern PGDLLEXPORT void sw_avro_decode_after(struct DecodeRun *r);
 
 /*
  * The schema id of a message value in the Confluent wire format (a magic

@@ -25,6 +25,9 @@
 typedef void (*PrepareFunc) (SwDecoder *d);
 typedef void (*DecodeFunc) (DecodeRun *r, const char *value, size_t len);
 typedef bool (*DecodeKeyFunc) (DecodeRun *r, const char *key, size_t len);
+typedef char (*EventOpFunc) (SwDecoder *d, const char *value, size_t len);
+typedef bool (*ReadEventFunc) (DecodeRun *r, const char *value, size_t len);
+typedef void (*DecodeAfterFunc) (DecodeRun *r);
 
 /*
  * A function of source_writes_avro.so, which is loaded on first use.
@@ -92,6 +95,39 @@ decode_avro_key(DecodeRun *r, const char *key, size_t len)
 	return decode(r, key, len);
 }
 
+/* envelope 'debezium': an event's op, as sw_ingest_add() reads it */
+static char
+avro_event_op(SwDecoder *d, const char *value, size_t len)
+{
+	static EventOpFunc event_op = NULL;
+
+	if (event_op == NULL)
+		event_op = (EventOpFunc) sw_avro_function("sw_avro_event_op");
+	return event_op(d, value, len);
+}
+
+/* ... an event's parts */
+static bool
+avro_read_event(DecodeRun *r, const char *value, size_t len)
+{
+	static ReadEventFunc read_event = NULL;
+
+	if (read_event == NULL)
+		read_event = (ReadEventFunc) sw_avro_function("sw_avro_read_event");
+	return read_event(r, value, len);
+}
+
+/* ... and the row of its after image */
+static void
+avro_decode_after(DecodeRun *r)
+{
+	static DecodeAfterFunc decode_after = NULL;
+
+	if (decode_after == NULL)
+		decode_after = (DecodeAfterFunc) sw_avro_function("sw_avro_decode_after");
+	decode_after(r);
+}
+
 /* avro: records in the Confluent wire format, fields to columns by name */
 const SwFormatOps sw_format_avro = {
 	.name = "avro",
@@ -101,4 +137,7 @@ const SwFormatOps sw_format_avro = {
 	.check_columns = check_avro_columns,
 	.prepare = prepare_avro,
 	.decode = decode_avro,
+	.event_op = avro_event_op,
+	.read_event = avro_read_event,
+	.decode_after = avro_decode_after,
 };

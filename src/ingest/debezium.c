@@ -159,21 +159,6 @@ sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env)
 }
 
 /*
- * The op of a Debezium event's value, or '\0' (no value: a tombstone,
- * which deletes its key, as 'd' does; or none that can be read, which
- * sw_decode() then says why).
- */
-char
-sw_debezium_op(const char *value, size_t len)
-{
-	SwEnvelope	env;
-
-	if (value == NULL || !sw_debezium_envelope(value, len, &env))
-		return '\0';
-	return env.op;
-}
-
-/*
  * Does the JSON nest deeper than limit (objects and arrays, outside its
  * strings)?  A plain scan, which needs no stack, unlike PostgreSQL's parser.
  */
@@ -208,23 +193,38 @@ json_nests_deeper(const char *json, size_t len, int limit)
 }
 
 /*
- * The op of a message's value, read once as it is added to the batch
- * (SwMessage.op): '?' if it has none.  Asked outside the subtransactions
- * that keep a message's errors, this must not fail: a value nested deeper
- * than SW_ADD_DEPTH gives '\0', to be read again as it is decoded, which
- * keeps the error it raises (the stack's limit, say) instead of failing
- * the batch again and again.  (No event needs more: its fields' values are
- * read as they are decoded.)
+ * Format json's event_op: the op of a message's value, read once as it is
+ * added to the batch (SwMessage.op): '?' if it has none.  Asked outside
+ * the subtransactions that keep a message's errors, this must not fail: a
+ * value nested deeper than SW_ADD_DEPTH gives '\0', which decoding it then
+ * says why, keeping the error it raises (the stack's limit, say) instead
+ * of failing the batch again and again; so does a value that is not a
+ * JSON object.  (No event needs more: its fields' values are read as they
+ * are decoded.)
  */
 #define SW_ADD_DEPTH 64
 
 char
-sw_debezium_add_op(const char *value, size_t len)
+sw_debezium_json_op(SwDecoder *d, const char *value, size_t len)
 {
-	char		op;
+	SwEnvelope	env;
 
-	if (value == NULL || json_nests_deeper(value, len, SW_ADD_DEPTH))
+	if (json_nests_deeper(value, len, SW_ADD_DEPTH) ||
+		!sw_debezium_envelope(value, len, &env))
 		return '\0';
-	op = sw_debezium_op(value, len);
-	return op ? op : '?';
+	return env.op ? env.op : '?';
+}
+
+/* format json's read_event: a change event's parts into r->env */
+bool
+sw_debezium_json_read(DecodeRun *r, const char *value, size_t len)
+{
+	return sw_debezium_envelope(value, len, &r->env);
+}
+
+/* format json's decode_after: the data columns from the after image */
+void
+sw_debezium_json_after(DecodeRun *r)
+{
+	decode_json(r, r->env.after.data, r->env.after.len, false);
 }

@@ -745,7 +745,7 @@ decode_change_event(DecodeRun *r)
 	SwEnvelope *env = &r->env;
 
 	r->in_part = true;
-	if (!sw_debezium_envelope(msg->value, msg->value_len, env))
+	if (!r->d->format->read_event(r, msg->value, msg->value_len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("Debezium change event is not a JSON object")));
@@ -760,7 +760,7 @@ decode_change_event(DecodeRun *r)
 						 errmsg("Debezium change event of op '%c' has no \"after\"", env->op),
 						 errdetail("Its after image is the row of its key.")));
 			r->in_part = false;
-			r->d->format->decode(r, env->after.data, env->after.len);
+			r->d->format->decode_after(r);
 			return;
 		case 't':
 			/* taken in their place as they come (sw_ingest_add()) */
@@ -787,6 +787,19 @@ decode_change_event(DecodeRun *r)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("Debezium change event has an unknown op \"%c\"", env->op)));
 	}
+}
+
+/*
+ * envelope 'debezium': the op of a change event, as its format reads it
+ * without an error (sw_ingest_add() asks, outside the subtransactions that
+ * keep a message's errors); '\0' for a tombstone.
+ */
+char
+sw_decoder_event_op(SwDecoder *d, const SwMessage *msg)
+{
+	if (msg->value == NULL)
+		return '\0';
+	return d->format->event_op(d, msg->value, msg->value_len);
 }
 
 /*

@@ -219,6 +219,9 @@ extern const SwFormatOps sw_format_bytes;
 extern bool sw_json_top_fields(const char *json, size_t len, const char *const *names,
 							   int n, SwSpan *spans);
 extern bool sw_debezium_envelope(const char *json, size_t len, SwEnvelope *env);
+extern char sw_debezium_json_op(SwDecoder *d, const char *value, size_t len);
+extern bool sw_debezium_json_read(DecodeRun *r, const char *value, size_t len);
+extern void sw_debezium_json_after(DecodeRun *r);
 
 /* avro_format.c (and decode_avro.c, in source_writes_avro.so) */
 extern const SwFormatOps sw_format_avro;

@@ -132,6 +132,17 @@ typedef struct SchemaEntry
 static HTAB *schemas = NULL;
 static uint64 uses = 0;
 
+/* a decoder's state (SwDecoder.format_state) */
+typedef struct AvroState
+{
+	/* envelope 'debezium': which parts of an event its columns take */
+	bool		want_before;
+	bool		want_source;
+	/* the event being decoded: its after image, if it has one */
+	avro_value_t after;
+	SchemaNode *after_node;
+} AvroState;
+
 /* the reader, set to each message in turn */
 static avro_reader_t reader = NULL;
 
@@ -216,6 +227,39 @@ named_node(const char *name, const char *ns, Names *names)
 	return NULL;
 }
 
+/*
+ * Debezium's own time types, which Kafka Connect's Avro converter writes
+ * without a logicalType, naming them in "connect.name": their values are
+ * those of Avro's logical types of the same units (a Timestamp is the
+ * local date and time, with no time zone).
+ */
+static Logical
+debezium_type(JsonbContainer *obj, avro_type_t type)
+{
+	char	   *name = object_string(obj, "connect.name");
+
+	if (name == NULL || strncmp(name, "io.debezium.time.", 17) != 0)
+		return LT_NONE;
+	name += 17;
+	if (type == AVRO_INT32)
+	{
+		if (strcmp(name, "Date") == 0)
+			return LT_DATE;
+		if (strcmp(name, "Time") == 0)
+			return LT_TIME_MILLIS;
+	}
+	if (type == AVRO_INT64)
+	{
+		if (strcmp(name, "MicroTime") == 0)
+			return LT_TIME_MICROS;
+		if (strcmp(name, "Timestamp") == 0)
+			return LT_LOCAL_TIMESTAMP_MILLIS;
+		if (strcmp(name, "MicroTimestamp") == 0)
+			return LT_LOCAL_TIMESTAMP_MICROS;
+	}
+	return LT_NONE;
+}
+
 /* the logical type of a schema object, checked against its type */
 static Logical
 logical_type(JsonbContainer *obj, avro_type_t type, int *scale, int *precision)
@@ -224,7 +268,7 @@ logical_type(JsonbContainer *obj, avro_type_t type, int *scale, int *precision)
 	JsonbValue	v;
 
 	if (logical == NULL)
-		return LT_NONE;
+		return debezium_type(obj, type);
 	if (strcmp(logical, "decimal") == 0 &&
 		(type == AVRO_BYTES || type == AVRO_FIXED))
 	{
@@ -1095,6 +1139,35 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 	store_text(r, c, s);
 }
 
+/*
+ * Fill the data columns from a record's fields, by name (or option
+ * field): a field the writer's schema lacks gives its column's default,
+ * and fields no column names are left.  node is the record's, or NULL.
+ */
+static void
+fill_record(DecodeRun *r, avro_value_t *record, SchemaNode *node)
+{
+	SwDecoder  *d = r->d;
+
+	for (int i = 0; i < d->ndata; i++)
+	{
+		DecColumn  *c = &d->cols[d->data[i]];
+		avro_value_t field;
+		size_t		index;
+
+		r->col = c;
+		r->field = c->field;
+		r->field_len = strlen(c->field);
+		if (avro_value_get_by_name(record, c->field, &field, &index) != 0)
+			sw_fill_default(r, c);
+		else
+			fill_column(r, c, &field,
+						node && index < (size_t) node->nchildren ? node->children[index] : NULL);
+		r->col = NULL;
+		r->field = NULL;
+	}
+}
+
 /* a body being checked before Avro C reads it */
 typedef struct BodyCheck
 {
@@ -1105,12 +1178,23 @@ typedef struct BodyCheck
 	const char *part;			/* "value" or "key" */
 	int64		values;			/* the values Avro C will make, so far */
 	int64		most_values;
+	bool		quiet;			/* a body that does not match is no error... */
+	bool		failed;			/* ... but this, and the walk stops */
 } BodyCheck;
 
-/* the body is not what its schema says: where, and why */
+/*
+ * The body is not what its schema says: where, and why.  Quietly, the
+ * check fails and reads no further (each function returns at once).
+ */
 static void
 body_invalid(BodyCheck *b, const char *why)
 {
+	if (b->quiet)
+	{
+		b->failed = true;
+		b->p = b->end;
+		return;
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 			 errmsg("invalid Avro data: the message %s does not match its schema of id %d",
@@ -1129,7 +1213,10 @@ body_long(BodyCheck *b)
 		uint8		byte;
 
 		if (b->p >= b->end)
+		{
 			body_invalid(b, "it ends within a number");
+			return 0;
+		}
 		byte = *b->p++;
 		value |= (uint64) (byte & 0x7f) << shift;
 		if ((byte & 0x80) == 0)
@@ -1143,11 +1230,14 @@ body_long(BodyCheck *b)
 static void
 body_skip(BodyCheck *b, int64 n, const char *what)
 {
+	if (b->failed)
+		return;
 	if (n < 0)
 		body_invalid(b, psprintf("%s has a negative length", what));
-	if (n > b->end - b->p)
+	else if (n > b->end - b->p)
 		body_invalid(b, psprintf("%s is longer than the rest of the message", what));
-	b->p += n;
+	else
+		b->p += n;
 }
 
 /*
@@ -1163,12 +1253,18 @@ body_block(BodyCheck *b, const char *what)
 	if (count < 0)
 	{
 		if (count == PG_INT64_MIN)
+		{
 			body_invalid(b, psprintf("%s block has a count out of range", what));
+			return 0;
+		}
 		count = -count;
 		(void) body_long(b);	/* the block's size in bytes */
 	}
 	if (count > b->end - b->p)
+	{
 		body_invalid(b, psprintf("%s block counts more items than the message has bytes", what));
+		return 0;
+	}
 	return count;
 }
 
@@ -1180,10 +1276,20 @@ body_block(BodyCheck *b, const char *what)
 static void
 check_body(BodyCheck *b, avro_schema_t schema)
 {
+	if (b->failed)
+		return;
+	if (b->quiet && stack_is_too_deep())
+	{
+		body_invalid(b, "it nests too deep");
+		return;
+	}
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
 	if (++b->values > b->most_values)
+	{
 		body_invalid(b, psprintf("it makes more than " INT64_FORMAT " values", b->most_values));
+		return;
+	}
 	if (is_avro_link(schema))
 		schema = avro_schema_link_target(schema);
 	switch (avro_typeof(schema))
@@ -1222,7 +1328,7 @@ check_body(BodyCheck *b, avro_schema_t schema)
 			body_skip(b, avro_schema_fixed_size(schema), "a fixed value");
 			break;
 		case AVRO_RECORD:
-			for (size_t i = 0; i < avro_schema_record_size(schema); i++)
+			for (size_t i = 0; i < avro_schema_record_size(schema) && !b->failed; i++)
 				check_body(b, avro_schema_record_field_get_by_index(schema, i));
 			break;
 		case AVRO_ARRAY:
@@ -1234,7 +1340,7 @@ check_body(BodyCheck *b, avro_schema_t schema)
 				int64		count;
 
 				while ((count = body_block(b, map ? "a map" : "an array")) != 0)
-					for (int64 i = 0; i < count; i++)
+					for (int64 i = 0; i < count && !b->failed; i++)
 					{
 						if (map)
 							body_skip(b, body_long(b), "a map's key");
@@ -1246,9 +1352,12 @@ check_body(BodyCheck *b, avro_schema_t schema)
 			{
 				int64		branch = body_long(b);
 
+				if (b->failed)
+					break;
 				if (branch < 0 || branch >= (int64) avro_schema_union_size(schema))
 					body_invalid(b, psprintf("a union's branch " INT64_FORMAT " is out of range", branch));
-				check_body(b, avro_schema_union_branch(schema, (int) branch));
+				else
+					check_body(b, avro_schema_union_branch(schema, (int) branch));
 				break;
 			}
 		default:
@@ -1273,12 +1382,50 @@ the_reader(void)
 }
 
 /*
- * Prepare a decoder for format avro.
+ * Prepare a decoder for format avro: for envelope 'debezium', which of a
+ * change event's parts its columns take.
  */
 void
 sw_avro_prepare(SwDecoder *d)
 {
+	AvroState  *state = MemoryContextAllocZero(d->cxt, sizeof(AvroState));
+
+	for (int i = 0; i < d->ncols; i++)
+	{
+		if (d->cols[i].source == SW_COLUMN_BEFORE)
+			state->want_before = true;
+		if (d->cols[i].source == SW_COLUMN_SOURCE)
+			state->want_source = true;
+	}
+	d->format_state = state;
 	(void) the_reader();
+}
+
+/*
+ * A writer's schema by id: kept here, or fetched by a worker and kept in
+ * source_writes.avro_schemas for sessions (retry_errors()); NULL if
+ * neither has it.
+ */
+static SchemaEntry *
+find_schema(SwDecoder *d, int32 id)
+{
+	SchemaKey	key;
+	SchemaEntry *e;
+
+	key.serverid = d->serverid;
+	key.id = id;
+	e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
+	if (e == NULL && d->registry)
+	{
+		char	   *json = sw_avro_schema_stored(d->serverid, d->registry, id);
+
+		if (json)
+		{
+			(void) sw_avro_schema_add(d->serverid, id, json, strlen(json));
+			e = hash_search(schemas, &key, HASH_FIND, NULL);
+		}
+	}
+	return e;
 }
 
 /*
@@ -1289,9 +1436,7 @@ sw_avro_prepare(SwDecoder *d)
 static SchemaEntry *
 read_message(DecodeRun *r, const char *data, size_t len)
 {
-	SwDecoder  *d = r->d;
 	const char *part = r->in_key ? "key" : "value";
-	SchemaKey	key;
 	SchemaEntry *e;
 	int32		id;
 
@@ -1307,20 +1452,7 @@ read_message(DecodeRun *r, const char *data, size_t len)
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("Avro message %s begins with magic byte %d, not 0", part, (uint8) data[0]),
 				 errdetail("A message in the Confluent wire format begins with a magic byte 0 and a 4-byte schema id.")));
-	key.serverid = d->serverid;
-	key.id = id;
-	e = schemas ? hash_search(schemas, &key, HASH_FIND, NULL) : NULL;
-	if (e == NULL && d->registry)
-	{
-		/* a schema a worker fetched: kept for sessions (retry_errors()) */
-		char	   *json = sw_avro_schema_stored(d->serverid, d->registry, id);
-
-		if (json)
-		{
-			(void) sw_avro_schema_add(d->serverid, id, json, strlen(json));
-			e = hash_search(schemas, &key, HASH_FIND, NULL);
-		}
-	}
+	e = find_schema(r->d, id);
 	if (e == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -1335,7 +1467,7 @@ read_message(DecodeRun *r, const char *data, size_t len)
 	/* what Avro C would take on trust, first */
 	{
 		BodyCheck	b = {(const uint8 *) data + 5, (const uint8 *) data + len,
-		(const uint8 *) data + 5, id, part, 0, SW_AVRO_MAX_VALUES(len)};
+		(const uint8 *) data + 5, id, part, 0, SW_AVRO_MAX_VALUES(len), false, false};
 
 		check_body(&b, e->schema);
 	}
@@ -1357,7 +1489,6 @@ read_message(DecodeRun *r, const char *data, size_t len)
 void
 sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 {
-	SwDecoder  *d = r->d;
 	SchemaEntry *e = read_message(r, value, len);
 
 	if (e->root->type != AVRO_RECORD)
@@ -1368,23 +1499,7 @@ sw_avro_decode(DecodeRun *r, const char *value, size_t len)
 				 errmsg("the schema of id %d of the message value is not a record", e->key.id),
 				 errdetail("A value's fields fill the table's columns: its writer's schema must be a record.")));
 	}
-	for (int i = 0; i < d->ndata; i++)
-	{
-		DecColumn  *c = &d->cols[d->data[i]];
-		avro_value_t field;
-		size_t		index;
-
-		r->col = c;
-		r->field = c->field;
-		r->field_len = strlen(c->field);
-		if (avro_value_get_by_name(&e->value, c->field, &field, &index) != 0)
-			sw_fill_default(r, c);
-		else
-			fill_column(r, c, &field,
-						index < (size_t) e->root->nchildren ? e->root->children[index] : NULL);
-		r->col = NULL;
-		r->field = NULL;
-	}
+	fill_record(r, &e->value, e->root);
 }
 
 /*
@@ -1432,4 +1547,168 @@ sw_avro_decode_key(DecodeRun *r, const char *key, size_t len)
 		r->field = NULL;
 	}
 	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Debezium's change events (envelope 'debezium'), records of op, before,
+ * after, source, ts_ms (and transaction), by name
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The op of a change event's value, as sw_ingest_add() reads it, outside
+ * the subtransactions that keep a message's errors, so never an error for
+ * what the message holds: the body is checked quietly, as far as the
+ * record's field "op", which is read.  Its one letter, '?' if it has none
+ * that is one letter, '\0' if the value cannot be read here (not in the
+ * wire format, its schema unknown or unusable, the body not what its
+ * schema says): decoding it says why.
+ */
+char
+sw_avro_event_op(SwDecoder *d, const char *value, size_t len)
+{
+	SchemaEntry *e;
+	avro_schema_t schema;
+	BodyCheck	b = {0};
+	int32		id;
+	int			op;
+	int64		n;
+
+	if (!sw_avro_wire_id(value, len, &id) || (e = find_schema(d, id)) == NULL ||
+		!e->usable || !is_avro_record(e->schema))
+		return '\0';
+	op = avro_schema_record_field_get_index(e->schema, "op");
+	if (op < 0)
+		return '?';
+	b.p = b.start = (const uint8 *) value + 5;
+	b.end = (const uint8 *) value + len;
+	b.id = id;
+	b.part = "value";
+	b.most_values = SW_AVRO_MAX_VALUES(len);
+	b.quiet = true;
+	for (int i = 0; i < op; i++)
+		check_body(&b, avro_schema_record_field_get_by_index(e->schema, i));
+
+	schema = avro_schema_record_field_get_by_index(e->schema, op);
+	if (is_avro_link(schema))
+		schema = avro_schema_link_target(schema);
+	if (!b.failed && is_avro_union(schema))
+	{
+		int64		branch = body_long(&b);
+
+		if (b.failed || branch < 0 || branch >= (int64) avro_schema_union_size(schema))
+			return '\0';
+		schema = avro_schema_union_branch(schema, (int) branch);
+	}
+	if (b.failed)
+		return '\0';
+	if (!is_avro_string(schema))
+		return '?';
+	n = body_long(&b);
+	if (b.failed || n < 0 || n > b.end - b.p)
+		return '\0';
+	return n == 1 && b.p[0] != '\0' ? (char) b.p[0] : '?';
+}
+
+/*
+ * A field of an event's record, through its union: false if the record
+ * has none of that name.
+ */
+static bool
+event_field(DecodeRun *r, SchemaEntry *e, const char *name, avro_value_t *v,
+			SchemaNode **node)
+{
+	avro_value_t field;
+	size_t		index;
+
+	if (avro_value_get_by_name(&e->value, name, &field, &index) != 0)
+		return false;
+	*node = index < (size_t) e->root->nchildren ? e->root->children[index] : NULL;
+	resolve_union(r, &field, node, v);
+	return true;
+}
+
+/* a part of an event as JSON, for the columns of sources before and source */
+static void
+event_part_json(DecodeRun *r, SchemaEntry *e, const char *name, SwSpan *span)
+{
+	avro_value_t v;
+	SchemaNode *node;
+	StringInfoData buf;
+
+	if (!event_field(r, e, name, &v, &node))
+		return;
+	span->isnull = avro_value_get_type(&v) == AVRO_NULL;
+	initStringInfo(&buf);
+	render_json(r, &buf, &v, node);
+	span->data = buf.data;
+	span->len = buf.len;
+}
+
+/*
+ * Read a change event into r->env: its op (and its JSON, for an error
+ * that names it), the before image and the source as JSON if columns take
+ * them, ts_ms as digits, and whether it has an after image, which
+ * sw_avro_decode_after() then reads.  It is an error if its schema is not
+ * a record.
+ */
+bool
+sw_avro_read_event(DecodeRun *r, const char *value, size_t len)
+{
+	AvroState  *state = r->d->format_state;
+	SchemaEntry *e = read_message(r, value, len);
+	SwEnvelope *env = &r->env;
+	avro_value_t v;
+	SchemaNode *node;
+
+	r->in_part = true;
+	if (e->root->type != AVRO_RECORD)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("the schema of id %d of the Debezium change event is not a record", e->key.id),
+				 errdetail("An event is a record of op, before, after, source and ts_ms.")));
+	memset(env, 0, sizeof(SwEnvelope));
+
+	event_part_json(r, e, "op", &env->op_json);
+	if (event_field(r, e, "op", &v, &node) && avro_value_get_type(&v) == AVRO_STRING)
+	{
+		const char *op;
+		size_t		size;		/* with its terminating NUL */
+
+		avro_value_get_string(&v, &op, &size);
+		if (size == 2 && op[0] != '\0')
+			env->op = op[0];
+	}
+	if (state->want_before)
+		event_part_json(r, e, "before", &env->before);
+	if (state->want_source)
+		event_part_json(r, e, "source", &env->source);
+	event_part_json(r, e, "ts_ms", &env->ts_ms);
+	if (event_field(r, e, "after", &state->after, &state->after_node))
+	{
+		env->after.data = "";
+		env->after.isnull = avro_value_get_type(&state->after) == AVRO_NULL;
+	}
+	r->in_part = false;
+	return true;
+}
+
+/*
+ * Fill the data columns from the after image of the change event that
+ * sw_avro_read_event() read: a record, by field.
+ */
+void
+sw_avro_decode_after(DecodeRun *r)
+{
+	AvroState  *state = r->d->format_state;
+
+	if (avro_value_get_type(&state->after) != AVRO_RECORD)
+	{
+		r->in_part = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("the after image of the Debezium change event is not a record"),
+				 errdetail("Its fields fill the table's columns.")));
+	}
+	fill_record(r, &state->after, state->after_node);
 }

@@ -793,6 +793,9 @@ const SwFormatOps sw_format_json = {
 	.content_types = json_types,
 	.decode = decode_json_value,
 	.split_body = split_json_body,
+	.event_op = sw_debezium_json_op,
+	.read_event = sw_debezium_json_read,
+	.decode_after = sw_debezium_json_after,
 };
 
 /* json_array (webhooks): each element of a body's JSON array, as json */

@@ -469,7 +469,7 @@ is_tombstone(SwIngest *ing, const SwMessage *msg)
 	/* the op as sw_ingest_add() read it, else read now */
 	if (msg->op)
 		return msg->op == 'd';
-	return sw_debezium_op(msg->value, msg->value_len) == 'd';
+	return sw_decoder_event_op(ing->decoder, msg) == 'd';
 }
 
 /*
@@ -999,7 +999,7 @@ sw_ingest_add(SwIngest *ing, SwMessage *msg)
 {
 	if (ing->st->debezium)
 	{
-		msg->op = sw_debezium_add_op(msg->value, msg->value_len);
+		msg->op = sw_decoder_event_op(ing->decoder, msg);
 		if (msg->op == 't')
 		{
 			truncate_for_event(ing);

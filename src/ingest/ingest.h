@@ -69,9 +69,6 @@ typedef struct SwMessage
 
 typedef struct SwDecoder SwDecoder;
 
-/* debezium.c: the op of a Debezium event's value, or '\0' */
-extern char sw_debezium_op(const char *value, size_t len);
-extern char sw_debezium_add_op(const char *value, size_t len);
 
 /*
  * How sw_split_body() hands over the messages of a webhook body: write is
@@ -138,6 +135,13 @@ extern bool sw_decoder_failed(SwDecoder *d, const char **where, bool *in_message
  * key column stays NULL
  */
 extern PGDLLEXPORT void sw_decode_key(SwDecoder *d, const SwMessage *msg, TupleTableSlot *slot);
+
+/*
+ * envelope 'debezium': the op of a change event, read in its format
+ * without raising an error for what it holds: '?' if it has none, '\0' if
+ * it cannot be read so (a tombstone; or decoding it says why)
+ */
+extern char sw_decoder_event_op(SwDecoder *d, const SwMessage *msg);
 
 /*
  * ingest.c

@@ -136,6 +136,17 @@ typedef struct SwFormatOps
 	/* cut a webhook body into messages, return how many (NULL: it is one) */
 	int			(*split_body) (const char *body, size_t len,
 							   const struct SwBodySplit *split);
+
+	/*
+	 * envelope 'debezium' (NULL: the format has no change events): the op
+	 * of an event's value, read as it is added to a batch, so never an
+	 * error ('?': none, '\0': it cannot be read there); the event's parts
+	 * into the DecodeRun's envelope (false: the value is not an event);
+	 * the data columns from the after image that found
+	 */
+	char		(*event_op) (struct SwDecoder *d, const char *value, size_t len);
+	bool		(*read_event) (struct DecodeRun *r, const char *value, size_t len);
+	void		(*decode_after) (struct DecodeRun *r);
 } SwFormatOps;
 
 /*

@@ -418,17 +418,17 @@ server_has_option(ForeignServer *server, const char *name)
 }
 
 /*
- * envelope 'debezium' reads JSON change events (Avro ones not yet), and
- * only it has the columns of an event's envelope.
+ * envelope 'debezium' reads change events in the formats that have them
+ * (json and avro), and only it has the columns of an event's envelope.
  */
 static void
 check_envelope(SwSourceTable *st)
 {
-	if (st->debezium && strcmp(st->format->name, "json") != 0)
+	if (st->debezium && st->format->read_event == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-				 errmsg("envelope 'debezium' takes format 'json'"),
-				 errhint("Debezium's Avro change events are not read yet.")));
+				 errmsg("envelope 'debezium' takes format 'json' or 'avro'"),
+				 errhint("Debezium writes its change events in JSON or in Avro.")));
 	for (int i = 0; i < st->ncolumns; i++)
 	{
 		SwColumnSource source = st->columns[i].source;
