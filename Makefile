@@ -15,6 +15,7 @@ OBJS = \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/provenance.o \
 	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/fdw/restore.o \
@@ -52,7 +53,7 @@ DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer decode \
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer provenance decode \
 	add_column row_locks ingestion signatures indexes index_scans index_writers
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 

@@ -55,3 +55,47 @@ CREATE TABLE source_writes.avro_schemas (
 );
 COMMENT ON TABLE source_writes.avro_schemas IS
   'Writers'' Avro schemas fetched from schema registries, by server and schema id';
+
+-- Each row keeps where it came from: the hidden heaps of existing sources
+-- get the columns after their others (NULL in the rows they hold; the
+-- storage's sync, which ALTER FOREIGN TABLE runs, adds them too), and
+-- blame(), history() and diff() read them.
+DO $$
+DECLARE
+  rel regclass;
+BEGIN
+  FOR rel IN SELECT current_rel FROM source_writes.source_tables
+             UNION ALL SELECT history_rel FROM source_writes.source_tables
+  LOOP
+    EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS "$part" integer, '
+                   'ADD COLUMN IF NOT EXISTS "$pos" bigint, '
+                   'ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"', rel);
+  END LOOP;
+END
+$$;
+
+CREATE FUNCTION source_writes.blame(source anyelement)
+RETURNS TABLE (ts bigint, origin text, role name, xid xid8,
+               "partition" integer, "offset" bigint,
+               delivery text, received_at timestamptz, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_blame'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.blame(anyelement) IS
+  'Each current row of a source table (pass NULL::tbl) with the batch that wrote it and the message or delivery it came from';
+
+CREATE FUNCTION source_writes.history(source anyelement)
+RETURNS TABLE (valid_from bigint, valid_to bigint, origin text, role name, xid xid8,
+               retracted_origin text, retracted_role name,
+               "partition" integer, "offset" bigint,
+               delivery text, received_at timestamptz, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_history'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.history(anyelement) IS
+  'Every retained version of the rows of a source table (pass NULL::tbl): when it was current, who wrote and retracted it, where it came from';
+
+CREATE FUNCTION source_writes.diff(source anyelement, from_ts bigint, to_ts bigint)
+RETURNS TABLE (ts bigint, change text, origin text, role name, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_diff'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.diff(anyelement, bigint, bigint) IS
+  'The rows of a source table (pass NULL::tbl) added and removed between two readable times';

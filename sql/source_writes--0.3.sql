@@ -280,6 +280,32 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION source_writes.updates(anyelement, bigint, bigint) IS
   'The log of a source table (pass NULL::tbl): its updates with since <= ts < until, in ts order';
 
+CREATE FUNCTION source_writes.blame(source anyelement)
+RETURNS TABLE (ts bigint, origin text, role name, xid xid8,
+               "partition" integer, "offset" bigint,
+               delivery text, received_at timestamptz, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_blame'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.blame(anyelement) IS
+  'Each current row of a source table (pass NULL::tbl) with the batch that wrote it and the message or delivery it came from';
+
+CREATE FUNCTION source_writes.history(source anyelement)
+RETURNS TABLE (valid_from bigint, valid_to bigint, origin text, role name, xid xid8,
+               retracted_origin text, retracted_role name,
+               "partition" integer, "offset" bigint,
+               delivery text, received_at timestamptz, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_history'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.history(anyelement) IS
+  'Every retained version of the rows of a source table (pass NULL::tbl): when it was current, who wrote and retracted it, where it came from';
+
+CREATE FUNCTION source_writes.diff(source anyelement, from_ts bigint, to_ts bigint)
+RETURNS TABLE (ts bigint, change text, origin text, role name, data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_diff'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.diff(anyelement, bigint, bigint) IS
+  'The rows of a source table (pass NULL::tbl) added and removed between two readable times';
+
 CREATE FUNCTION source_writes.channel(source regclass)
 RETURNS text
 AS 'MODULE_PATHNAME', 'source_writes_channel'

@@ -17,9 +17,11 @@
 #define SW_FDW_H
 
 #include "executor/tuptable.h"
+#include "fmgr.h"
 #include "foreign/foreign.h"
 #include "utils/relcache.h"
 
+#include "log/log.h"
 #include "options/options.h"
 #include "source_writes.h"
 
@@ -44,6 +46,10 @@ extern void sw_fdw_modify_routine(struct FdwRoutine *routine);
 
 /* indexes.c: CREATE INDEX and REINDEX TABLE on source tables */
 extern void sw_indexes_install_hooks(void);
+
+/* functions.c: what the SQL functions of the log share */
+extern Oid	sw_function_source(FunctionCallInfo fcinfo, const char *function);
+extern void sw_statement_frontiers(Oid relid, SwFrontiers *frontiers);
 
 /* fdw_options.c: the validator's checks */
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);

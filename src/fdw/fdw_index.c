@@ -100,20 +100,6 @@ typedef struct MapVars
 } MapVars;
 
 /*
- * The foreign table's attnum of a current heap's attnum, or
- * InvalidAttrNumber for one of our own columns ("$batch", ...).
- */
-static AttrNumber
-table_attnum(const SwLayout *layout, AttrNumber hidden)
-{
-	if (hidden < layout->meta)
-		return hidden;
-	if (hidden < layout->meta + layout->nmeta)
-		return InvalidAttrNumber;
-	return hidden - layout->nmeta;
-}
-
-/*
  * A Var of the current heap made the foreign table's.  A column of a
  * domain type has the domain's base type in the heap, and CREATE INDEX
  * dropped the coercion of the domain to its base type (indexes.c); it is
@@ -136,7 +122,7 @@ map_vars_mutator(Node *node, MapVars *map)
 		if (var->varno != map->varno || var->varlevelsup != 0 ||
 			var->varattno <= 0)
 			return (Node *) copyObject(var);
-		attnum = table_attnum(map->layout, var->varattno);
+		attnum = sw_table_attnum(map->layout, var->varattno);
 		if (attnum == InvalidAttrNumber || attnum > map->desc->natts)
 		{
 			map->ours = true;
@@ -178,7 +164,7 @@ map_index(IndexOptInfo *index, RelOptInfo *rel, Relation ftrel,
 	{
 		if (index->indexkeys[i] != 0)
 		{
-			index->indexkeys[i] = table_attnum(layout, index->indexkeys[i]);
+			index->indexkeys[i] = sw_table_attnum(layout, index->indexkeys[i]);
 			if (index->indexkeys[i] <= 0)
 				return false;
 		}
@@ -509,7 +495,7 @@ sw_index_begin(ForeignScanState *node, int offset, Relation current,
 
 		is->attnums = palloc(sizeof(AttrNumber) * ncolumns);
 		for (int i = 0; i < ncolumns; i++)
-			is->attnums[i] = table_attnum(layout,
+			is->attnums[i] = sw_table_attnum(layout,
 										  is->index->rd_index->indkey.values[i]);
 		is->values = palloc(sizeof(Datum) * ncolumns);
 		is->isnull = palloc(sizeof(bool) * ncolumns);

@@ -120,6 +120,25 @@ swGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	info->current_rel = source.current_rel;
 	current = table_open(source.current_rel, AccessShareLock);
 	estimate_rel_size(current, NULL, &info->pages, &tuples, &allvisfrac);
+
+	/*
+	 * A heap never vacuumed nor analyzed has its rows guessed from their
+	 * width (see estimate_rel_size()): guess them as for a plain table of
+	 * the table's columns, without ours.
+	 */
+	if (current->rd_rel->relpages == 0 || current->rd_rel->reltuples < 0)
+	{
+		Relation	ftrel = relation_open(foreigntableid, NoLock);
+		int32		overhead = MAXALIGN(SizeofHeapTupleHeader) + sizeof(ItemIdData);
+		double		hidden = (BLCKSZ - SizeOfPageHeaderData) /
+			(get_rel_data_width(current, NULL) + overhead);
+		double		plain = (BLCKSZ - SizeOfPageHeaderData) /
+			(get_rel_data_width(ftrel, NULL) + overhead);
+
+		if (hidden > 0)
+			tuples = rint(tuples / hidden * plain);
+		relation_close(ftrel, NoLock);
+	}
 	table_close(current, NoLock);
 
 	/*
@@ -371,7 +390,8 @@ swBeginForeignScan(ForeignScanState *node, int eflags)
 	{
 		TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 
-		if (ss->as_of < 0 && ss->needed_atts < ss->current_layout.meta)
+		if (ss->as_of < 0 &&
+			sw_hidden_attnum(&ss->current_layout, ss->needed_atts) == ss->needed_atts)
 		{
 			slot->tts_values = ss->current_slot->tts_values;
 			slot->tts_isnull = ss->current_slot->tts_isnull;
@@ -482,7 +502,7 @@ store_row(SwScanState *ss, TupleTableSlot *hidden, const SwLayout *layout,
 	slot_getsomeattrs(hidden, sw_hidden_attnum(layout, needed));
 	if (likely(ss->shared_values))
 		;						/* the datums are in place */
-	else if (needed < layout->meta)
+	else if (sw_hidden_attnum(layout, needed) == needed)
 	{
 		for (int i = 0; i < needed; i++)
 		{

@@ -33,6 +33,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
+#include "fdw/fdw.h"
 #include "log/log.h"
 #include "workers/workers.h"
 
@@ -55,12 +56,31 @@ check_source_privilege(Oid relid, AclMode mode)
 }
 
 /*
+ * The source table whose row type a function of the log was given as its
+ * first argument (NULL::tbl), checked to be one the caller may read.
+ */
+Oid
+sw_function_source(FunctionCallInfo fcinfo, const char *function)
+{
+	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
+	Oid			relid = OidIsValid(rowtype) ? typeidTypeRelid(rowtype) : InvalidOid;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source_writes.%s() takes a row of a source table", function),
+				 errhint("Pass a null of the table's row type, e.g. %s(NULL::events).", function)));
+	check_source_privilege(relid, ACL_SELECT);
+	return relid;
+}
+
+/*
  * The frontiers of a source as the calling statement sees them.  A table
  * created after the statement's snapshot was taken has nothing readable in
  * it: its range is empty.
  */
-static void
-statement_frontiers(Oid relid, SwFrontiers *frontiers)
+void
+sw_statement_frontiers(Oid relid, SwFrontiers *frontiers)
 {
 	SwSource	source;
 
@@ -88,7 +108,7 @@ source_writes_frontiers(PG_FUNCTION_ARGS)
 
 	check_source_privilege(relid, ACL_SELECT);
 	LockRelationOid(relid, AccessShareLock);
-	statement_frontiers(relid, &frontiers);
+	sw_statement_frontiers(relid, &frontiers);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	values[0] = Int64GetDatum(frontiers.since);
@@ -131,8 +151,8 @@ Datum
 source_writes_updates(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid = sw_function_source(fcinfo, "updates");
 	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
-	Oid			relid = OidIsValid(rowtype) ? typeidTypeRelid(rowtype) : InvalidOid;
 	SwSource	source;
 	SwFrontiers frontiers;
 	int64		since;
@@ -159,15 +179,9 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	SwBatch		folded = {0};
 	MemoryContext row_cxt;
 
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("source_writes.updates() takes a row of a source table"),
-				 errhint("Pass a null of the table's row type, e.g. updates(NULL::events).")));
-	check_source_privilege(relid, ACL_SELECT);
 	ftrel = relation_open(relid, AccessShareLock);
 	sw_source_require(relid, &source);
-	statement_frontiers(relid, &frontiers);
+	sw_statement_frontiers(relid, &frontiers);
 
 	since = PG_ARGISNULL(1) ? PG_INT64_MIN : PG_GETARG_INT64(1);
 	until = PG_ARGISNULL(2) ? PG_INT64_MAX : PG_GETARG_INT64(2);

@@ -95,7 +95,7 @@ source_writes_restore_catalog_row(PG_FUNCTION_ARGS)
 							 SW_INTERNAL_SCHEMA)));
 		hidden = table_open(restored[i], AccessExclusiveLock);
 		sw_storage_layout(ftrel, hidden, &layout);
-		if (layout.nmeta != (i == 0 ? SW_CURRENT_META : SW_HISTORY_META))
+		if ((layout.retracted != InvalidAttrNumber) != (i == 1))
 			elog(ERROR, "restored storage of source table \"%s\" has the wrong columns",
 				 RelationGetRelationName(ftrel));
 		table_close(hidden, NoLock);

@@ -604,7 +604,24 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 static void
 write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 {
+	SwPosition	position = {0};
 	bool		written;
+
+	/* where the row comes from, kept with it */
+	if (msg->request != 0)
+	{
+		position.known = true;
+		position.part = msg->piece;
+		position.pos = msg->request;
+		position.delivery = msg->delivery;
+	}
+	else if (msg->offset >= 0)
+	{
+		position.known = true;
+		position.part = msg->partition;
+		position.pos = msg->offset;
+	}
+	sw_writer_set_position(ing->writer, &position);
 
 	if (!ing->st->upsert)
 		written = sw_writer_append(ing->writer, slot);

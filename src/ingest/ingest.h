@@ -61,6 +61,9 @@ typedef struct SwMessage
 	const char *topic;			/* NULL for webhooks */
 	int			nheaders;
 	const SwHeader *headers;
+	int64		request;		/* webhooks: the request, and the message's */
+	int32		piece;			/* place in its body (SwPosition); 0 */
+	const char *delivery;		/* ... and the delivery's idempotency key */
 	char		op;				/* envelope 'debezium': the event's op as
 								 * sw_ingest_add() read it, '?' for none;
 								 * '\0' if it did not (not yet, or a value

@@ -1734,6 +1734,7 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 		batch->ts = DatumGetInt64(values[Anum_b_ts - 1]);
 		batch->origin = parse_origin(TextDatumGetCString(values[Anum_b_origin - 1]));
 		namestrcpy(&batch->role, NameStr(*DatumGetName(values[Anum_b_role - 1])));
+		batch->xid = DatumGetFullTransactionId(values[Anum_b_xid - 1]);
 		if (written)
 		{
 			bool		own = row_is_own(tuple, values[Anum_b_xid - 1]);

@@ -39,6 +39,58 @@ sw_hidden_type(Form_pg_attribute fatt, int32 *typmod)
 }
 
 /*
+ * Where a hidden relation's own columns are, by their names: the others
+ * are the foreign table's, in order.  False if it lacks "$batch", or has
+ * our columns in more runs than a relation can have.
+ */
+bool
+sw_find_layout(TupleDesc hdesc, SwLayout *layout)
+{
+	AttrNumber	columns = 0;	/* the table's columns so far */
+
+	memset(layout, 0, sizeof(SwLayout));
+	for (int i = 0; i < hdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(hdesc, i);
+		const char *name = NameStr(att->attname);
+		AttrNumber *ours = NULL;
+
+		if (!att->attisdropped && name[0] == '$')
+		{
+			if (strcmp(name, SW_META_BATCH) == 0)
+				ours = &layout->batch;
+			else if (strcmp(name, SW_META_RETRACTED) == 0)
+				ours = &layout->retracted;
+			else if (strcmp(name, SW_META_PART) == 0)
+				ours = &layout->part;
+			else if (strcmp(name, SW_META_POS) == 0)
+				ours = &layout->pos;
+			else if (strcmp(name, SW_META_DELIVERY) == 0)
+				ours = &layout->delivery;
+		}
+		if (ours == NULL)
+		{
+			columns++;
+			continue;
+		}
+		*ours = att->attnum;
+		layout->nmeta++;
+		if (layout->nruns > 0 &&
+			layout->runs[layout->nruns - 1].before == columns + 1)
+			layout->runs[layout->nruns - 1].length++;
+		else if (layout->nruns == SW_LAYOUT_RUNS)
+			return false;
+		else
+		{
+			layout->runs[layout->nruns].before = columns + 1;
+			layout->runs[layout->nruns].length = 1;
+			layout->nruns++;
+		}
+	}
+	return layout->batch != InvalidAttrNumber;
+}
+
+/*
  * Where a hidden relation's own columns are, and whether it holds the
  * foreign table's columns where and as it should (their names too, if
  * asked).  When not, *column names the first column whose type differs,
@@ -52,23 +104,7 @@ sw_check_layout(Relation ftrel, Relation hidden, SwLayout *layout, bool names,
 	TupleDesc	hdesc = RelationGetDescr(hidden);
 
 	*column = NULL;
-	layout->meta = InvalidAttrNumber;
-	layout->nmeta = 0;
-	for (int i = 0; i < hdesc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(hdesc, i);
-
-		if (att->attisdropped)
-			continue;
-		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
-		{
-			layout->meta = att->attnum;
-			layout->nmeta++;
-		}
-		else if (strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
-			layout->nmeta++;
-	}
-	if (layout->meta == InvalidAttrNumber ||
+	if (!sw_find_layout(hdesc, layout) ||
 		hdesc->natts != fdesc->natts + layout->nmeta)
 		return false;
 
@@ -170,23 +206,46 @@ sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout)
 
 /*
  * Copy the values of a row of the foreign table (natts attributes) into
+ * their places in a hidden row, or (to_hidden false) the opposite: the
+ * table's columns between the runs of ours, a stretch at a time.
+ */
+static inline void
+copy_columns(const SwLayout *layout, int natts, bool to_hidden,
+			 const Datum *from_values, const bool *from_isnull,
+			 Datum *to_values, bool *to_isnull)
+{
+	int			done = 0;		/* the table's columns copied */
+	int			skipped = 0;	/* ours passed */
+
+	for (int i = 0; i <= layout->nruns && done < natts; i++)
+	{
+		int			upto = i < layout->nruns ? Min(natts, layout->runs[i].before - 1) : natts;
+		int			n = upto - done;
+		int			t = done;	/* where the stretch is in the table */
+		int			h = done + skipped; /* ... and in the hidden row */
+
+		if (n > 0)
+		{
+			memcpy(to_values + (to_hidden ? h : t), from_values + (to_hidden ? t : h),
+				   n * sizeof(Datum));
+			memcpy(to_isnull + (to_hidden ? h : t), from_isnull + (to_hidden ? t : h),
+				   n * sizeof(bool));
+			done = upto;
+		}
+		if (i < layout->nruns)
+			skipped += layout->runs[i].length;
+	}
+}
+
+/*
+ * Copy the values of a row of the foreign table (natts attributes) into
  * their places in a hidden row; our own columns are the caller's.
  */
 void
 sw_to_hidden(const SwLayout *layout, int natts, const Datum *values,
 			 const bool *isnull, Datum *hvalues, bool *hisnull)
 {
-	int			before = Min(natts, layout->meta - 1);
-
-	memcpy(hvalues, values, before * sizeof(Datum));
-	memcpy(hisnull, isnull, before * sizeof(bool));
-	if (natts > before)
-	{
-		memcpy(hvalues + before + layout->nmeta, values + before,
-			   (natts - before) * sizeof(Datum));
-		memcpy(hisnull + before + layout->nmeta, isnull + before,
-			   (natts - before) * sizeof(bool));
-	}
+	copy_columns(layout, natts, true, values, isnull, hvalues, hisnull);
 }
 
 /*
@@ -196,17 +255,7 @@ void
 sw_from_hidden(const SwLayout *layout, int natts, const Datum *hvalues,
 			   const bool *hisnull, Datum *values, bool *isnull)
 {
-	int			before = Min(natts, layout->meta - 1);
-
-	memcpy(values, hvalues, before * sizeof(Datum));
-	memcpy(isnull, hisnull, before * sizeof(bool));
-	if (natts > before)
-	{
-		memcpy(values + before, hvalues + before + layout->nmeta,
-			   (natts - before) * sizeof(Datum));
-		memcpy(isnull + before, hisnull + before + layout->nmeta,
-			   (natts - before) * sizeof(bool));
-	}
+	copy_columns(layout, natts, false, hvalues, hisnull, values, isnull);
 }
 
 /*

@@ -88,12 +88,12 @@ void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = batch_when(map, hidden, layout->meta, !history,
+	row->added = batch_when(map, hidden, layout->batch, !history,
 							&row->added_batch);
 	row->retracted = SW_LOG_LATER;
 	row->retracted_batch = NULL;
 	if (history)
-		row->retracted = batch_when(map, hidden, layout->meta + 1, true,
+		row->retracted = batch_when(map, hidden, layout->retracted, true,
 									&row->retracted_batch);
 }
 
@@ -309,7 +309,7 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 		sw_log_row(ls->map, slot, &ls->layout[ls->which],
 				   ls->which == SW_HISTORY_HEAP, row);
 		if (row->added == SW_LOG_IN || row->retracted == SW_LOG_IN ||
-			(from_start && sw_log_row_present(row)))
+			(from_start && sw_log_row_present(row)) || ls->every_row)
 		{
 			*layout = &ls->layout[ls->which];
 			return slot;

@@ -130,6 +130,7 @@ typedef struct SwBatch
 	int64		ts;
 	SwOrigin	origin;
 	NameData	role;			/* who wrote it, as the role was named then */
+	FullTransactionId xid;		/* ... in which transaction */
 } SwBatch;
 
 /* a batch that was still committing when a later one was stamped */
@@ -296,27 +297,73 @@ extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts)
 #define SW_INTERNAL_SCHEMA	"source_writes_internal"
 
 /*
- * The hidden relations hold the foreign table's columns as they were when
- * it was created, attnum for attnum, then our own columns, then the
- * columns added to the table later, again attnum for attnum after ours.
+ * The hidden relations hold the foreign table's columns in their order,
+ * attnum for attnum, with our own columns in runs between them: a
+ * relation made now has the table's columns as they were when it was
+ * created, then ours ("$part", "$pos", "$delivery", "$batch", and in the
+ * history "$retracted"), then the columns added to the table later.  One
+ * made before provenance was kept has "$batch" (and "$retracted") there,
+ * and the provenance columns in a second run, where the update of the
+ * extension added them.
  */
-#define SW_CURRENT_META		1	/* "$batch" */
-#define SW_HISTORY_META		2	/* "$batch", "$retracted" */
+#define SW_CURRENT_META		4	/* "$part", "$pos", "$delivery", "$batch" */
+#define SW_HISTORY_META		5	/* ... and "$retracted" */
+#define SW_META_PART		"$part"
+#define SW_META_POS			"$pos"
+#define SW_META_DELIVERY	"$delivery"
 #define SW_META_BATCH		"$batch"
 #define SW_META_RETRACTED	"$retracted"
+
+/* most runs of our columns a hidden relation may have */
+#define SW_LAYOUT_RUNS		2
 
 /* where a hidden relation's own columns are */
 typedef struct SwLayout
 {
-	AttrNumber	meta;			/* attnum of "$batch" */
-	int			nmeta;			/* how many of ours: SW_*_META */
+	AttrNumber	batch;			/* attnum of "$batch" */
+	AttrNumber	retracted;		/* ... of "$retracted" (history), or 0 */
+	AttrNumber	part;			/* ... of "$part", "$pos" and "$delivery" */
+	AttrNumber	pos;
+	AttrNumber	delivery;
+	int			nmeta;			/* how many of ours */
+	int			nruns;			/* in how many runs: */
+	struct
+	{
+		AttrNumber	before;		/* the run comes before this attnum of the
+								 * foreign table's */
+		int16		length;
+	}			runs[SW_LAYOUT_RUNS];
 } SwLayout;
 
 /* the hidden attnum of the foreign table's attnum */
 static inline AttrNumber
 sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
 {
-	return attnum < layout->meta ? attnum : attnum + layout->nmeta;
+	AttrNumber	hidden = attnum;
+
+	for (int i = 0; i < layout->nruns; i++)
+		if (attnum >= layout->runs[i].before)
+			hidden += layout->runs[i].length;
+	return hidden;
+}
+
+/* the foreign table's attnum of a hidden attnum, or 0 for one of ours */
+static inline AttrNumber
+sw_table_attnum(const SwLayout *layout, AttrNumber hidden)
+{
+	AttrNumber	attnum = hidden;
+
+	for (int i = 0; i < layout->nruns; i++)
+	{
+		AttrNumber	start = sw_hidden_attnum(layout, layout->runs[i].before) -
+			layout->runs[i].length;
+
+		if (hidden >= start + layout->runs[i].length)
+			attnum -= layout->runs[i].length;
+		else if (hidden >= start)
+			return InvalidAttrNumber;
+	}
+	return attnum;
 }
 
 /* a scan of a hidden heap's rows as they are now (the latest snapshot) */
@@ -328,6 +375,7 @@ typedef struct SwRowScan
 } SwRowScan;
 
 extern Oid	sw_hidden_type(Form_pg_attribute fatt, int32 *typmod);
+extern bool sw_find_layout(TupleDesc hdesc, SwLayout *layout);
 extern bool sw_check_layout(Relation ftrel, Relation hidden, SwLayout *layout,
 							bool names, const char **column);
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
@@ -456,8 +504,9 @@ extern void sw_block_scan_end(SwBlockScan *bs);
  * A scan of a source's hidden relations, current rows then history, that
  * returns the rows with something in a batch map's range: added or
  * retracted in it, or (a map from the beginning) added by a folded batch
- * and not retracted by one.  Each relation is read whole, or only in the
- * blocks that the map's batches wrote (sw_log_scan_written_blocks()).
+ * and not retracted by one; or every row, those of the reader's own
+ * transaction too (every_row).  Each relation is read whole, or only in
+ * the blocks that the map's batches wrote (sw_log_scan_written_blocks()).
  */
 typedef struct SwLogScan
 {
@@ -465,6 +514,7 @@ typedef struct SwLogScan
 	SwLayout	layout[2];
 	TupleTableSlot *slot[2];
 	bool		written;		/* read only the blocks the batches wrote */
+	bool		every_row;		/* return every row the snapshot sees */
 	int			which;			/* the relation being scanned */
 	bool		scanning;		/* ... and bscan is open on it */
 	SwBlockScan bscan;
@@ -495,10 +545,28 @@ extern PGDLLEXPORT void sw_roll_back_sub(MemoryContext cxt, ResourceOwner owner)
 
 typedef struct SwWriter SwWriter;
 
+/*
+ * Where a new row comes from, kept with it ("$part", "$pos", "$delivery"):
+ * a Kafka message's partition and offset; a webhook delivery's request
+ * (its arrival in microseconds since the Unix epoch, unique per source),
+ * the row's place in its body, and its idempotency key.  A person's new
+ * row has none; a person's UPDATE keeps the position of the row it
+ * replaces.
+ */
+typedef struct SwPosition
+{
+	bool		known;			/* false: no message */
+	int32		part;			/* Kafka: the partition; webhooks: the row's
+								 * place in the body, from 0 */
+	int64		pos;			/* Kafka: the offset; webhooks: the request */
+	const char *delivery;		/* webhooks: the idempotency key, or NULL */
+} SwPosition;
+
 extern PGDLLEXPORT SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,
 											EState *estate);
 extern PGDLLEXPORT void sw_writer_close(SwWriter *w);
 extern void sw_writer_log_as(SwWriter *w, Oid role);
+extern PGDLLEXPORT void sw_writer_set_position(SwWriter *w, const SwPosition *position);
 extern bool sw_writer_fires_row_triggers(SwWriter *w);
 extern bool sw_writer_failed_in_trigger(SwWriter *w);
 

@@ -29,6 +29,7 @@
 #include "catalog/objectaccess.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_depend.h"
 #include "catalog/pg_foreign_table.h"
@@ -75,8 +76,8 @@ static bool storage_in_step(Relation ftrel, const SwSource *source,
 							SwSourceTable *st);
 
 /*
- * A source table's hidden relations hold one or two more columns than it
- * has, within PostgreSQL's limit.
+ * A source table's hidden relations hold a few more columns than it has
+ * (SW_HISTORY_META at most), within PostgreSQL's limit.
  */
 static void
 check_column_count(Relation ftrel, int natts)
@@ -1007,11 +1008,18 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 			TupleDescInitEntryCollation(desc, k, att->attcollation);
 		}
 	}
-	TupleDescInitEntry(desc, ftdesc->natts + 1, SW_META_BATCH, INT8OID, -1, 0);
-	if (nmeta > 1)
-		TupleDescInitEntry(desc, ftdesc->natts + 2, SW_META_RETRACTED, INT8OID, -1, 0);
-	for (int i = 0; i < nmeta; i++)
-		TupleDescAttr(desc, ftdesc->natts + i)->attnotnull = true;
+	/* where each row came from (NULL: no message), its batches */
+	TupleDescInitEntry(desc, ftdesc->natts + 1, SW_META_PART, INT4OID, -1, 0);
+	TupleDescInitEntry(desc, ftdesc->natts + 2, SW_META_POS, INT8OID, -1, 0);
+	TupleDescInitEntry(desc, ftdesc->natts + 3, SW_META_DELIVERY, TEXTOID, -1, 0);
+	TupleDescInitEntryCollation(desc, ftdesc->natts + 3, C_COLLATION_OID);
+	TupleDescInitEntry(desc, ftdesc->natts + 4, SW_META_BATCH, INT8OID, -1, 0);
+	TupleDescAttr(desc, ftdesc->natts + 3)->attnotnull = true;
+	if (nmeta == SW_HISTORY_META)
+	{
+		TupleDescInitEntry(desc, ftdesc->natts + 5, SW_META_RETRACTED, INT8OID, -1, 0);
+		TupleDescAttr(desc, ftdesc->natts + 4)->attnotnull = true;
+	}
 
 	/*
 	 * Like a TOAST table: no privilege checks on the internal schema, no
@@ -1372,8 +1380,6 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
 	TupleDesc	hdesc;
-	AttrNumber	meta = InvalidAttrNumber;
-	int			nmeta = 0;
 	SwLayout	layout;
 	List	   *cmds = NIL;
 	List	   *placeholders = NIL;
@@ -1390,23 +1396,9 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 
 	/* where our columns are: this relation may not be in step yet */
 	hdesc = RelationGetDescr(hidden);
-	for (int i = 0; i < hdesc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(hdesc, i);
-
-		if (att->attisdropped)
-			continue;
-		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0)
-			meta = att->attnum;
-		if (strcmp(NameStr(att->attname), SW_META_BATCH) == 0 ||
-			strcmp(NameStr(att->attname), SW_META_RETRACTED) == 0)
-			nmeta++;
-	}
-	if (meta == InvalidAttrNumber)
-		elog(ERROR, "hidden relation of source table \"%s\" has no column \"%s\"",
-			 RelationGetRelationName(ftrel), SW_META_BATCH);
-	layout.meta = meta;
-	layout.nmeta = nmeta;
+	if (!sw_find_layout(hdesc, &layout))
+		elog(ERROR, "hidden relation of source table \"%s\" does not have its own columns where they belong",
+			 RelationGetRelationName(ftrel));
 
 	/* renames are catalog updates; do them first so later steps see them */
 	for (int k = 1; k <= fdesc->natts && sw_hidden_attnum(&layout, k) <= hdesc->natts; k++)
@@ -1480,6 +1472,20 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 		elog(ERROR, "hidden relation of source table \"%s\" has too many columns",
 			 RelationGetRelationName(ftrel));
 
+	/*
+	 * A relation made before rows kept where they came from (restored from
+	 * an older dump) gets those columns after the others, NULL in its rows.
+	 */
+	if (layout.part == InvalidAttrNumber)
+	{
+		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_PART,
+											(Node *) makeColumnDef(SW_META_PART, INT4OID, -1, InvalidOid)));
+		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_POS,
+											(Node *) makeColumnDef(SW_META_POS, INT8OID, -1, InvalidOid)));
+		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_DELIVERY,
+											(Node *) makeColumnDef(SW_META_DELIVERY, TEXTOID, -1, C_COLLATION_OID)));
+	}
+
 	table_close(hidden, NoLock);
 
 	/* placeholders are dropped in a second pass: ALTER drops before adds */
@@ -1500,7 +1506,6 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden;
 	TupleDesc	hdesc;
-	AttrNumber	meta = InvalidAttrNumber;
 	SwLayout	layout;
 	DefElem    *keydef = NULL;
 	List	   *names;
@@ -1517,12 +1522,9 @@ follow_key_renames(Relation ftrel, Oid hiddenid)
 
 	hidden = table_open(hiddenid, AccessShareLock);
 	hdesc = RelationGetDescr(hidden);
-	for (int i = 0; i < hdesc->natts; i++)
-		if (!TupleDescAttr(hdesc, i)->attisdropped &&
-			strcmp(NameStr(TupleDescAttr(hdesc, i)->attname), SW_META_BATCH) == 0)
-			meta = i + 1;
-	layout.meta = meta;
-	layout.nmeta = SW_CURRENT_META;
+	if (!sw_find_layout(hdesc, &layout))
+		elog(ERROR, "hidden relation of source table \"%s\" does not have its own columns where they belong",
+			 RelationGetRelationName(ftrel));
 	initStringInfo(&newkey);
 	foreach(lc, names)
 	{

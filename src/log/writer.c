@@ -101,6 +101,7 @@ struct SwWriter
 	TupleTableSlot *key_slot;	/* an upsert's row after its BEFORE trigger */
 	Oid			log_role;		/* the role the log names, if not the one we
 								 * run as */
+	SwPosition	position;		/* where the next new rows come from */
 
 	/* our batch, once we have written, and the role it is for */
 	int64		batch;
@@ -731,21 +732,78 @@ note_block(SwWriter *w, TupleTableSlot *slot)
 }
 
 /*
+ * Where the rows written next come from: a message of a stream, or (NULL)
+ * none, a person's new rows.  The delivery's key must last until they are
+ * written.
+ */
+void
+sw_writer_set_position(SwWriter *w, const SwPosition *position)
+{
+	if (position)
+		w->position = *position;
+	else
+		memset(&w->position, 0, sizeof(SwPosition));
+}
+
+/* a column of ours in a hidden row */
+static inline void
+set_meta(Datum *values, bool *isnull, AttrNumber attnum, Datum value, bool null)
+{
+	if (attnum == InvalidAttrNumber)
+		return;					/* a relation made before it was kept */
+	values[attnum - 1] = value;
+	isnull[attnum - 1] = null;
+}
+
+/* ... copied from another hidden row's column of ours (NULL if it has none) */
+static inline void
+copy_meta(Datum *values, bool *isnull, AttrNumber attnum,
+		  const Datum *from_values, const bool *from_isnull, AttrNumber from)
+{
+	if (from == InvalidAttrNumber)
+		set_meta(values, isnull, attnum, (Datum) 0, true);
+	else
+		set_meta(values, isnull, attnum, from_values[from - 1], from_isnull[from - 1]);
+}
+
+/*
  * Fill a current-heap slot from a row of the foreign table: its columns in
- * their places, and our batch.
+ * their places, and our batch.  Its position is that of the current tuple
+ * it replaces (from, for an UPDATE: the row still comes from that
+ * message), or else where the writer's rows come from now.
  */
 static void
-form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst)
+form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst,
+				 HeapTuple from)
 {
-	AttrNumber	meta = w->current_layout.meta;
+	const SwLayout *layout = &w->current_layout;
+	Datum	   *values = dst->tts_values;
+	bool	   *isnull = dst->tts_isnull;
 
 	ExecClearTuple(dst);
 	slot_getallattrs(row);
-	sw_to_hidden(&w->current_layout, w->natts,
-				 row->tts_values, row->tts_isnull,
-				 dst->tts_values, dst->tts_isnull);
-	dst->tts_values[meta - 1] = Int64GetDatum(our_batch(w));
-	dst->tts_isnull[meta - 1] = false;
+	sw_to_hidden(layout, w->natts, row->tts_values, row->tts_isnull,
+				 values, isnull);
+	set_meta(values, isnull, layout->batch, Int64GetDatum(our_batch(w)), false);
+	if (from)
+	{
+		TupleDesc	desc = RelationGetDescr(w->current);
+		const AttrNumber ours[3] = {layout->part, layout->pos, layout->delivery};
+
+		for (int i = 0; i < 3; i++)
+			if (ours[i] != InvalidAttrNumber)
+				values[ours[i] - 1] = heap_getattr(from, ours[i], desc, &isnull[ours[i] - 1]);
+	}
+	else
+	{
+		const SwPosition *p = &w->position;
+
+		set_meta(values, isnull, layout->part, Int32GetDatum(p->part), !p->known);
+		set_meta(values, isnull, layout->pos, Int64GetDatum(p->pos), !p->known);
+		set_meta(values, isnull, layout->delivery,
+				 p->delivery ? CStringGetTextDatum(p->delivery) : (Datum) 0,
+				 p->delivery == NULL);
+	}
 	ExecStoreVirtualTuple(dst);
 }
 
@@ -851,12 +909,12 @@ sw_writer_complete_row(SwWriter *w, TupleTableSlot *row)
  * Does a current-heap tuple end with "$batch", as every current row does
  * while no column has been added after the table was created?  Then its
  * batch is the last 8 bytes of its data, and its history row is the same
- * tuple with "$retracted" appended.
+ * tuple with "$retracted" appended (where the history heap has it next).
  */
 static inline bool
 ends_with_batch(SwWriter *w, HeapTuple tuple)
 {
-	return HeapTupleHeaderGetNatts(tuple->t_data) == w->current_layout.meta;
+	return HeapTupleHeaderGetNatts(tuple->t_data) == w->current_layout.batch;
 }
 
 /*
@@ -875,7 +933,7 @@ inserted_by(SwWriter *w, HeapTuple tuple)
 			   sizeof(int64));
 		return batch;
 	}
-	return DatumGetInt64(heap_getattr(tuple, w->current_layout.meta,
+	return DatumGetInt64(heap_getattr(tuple, w->current_layout.batch,
 									  RelationGetDescr(w->current), &isnull));
 }
 
@@ -1093,7 +1151,7 @@ insert_row(SwWriter *w, TupleTableSlot *row)
 		return false;
 	if (w->complete_late)
 		complete_row(w, row);
-	form_current_row(w, row, w->new_slot);
+	form_current_row(w, row, w->new_slot, NULL);
 	if (OidIsValid(w->key_index))
 		check_key_free(w, w->new_slot);
 	table_tuple_insert(w->current, w->new_slot, w->estate->es_output_cid, 0, NULL);
@@ -1177,7 +1235,7 @@ sw_writer_append(SwWriter *w, TupleTableSlot *row)
 		next_row(w);			/* which complains, unless allowed */
 	slot = append_slot(w, w->nappended++);
 
-	form_current_row(w, row, slot);
+	form_current_row(w, row, slot, NULL);
 	if (OidIsValid(w->key_index))
 		check_key_free(w, slot);
 	w->appended_bytes += ExecFetchSlotHeapTuple(slot, true, NULL)->t_len;
@@ -1449,26 +1507,28 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	}
 
 	oldcxt = MemoryContextSwitchTo(w->history_cxt);
-	if (ends_with_batch(w, old))
+	if (ends_with_batch(w, old) &&
+		w->history_layout.retracted == w->current_layout.batch + 1)
 		tuple = append_retracted(w, old, ours);
 	else
 	{
-		/* columns were added later: the table's columns move */
-		AttrNumber	meta = w->history_layout.meta;
+		/* columns were added later: the table's columns and ours move */
+		const SwLayout *from = &w->current_layout;
+		const SwLayout *to = &w->history_layout;
 		Datum	   *values = w->history_values;
 		bool	   *isnull = w->history_isnull;
 
 		heap_deform_tuple(old, RelationGetDescr(w->current),
 						  w->current_values, w->current_isnull);
-		sw_from_hidden(&w->current_layout, w->natts,
-					   w->current_values, w->current_isnull,
+		sw_from_hidden(from, w->natts, w->current_values, w->current_isnull,
 					   w->row_values, w->row_isnull);
-		sw_to_hidden(&w->history_layout, w->natts,
-					 w->row_values, w->row_isnull, values, isnull);
-		values[meta - 1] = Int64GetDatum(batch);
-		isnull[meta - 1] = false;
-		values[meta] = Int64GetDatum(ours);
-		isnull[meta] = false;
+		sw_to_hidden(to, w->natts, w->row_values, w->row_isnull, values, isnull);
+		set_meta(values, isnull, to->batch, Int64GetDatum(batch), false);
+		set_meta(values, isnull, to->retracted, Int64GetDatum(ours), false);
+		copy_meta(values, isnull, to->part, w->current_values, w->current_isnull, from->part);
+		copy_meta(values, isnull, to->pos, w->current_values, w->current_isnull, from->pos);
+		copy_meta(values, isnull, to->delivery, w->current_values, w->current_isnull,
+				  from->delivery);
 		tuple = heap_form_tuple(desc, values, isnull);
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -1507,7 +1567,7 @@ sw_writer_update(SwWriter *w, ItemPointer tid, HeapTuple old,
 	TM_Result	result;
 
 	next_row(w);
-	form_current_row(w, row, w->new_slot);
+	form_current_row(w, row, w->new_slot, old);
 	if (OidIsValid(w->key_index))
 		check_key_complete(w, w->new_slot);
 	result = table_tuple_update(w->current, tid, w->new_slot, cid,
@@ -1695,7 +1755,7 @@ key_row(SwWriter *w, TupleTableSlot *row)
 						RelationGetRelationName(w->ftrel)),
 				 errhint("Rows replace each other by key only in sources with envelope 'upsert'.")));
 	sw_writer_flush(w);
-	form_current_row(w, row, w->new_slot);
+	form_current_row(w, row, w->new_slot, NULL);
 	check_key_complete(w, w->new_slot);
 }
 
@@ -1730,7 +1790,7 @@ check_key_kept(SwWriter *w, TupleTableSlot *row)
 		if (RelationGetRelid(w->current_rri->ri_IndexRelationDescs[i]) == w->key_index)
 			index = w->current_rri->ri_IndexRelationDescs[i];
 	Assert(index != NULL);
-	form_current_row(w, row, after);
+	form_current_row(w, row, after, NULL);
 	slot_getallattrs(before);
 	slot_getallattrs(after);
 	for (int k = 0; k < w->nkeys; k++)
@@ -1809,7 +1869,7 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
 		if (w->complete_late)
 			complete_row(w, row);
 		if (td)
-			form_current_row(w, row, w->new_slot);	/* as the triggers left it */
+			form_current_row(w, row, w->new_slot, NULL);	/* as the triggers left it */
 		if (found)
 		{
 			update_locked(w, &tid);

@@ -162,7 +162,8 @@ extern bool lacks_signature_header(GroupPath *p, SwRequest *r);
 
 /* webhook_request.c */
 extern bool wh_parsing_body;
-extern int	write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where);
+extern int	write_body(SwRequest *r, Relation ftrel, SwIngest *ing, const char *key,
+					   char *where);
 extern const char *request_header(SwRequest *r, const char *name);
 extern bool request_lacks_headers(SwRequest *r, const char *names);
 extern int	check_request(SwRequest *r, const SwSourceTable *st, char **text);

@@ -110,7 +110,7 @@ check_and_write(GroupRequest *g, MemoryContext cxt, char *where)
 
 	/* the rows go into the table in this subtransaction, with the key */
 	written = sw_ingest_written(t->ing);
-	(void) write_body(r, t->ftrel, t->ing, where);
+	(void) write_body(r, t->ftrel, t->ing, key, where);
 	rows = sw_ingest_written(t->ing) - written;	/* those no trigger skipped */
 	if (key)
 		sw_delivery_insert(t->relid, key, r->received_ms, hash, rows);

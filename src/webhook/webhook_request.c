@@ -56,6 +56,21 @@ write_piece(void *arg, const char *value, size_t len)
 	w->m.value = value;
 	w->m.value_len = len;
 	sw_ingest_write(w->ing, &w->m);
+	w->m.piece++;
+}
+
+/*
+ * The id of a request whose rows are written now, kept with them: when it
+ * came, in microseconds since the Unix epoch, and later than the last
+ * one's, so that no two requests this process writes share one.
+ */
+static int64
+request_id(SwRequest *r)
+{
+	static int64 last = 0;
+
+	last = Max(last + 1, r->received_ms * 1000);
+	return last;
 }
 
 /*
@@ -66,7 +81,8 @@ write_piece(void *arg, const char *value, size_t len)
  * SW_WHERE_BYTES), for the error's context and the caller.
  */
 int
-write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
+write_body(SwRequest *r, Relation ftrel, SwIngest *ing, const char *key,
+		   char *where)
 {
 	const SwSourceTable *st = sw_ingest_source_table(ing);
 	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(r->nheaders, 1));
@@ -87,6 +103,8 @@ write_body(SwRequest *r, Relation ftrel, SwIngest *ing, char *where)
 	w.m.partition = -1;
 	w.m.offset = -1;
 	w.m.timestamp_ms = r->received_ms;
+	w.m.request = request_id(r);
+	w.m.delivery = key;
 
 	split.relname = RelationGetRelationName(ftrel);
 	split.write = write_piece;

@@ -257,4 +257,38 @@ is($node->safe_psql('postgres', q{
 		SELECT count(*) FROM source_writes.sources WHERE source IN ('t'::regclass, 'u'::regclass)}),
 	'2', 'both sources are in the sources view');
 
+# 0.3: rows keep where they came from (test 068 has storage made before
+# 0.3).  Rows written before and after the update are edited, retracted
+# and given new columns, and the log stays whole
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(attname, ',' ORDER BY attname) FROM pg_attribute
+		WHERE attrelid = (SELECT history_rel FROM source_writes.source_tables
+		                  WHERE relid = 't'::regclass) AND attnum > 0}),
+	'$batch,$delivery,$part,$pos,$retracted,id,note',
+	'the history heap of a source of 0.1 has the columns of 0.3');
+$node->safe_psql('postgres', q{
+	SET ROLE alice;
+	UPDATE t SET note = note || ' again' WHERE id IN (2, 100);
+	DELETE FROM t WHERE id = 3;
+	RESET ROLE;
+	ALTER FOREIGN TABLE t ADD COLUMN extra text DEFAULT 'x';
+	SET ROLE alice;
+	UPDATE t SET note = 'last' WHERE id IN (2, 4);
+	INSERT INTO t VALUES (101, 'new', 'y')});
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(id || ' ' || note || ' ' || extra, ', ' ORDER BY id) FROM t
+		WHERE id IN (2, 3, 4, 100, 101)}),
+	'2 last x, 4 last x, 100 after the update again x, 101 new y',
+	'edits of rows written before and after the update, and a column added after it');
+is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.updates(NULL::t)
+		GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}),
+	'0', 'the log holds no negative or doubled multiplicity');
+is($node->safe_psql('postgres', q{
+		SELECT string_agg(coalesce(valid_to::text <> '', false) || ' ' || (data).note,
+		                  ', ' ORDER BY valid_from, valid_to NULLS LAST)
+		FROM source_writes.history(NULL::t) WHERE (data).id = 2}),
+	'true row 2, true row 2 again, true row 2 again, false last',
+	'history() has each version of a row, across the update and the new column');
+
 done_testing();

@@ -74,6 +74,16 @@ is(sql(q{SELECT string_agg(part || ':' || next_offset || ':' || topic, ' ' ORDER
 	sql(q{SELECT string_agg(partition || ':' || high_watermark || ':ev', ' ' ORDER BY partition)
 		FROM source_writes.partitions WHERE source = 'ev'::regclass}),
 	'the stored offsets are the ends of the partitions, in topic ev');
+# rows keep where they came from, through the update (the library is the
+# new one from the start: test 068 has storage made before 0.3)
+is(sql(q{SELECT count(*) FILTER (WHERE "offset" IS NOT NULL) || ' '
+		|| (count(DISTINCT ("partition", "offset")) = count("offset")) || ' '
+		|| count(*) FILTER (WHERE origin = 'kafka')
+		FROM source_writes.blame(NULL::ev)}),
+	'120 true 120', 'blame(): each row has its own partition and offset');
+is(sql(q{SELECT string_agg(coalesce(delivery, '-'), ',' ORDER BY (data).id)
+		FROM source_writes.blame(NULL::pay)}),
+	'k1,k2,k3,k4,k5,k6,k7,k8,k9,k10', 'each delivery has its key');
 sql(q{ALTER FOREIGN TABLE ev ALTER COLUMN id TYPE text});
 is(sql(q{SELECT source_writes.retry_errors('ev')}), '1', 'the error kept by 0.1 is retried');
 is(sql(q{SELECT count(*) || ' ' || count(*) FILTER (WHERE id = 'x') FROM ev}), '121 1',

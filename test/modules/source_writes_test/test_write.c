@@ -58,7 +58,8 @@ origin_of(const char *name)
  * it wrote (for tombstones: how many keys had a row).  With two more
  * arguments, partition int and first_offset bigint, the rows are the
  * messages at offsets first_offset, first_offset + 1, ... of a partition,
- * which the batch consumes (sw_writer_consumed()).
+ * which the batch consumes (sw_writer_consumed()), and each row keeps its
+ * message's position.
  */
 Datum
 source_writes_test_write(PG_FUNCTION_ARGS)
@@ -74,6 +75,7 @@ source_writes_test_write(PG_FUNCTION_ARGS)
 	bool	   *nulls;
 	int			n;
 	int64		written = 0;
+	bool		positions = PG_NARGS() > 4 && !PG_ARGISNULL(4) && !PG_ARGISNULL(5);
 
 	if (!superuser())
 		ereport(ERROR,
@@ -109,6 +111,12 @@ source_writes_test_write(PG_FUNCTION_ARGS)
 		ItemPointerSetInvalid(&tuple.t_self);
 		tuple.t_tableOid = relid;
 		ExecStoreHeapTuple(&tuple, slot, false);
+		if (positions)
+		{
+			SwPosition	position = {true, PG_GETARG_INT32(4), PG_GETARG_INT64(5) + i, NULL};
+
+			sw_writer_set_position(writer, &position);
+		}
 
 		if (strcmp(op, "tombstone") == 0)
 		{
@@ -130,7 +138,7 @@ source_writes_test_write(PG_FUNCTION_ARGS)
 		written++;
 	}
 	ExecDropSingleTupleTableSlot(slot);
-	if (PG_NARGS() > 4 && !PG_ARGISNULL(4) && !PG_ARGISNULL(5))
+	if (positions)
 		sw_writer_consumed(writer, PG_GETARG_INT32(4), PG_GETARG_INT64(5),
 						   PG_GETARG_INT64(5) + n);
 	sw_writer_close(writer);
