@@ -1558,11 +1558,14 @@ sw_avro_decode_key(DecodeRun *r, const char *key, size_t len)
 /*
  * The op of a change event's value, as sw_ingest_add() reads it, outside
  * the subtransactions that keep a message's errors, so never an error for
- * what the message holds: the body is checked quietly, as far as the
- * record's field "op", which is read.  Its one letter, '?' if it has none
+ * what the message holds: the whole body is checked quietly, as
+ * read_message() checks it, then the record's fields before "op" are
+ * walked again and the op is read.  Its one letter, '?' if it has none
  * that is one letter, '\0' if the value cannot be read here (not in the
  * wire format, its schema unknown or unusable, the body not what its
- * schema says): decoding it says why.
+ * schema says): decoding it says why.  (A body that does not match its
+ * schema after the op is no truncate or delete either: a 't' is taken as
+ * it comes and a 'd' deletes its key, neither decoded later.)
  */
 char
 sw_avro_event_op(SwDecoder *d, const char *value, size_t len)
@@ -1577,15 +1580,21 @@ sw_avro_event_op(SwDecoder *d, const char *value, size_t len)
 	if (!sw_avro_wire_id(value, len, &id) || (e = find_schema(d, id)) == NULL ||
 		!e->usable || !is_avro_record(e->schema))
 		return '\0';
-	op = avro_schema_record_field_get_index(e->schema, "op");
-	if (op < 0)
-		return '?';
 	b.p = b.start = (const uint8 *) value + 5;
 	b.end = (const uint8 *) value + len;
 	b.id = id;
 	b.part = "value";
 	b.most_values = SW_AVRO_MAX_VALUES(len);
 	b.quiet = true;
+	check_body(&b, e->schema);
+	if (b.failed)
+		return '\0';
+	op = avro_schema_record_field_get_index(e->schema, "op");
+	if (op < 0)
+		return '?';
+	/* the body matches: to the op again */
+	b.p = b.start;
+	b.values = 0;
 	for (int i = 0; i < op; i++)
 		check_body(&b, avro_schema_record_field_get_by_index(e->schema, i));
 
