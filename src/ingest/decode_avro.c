@@ -1085,8 +1085,41 @@ fill_directly(DecodeRun *r, DecColumn *c, avro_value_t *v, avro_type_t type,
 }
 
 /*
- * Fill a column from a field's value: null as NULL; a record, array or map
- * as JSON; bytes and fixed into bytea as they are; a timestamp into a
+ * Debezium's VariableScaleDecimal, which its PostgreSQL connector writes
+ * for a numeric without a scale in its default decimal.handling.mode: a
+ * record of the scale and the unscaled value's bytes, as the number's
+ * text; NULL if the record is not one.
+ */
+static char *
+variable_scale_decimal(avro_value_t *v, SchemaNode *node)
+{
+	avro_value_t scale;
+	avro_value_t value;
+	size_t		index;
+	int32		s;
+	const void *buf;
+	size_t		size;
+
+	if (node == NULL || node->name == NULL ||
+		strcmp(node->name, "io.debezium.data.VariableScaleDecimal") != 0 ||
+		avro_value_get_by_name(v, "scale", &scale, &index) != 0 ||
+		avro_value_get_by_name(v, "value", &value, &index) != 0 ||
+		avro_value_get_type(&scale) != AVRO_INT32 ||
+		avro_value_get_type(&value) != AVRO_BYTES)
+		return NULL;
+	avro_value_get_int(&scale, &s);
+	if (s < 0 || s > NUMERIC_MAX_DISPLAY_SCALE)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("VariableScaleDecimal of scale %d is out of range", s),
+				 errdetail("A numeric's scale is between 0 and %d.", NUMERIC_MAX_DISPLAY_SCALE)));
+	avro_value_get_bytes(&value, &buf, &size);
+	return decimal_text(buf, size, s, NUMERIC_MAX_PRECISION);
+}
+
+/*
+ * Fill a column from a field's value: null as NULL; Debezium's
+ * VariableScaleDecimal as its number; a record, array or map as JSON; bytes and fixed into bytea as they are; a timestamp into a
  * timestamptz as it is; anything else as text through the column's input
  * function (its errors name the column and the field).
  */
@@ -1100,6 +1133,12 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 
 	resolve_union(r, value, &node, &v);
 	type = avro_value_get_type(&v);
+	if (type == AVRO_RECORD && !c->is_json &&
+		(s = variable_scale_decimal(&v, node)) != NULL)
+	{
+		store_text(r, c, s);
+		return;
+	}
 	if (type == AVRO_RECORD || type == AVRO_ARRAY || type == AVRO_MAP ||
 		(c->is_json && type != AVRO_NULL))
 	{

@@ -13,7 +13,7 @@ use Test::More;
 use SwTest;
 
 my $topic = 'dbserver1.public.customers';
-my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1' ]);
+my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1', 'vsd:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('debezium_avro');
 
@@ -237,6 +237,62 @@ is(sql(q{SELECT source_writes.retry_errors('retry')}), '3', 'they are retried');
 is(sql(q{SELECT string_agg(id || name || email, ',' ORDER BY id) FROM retry}),
 	'1Aa@example.com,2Bb', 'the c is a row; the c and the d of the big key leave none');
 no_negative('retry');
+
+# a numeric without a scale, as Debezium writes it by default: a
+# VariableScaleDecimal record of the scale and the unscaled value's bytes
+# (two's complement, big-endian); as JSON in a jsonb column
+my $vsd_type = q{{"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+	"fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+	"connect.doc": "Variable scaled decimal", "connect.version": 1,
+	"connect.name": "io.debezium.data.VariableScaleDecimal"}};
+my $vsd_envelope = qq{{"type": "record", "name": "Envelope", "namespace": "vsd", "fields": [
+	{"name": "before", "type": ["null", {"type": "record", "name": "Value", "fields": [
+		{"name": "id", "type": "int"}, {"name": "amount", "type": ["null", $vsd_type], "default": null},
+		{"name": "doc", "type": ["null", "io.debezium.data.VariableScaleDecimal"], "default": null}]}],
+		"default": null},
+	{"name": "after", "type": ["null", "Value"], "default": null},
+	{"name": "op", "type": "string"}]}};
+sub vsd
+{
+	my ($n, $scale) = @_;
+	my $hex = Math::BigInt->new($n)->as_hex;	# its magnitude, and a sign
+	my $neg = $hex =~ s/^-//;
+	$hex =~ s/^0x//;
+	$hex = "0$hex" if length($hex) % 2;
+	my $v = Math::BigInt->new($n);
+	if ($neg)
+	{
+		# two's complement in as many bytes as the magnitude, one more if need be
+		my $bytes = length($hex) / 2;
+		$bytes++ if Math::BigInt->new("0x$hex") > Math::BigInt->new(2)->bpow(8 * $bytes - 1);
+		$hex = (Math::BigInt->new(2)->bpow(8 * $bytes) + $v)->as_hex;
+		$hex =~ s/^0x//;
+		$hex = "0$hex" if length($hex) % 2;
+	}
+	elsif (hex(substr($hex, 0, 1)) >= 8)
+	{
+		$hex = "00$hex";
+	}
+	my $chars = join('', map { sprintf('\\u%04x', hex($_)) } ($hex =~ /../g));
+	return qq({"io.debezium.data.VariableScaleDecimal": {"scale": $scale, "value": "$chars"}});
+}
+use Math::BigInt;
+sql(q{CREATE FOREIGN TABLE vsd (id int, amount numeric, doc jsonb) SERVER k
+	OPTIONS (topic 'vsd', format 'avro', key_format 'avro', envelope 'debezium', key 'id')});
+SwTest::produce_avro($broker, $registry, 'vsd', schema => $vsd_envelope, key_schema => $key_schema,
+	subject => 'vsd-value', key_subject => 'vsd-key',
+	records => [ map { my ($id, $n, $s) = @$_;
+		qq({"id": $id}\t{"before": null, "after": {"vsd.Value": {"id": $id, "amount": ) . vsd($n, $s)
+		  . qq(, "doc": ) . ($id == 1 ? vsd($n, $s) : 'null') . qq(}}, "op": "c"}) }
+		[ 1, 12345, 3 ], [ 2, -5, 1 ], [ 3, 128, 0 ], [ 4, -128, 2 ],
+		[ 5, '-123456789012345678901234567890', 5 ], [ 6, 0, 0 ] ]);
+is(sql(q{SELECT source_writes.wait_for('vsd')}), '', 'numerics of variable scale');
+is(sql(q{SELECT string_agg(id || ' ' || amount, ',' ORDER BY id) FROM vsd}),
+	'1 12.345,2 -0.5,3 128,4 -1.28,5 -1234567890123456789012345.67890,6 0',
+	"Debezium's VariableScaleDecimal is read as its number");
+is(sql(q{SELECT doc->>'scale' FROM vsd WHERE id = 1}), '3', 'and as a record in a jsonb column');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'vsd'::regclass}), '0',
+	'with no error kept');
 
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int) SERVER k
