@@ -86,7 +86,8 @@ typedef enum Logical
 	LT_LOCAL_TIMESTAMP_MILLIS,
 	LT_LOCAL_TIMESTAMP_MICROS,
 	LT_DECIMAL,
-	LT_UUID
+	LT_UUID,
+	LT_MICRO_DURATION			/* Debezium's MicroDuration: no Avro type */
 } Logical;
 
 /*
@@ -231,7 +232,9 @@ named_node(const char *name, const char *ns, Names *names)
  * Debezium's own time types, which Kafka Connect's Avro converter writes
  * without a logicalType, naming them in "connect.name": their values are
  * those of Avro's logical types of the same units (a Timestamp is the
- * local date and time, with no time zone).
+ * local date and time, with no time zone); a MicroDuration, which no Avro
+ * type has, is an interval of its microseconds (Debezium counts a month as
+ * 30.4375 days).
  */
 static Logical
 debezium_type(JsonbContainer *obj, avro_type_t type)
@@ -256,6 +259,8 @@ debezium_type(JsonbContainer *obj, avro_type_t type)
 			return LT_LOCAL_TIMESTAMP_MILLIS;
 		if (strcmp(name, "MicroTimestamp") == 0)
 			return LT_LOCAL_TIMESTAMP_MICROS;
+		if (strcmp(name, "MicroDuration") == 0)
+			return LT_MICRO_DURATION;
 	}
 	return LT_NONE;
 }
@@ -897,6 +902,15 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 				case LT_LOCAL_TIMESTAMP_MICROS:
 					return DatumGetCString(DirectFunctionCall1(timestamp_out,
 															   TimestampGetDatum(epoch_usecs(i64, logical == LT_LOCAL_TIMESTAMP_MILLIS ? 1000 : 1))));
+				case LT_MICRO_DURATION:
+					{
+						/* its months and days already in microseconds */
+						Interval   *span = palloc0(sizeof(Interval));
+
+						span->time = i64;
+						return DatumGetCString(DirectFunctionCall1(interval_out,
+																   IntervalPGetDatum(span)));
+					}
 				default:
 					*quote = false;
 					return psprintf(INT64_FORMAT, i64);

@@ -240,7 +240,8 @@ no_negative('retry');
 
 # a numeric without a scale, as Debezium writes it by default: a
 # VariableScaleDecimal record of the scale and the unscaled value's bytes
-# (two's complement, big-endian); as JSON in a jsonb column
+# (two's complement, big-endian); as JSON in a jsonb column.  And an
+# interval, as Debezium writes it by default: a MicroDuration
 my $vsd_type = q{{"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
 	"fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
 	"connect.doc": "Variable scaled decimal", "connect.version": 1,
@@ -248,7 +249,9 @@ my $vsd_type = q{{"type": "record", "name": "VariableScaleDecimal", "namespace":
 my $vsd_envelope = qq{{"type": "record", "name": "Envelope", "namespace": "vsd", "fields": [
 	{"name": "before", "type": ["null", {"type": "record", "name": "Value", "fields": [
 		{"name": "id", "type": "int"}, {"name": "amount", "type": ["null", $vsd_type], "default": null},
-		{"name": "doc", "type": ["null", "io.debezium.data.VariableScaleDecimal"], "default": null}]}],
+		{"name": "doc", "type": ["null", "io.debezium.data.VariableScaleDecimal"], "default": null},
+		{"name": "took", "type": ["null", {"type": "long", "connect.version": 1,
+			"connect.name": "io.debezium.time.MicroDuration"}], "default": null}]}],
 		"default": null},
 	{"name": "after", "type": ["null", "Value"], "default": null},
 	{"name": "op", "type": "string"}]}};
@@ -277,13 +280,15 @@ sub vsd
 	return qq({"io.debezium.data.VariableScaleDecimal": {"scale": $scale, "value": "$chars"}});
 }
 use Math::BigInt;
-sql(q{CREATE FOREIGN TABLE vsd (id int, amount numeric, doc jsonb) SERVER k
+sql(q{CREATE FOREIGN TABLE vsd (id int, amount numeric, doc jsonb, took interval) SERVER k
 	OPTIONS (topic 'vsd', format 'avro', key_format 'avro', envelope 'debezium', key 'id')});
 SwTest::produce_avro($broker, $registry, 'vsd', schema => $vsd_envelope, key_schema => $key_schema,
 	subject => 'vsd-value', key_subject => 'vsd-key',
 	records => [ map { my ($id, $n, $s) = @$_;
 		qq({"id": $id}\t{"before": null, "after": {"vsd.Value": {"id": $id, "amount": ) . vsd($n, $s)
-		  . qq(, "doc": ) . ($id == 1 ? vsd($n, $s) : 'null') . qq(}}, "op": "c"}) }
+		  . qq(, "doc": ) . ($id == 1 ? vsd($n, $s) : 'null')
+		  . qq(, "took": ) . ($id == 1 ? '{"long": 3723000004}' : $id == 2 ? '{"long": -2629800000000}' : 'null')
+		  . qq(}}, "op": "c"}) }
 		[ 1, 12345, 3 ], [ 2, -5, 1 ], [ 3, 128, 0 ], [ 4, -128, 2 ],
 		[ 5, '-123456789012345678901234567890', 5 ], [ 6, 0, 0 ] ]);
 is(sql(q{SELECT source_writes.wait_for('vsd')}), '', 'numerics of variable scale');
@@ -291,6 +296,8 @@ is(sql(q{SELECT string_agg(id || ' ' || amount, ',' ORDER BY id) FROM vsd}),
 	'1 12.345,2 -0.5,3 128,4 -1.28,5 -1234567890123456789012345.67890,6 0',
 	"Debezium's VariableScaleDecimal is read as its number");
 is(sql(q{SELECT doc->>'scale' FROM vsd WHERE id = 1}), '3', 'and as a record in a jsonb column');
+is(sql(q{SELECT string_agg(took::text, ',' ORDER BY id) FROM vsd}), '01:02:03.000004,-730:30:00',
+	"Debezium's MicroDuration is an interval of its microseconds (a month of 30.4375 days)");
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'vsd'::regclass}), '0',
 	'with no error kept');
 
