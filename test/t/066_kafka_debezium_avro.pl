@@ -13,7 +13,7 @@ use Test::More;
 use SwTest;
 
 my $topic = 'dbserver1.public.customers';
-my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1', 'vsd:1' ]);
+my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1', 'vsd:1', 'avsc:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('debezium_avro');
 
@@ -300,6 +300,42 @@ is(sql(q{SELECT string_agg(took::text, ',' ORDER BY id) FROM vsd}), '01:02:03.00
 	"Debezium's MicroDuration is an interval of its microseconds (a month of 30.4375 days)");
 is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'vsd'::regclass}), '0',
 	'with no error kept');
+
+# events of the envelope above as a third-party library encodes them
+# (avsc 5.7, JavaScript, with wrapped unions): an r of a snapshot's last
+# row, its d with a transaction block, and a truncate; their bodies,
+# framed here with the registry's schema id
+my %avsc = (
+	r => '00022802085a6fc3ab00020102010204ff8516322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000272020200',
+	d => '022802085a6fc3ab00020102010204ff850016322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000264020402183535363a32343032333230300202',
+	t => '000016322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000274020600');
+sql(q{DROP FOREIGN TABLE vsd, retry});	# their workers, for this one
+sql(q{CREATE FOREIGN TABLE avsc (id int, name text, email text, born date, seen timestamp,
+	  balance numeric(10,2), src jsonb OPTIONS (source 'source'))
+	SERVER k OPTIONS (topic 'avsc', format 'avro', key_format 'avro', envelope 'debezium', key 'id')});
+my $avsc_ids = produce('avsc', event(1, 'c', 'null', row(1, 'Ann', 'ann@example.com'), 1));
+my $frame = sprintf('00%08x', $avsc_ids->{value_schema_id});
+sub avsc
+{
+	SwTest::produce_avro($broker, $registry, 'avsc', raw_hex => 1, key_schema => $key_schema,
+		key_schema_id => $avsc_ids->{key_schema_id}, schema_id => $avsc_ids->{value_schema_id},
+		records => [ @_ ]);
+}
+avsc(qq({"id": 20}\t$frame$avsc{r}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', "a third party's events");
+is(sql(q{SELECT id, name, email IS NULL, born, seen, balance, src->>'snapshot', src->>'sequence'
+	FROM avsc WHERE id = 20}),
+	qq(20|Zo\xc3\xab|t|1969-12-31|1969-12-31 23:59:59.999999|-1.23|last|["24023104","24023128"]),
+	'an r: its row, with values before the epoch and a negative decimal');
+avsc(qq({"id": 20}\t$frame$avsc{d}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', 'its d');
+is(sql(q{SELECT string_agg(id::text, ',') FROM avsc}), '1', 'deletes the row');
+avsc(qq({"id": 20}\t$frame$avsc{r}), qq(\t$frame$avsc{t}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', 'the r again, and a truncate');
+is(sql(q{SELECT count(*) FROM avsc}), '0', 'the truncate retracts every row');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'avsc'::regclass}), '0',
+	'and no error kept');
+no_negative('avsc');
 
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int) SERVER k
