@@ -86,7 +86,8 @@ typedef enum Logical
 	LT_LOCAL_TIMESTAMP_MILLIS,
 	LT_LOCAL_TIMESTAMP_MICROS,
 	LT_DECIMAL,
-	LT_UUID
+	LT_UUID,
+	LT_MICRO_DURATION			/* Debezium's MicroDuration: no Avro type */
 } Logical;
 
 /*
@@ -231,7 +232,9 @@ named_node(const char *name, const char *ns, Names *names)
  * Debezium's own time types, which Kafka Connect's Avro converter writes
  * without a logicalType, naming them in "connect.name": their values are
  * those of Avro's logical types of the same units (a Timestamp is the
- * local date and time, with no time zone).
+ * local date and time, with no time zone); a MicroDuration, which no Avro
+ * type has, is an interval of its microseconds (Debezium counts a month as
+ * 30.4375 days).
  */
 static Logical
 debezium_type(JsonbContainer *obj, avro_type_t type)
@@ -256,6 +259,8 @@ debezium_type(JsonbContainer *obj, avro_type_t type)
 			return LT_LOCAL_TIMESTAMP_MILLIS;
 		if (strcmp(name, "MicroTimestamp") == 0)
 			return LT_LOCAL_TIMESTAMP_MICROS;
+		if (strcmp(name, "MicroDuration") == 0)
+			return LT_MICRO_DURATION;
 	}
 	return LT_NONE;
 }
@@ -897,6 +902,15 @@ scalar_text(DecodeRun *r, avro_value_t *v, SchemaNode *node, bool *quote)
 				case LT_LOCAL_TIMESTAMP_MICROS:
 					return DatumGetCString(DirectFunctionCall1(timestamp_out,
 															   TimestampGetDatum(epoch_usecs(i64, logical == LT_LOCAL_TIMESTAMP_MILLIS ? 1000 : 1))));
+				case LT_MICRO_DURATION:
+					{
+						/* its months and days already in microseconds */
+						Interval   *span = palloc0(sizeof(Interval));
+
+						span->time = i64;
+						return DatumGetCString(DirectFunctionCall1(interval_out,
+																   IntervalPGetDatum(span)));
+					}
 				default:
 					*quote = false;
 					return psprintf(INT64_FORMAT, i64);
@@ -1085,8 +1099,41 @@ fill_directly(DecodeRun *r, DecColumn *c, avro_value_t *v, avro_type_t type,
 }
 
 /*
- * Fill a column from a field's value: null as NULL; a record, array or map
- * as JSON; bytes and fixed into bytea as they are; a timestamp into a
+ * Debezium's VariableScaleDecimal, which its PostgreSQL connector writes
+ * for a numeric without a scale in its default decimal.handling.mode: a
+ * record of the scale and the unscaled value's bytes, as the number's
+ * text; NULL if the record is not one.
+ */
+static char *
+variable_scale_decimal(avro_value_t *v, SchemaNode *node)
+{
+	avro_value_t scale;
+	avro_value_t value;
+	size_t		index;
+	int32		s;
+	const void *buf;
+	size_t		size;
+
+	if (node == NULL || node->name == NULL ||
+		strcmp(node->name, "io.debezium.data.VariableScaleDecimal") != 0 ||
+		avro_value_get_by_name(v, "scale", &scale, &index) != 0 ||
+		avro_value_get_by_name(v, "value", &value, &index) != 0 ||
+		avro_value_get_type(&scale) != AVRO_INT32 ||
+		avro_value_get_type(&value) != AVRO_BYTES)
+		return NULL;
+	avro_value_get_int(&scale, &s);
+	if (s < 0 || s > NUMERIC_MAX_DISPLAY_SCALE)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("VariableScaleDecimal of scale %d is out of range", s),
+				 errdetail("A numeric's scale is between 0 and %d.", NUMERIC_MAX_DISPLAY_SCALE)));
+	avro_value_get_bytes(&value, &buf, &size);
+	return decimal_text(buf, size, s, NUMERIC_MAX_PRECISION);
+}
+
+/*
+ * Fill a column from a field's value: null as NULL; Debezium's
+ * VariableScaleDecimal as its number; a record, array or map as JSON; bytes and fixed into bytea as they are; a timestamp into a
  * timestamptz as it is; anything else as text through the column's input
  * function (its errors name the column and the field).
  */
@@ -1100,6 +1147,12 @@ fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
 
 	resolve_union(r, value, &node, &v);
 	type = avro_value_get_type(&v);
+	if (type == AVRO_RECORD && !c->is_json &&
+		(s = variable_scale_decimal(&v, node)) != NULL)
+	{
+		store_text(r, c, s);
+		return;
+	}
 	if (type == AVRO_RECORD || type == AVRO_ARRAY || type == AVRO_MAP ||
 		(c->is_json && type != AVRO_NULL))
 	{
@@ -1558,11 +1611,14 @@ sw_avro_decode_key(DecodeRun *r, const char *key, size_t len)
 /*
  * The op of a change event's value, as sw_ingest_add() reads it, outside
  * the subtransactions that keep a message's errors, so never an error for
- * what the message holds: the body is checked quietly, as far as the
- * record's field "op", which is read.  Its one letter, '?' if it has none
+ * what the message holds: the whole body is checked quietly, as
+ * read_message() checks it, then the record's fields before "op" are
+ * walked again and the op is read.  Its one letter, '?' if it has none
  * that is one letter, '\0' if the value cannot be read here (not in the
  * wire format, its schema unknown or unusable, the body not what its
- * schema says): decoding it says why.
+ * schema says): decoding it says why.  (A body that does not match its
+ * schema after the op is no truncate or delete either: a 't' is taken as
+ * it comes and a 'd' deletes its key, neither decoded later.)
  */
 char
 sw_avro_event_op(SwDecoder *d, const char *value, size_t len)
@@ -1577,15 +1633,21 @@ sw_avro_event_op(SwDecoder *d, const char *value, size_t len)
 	if (!sw_avro_wire_id(value, len, &id) || (e = find_schema(d, id)) == NULL ||
 		!e->usable || !is_avro_record(e->schema))
 		return '\0';
-	op = avro_schema_record_field_get_index(e->schema, "op");
-	if (op < 0)
-		return '?';
 	b.p = b.start = (const uint8 *) value + 5;
 	b.end = (const uint8 *) value + len;
 	b.id = id;
 	b.part = "value";
 	b.most_values = SW_AVRO_MAX_VALUES(len);
 	b.quiet = true;
+	check_body(&b, e->schema);
+	if (b.failed)
+		return '\0';
+	op = avro_schema_record_field_get_index(e->schema, "op");
+	if (op < 0)
+		return '?';
+	/* the body matches: to the op again */
+	b.p = b.start;
+	b.values = 0;
 	for (int i = 0; i < op; i++)
 		check_body(&b, avro_schema_record_field_get_by_index(e->schema, i));
 

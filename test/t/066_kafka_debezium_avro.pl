@@ -13,7 +13,7 @@ use Test::More;
 use SwTest;
 
 my $topic = 'dbserver1.public.customers';
-my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1' ]);
+my $broker = SwTest::broker(topics => [ "$topic:2", 'one:1', 'bad:1', 'retry:1', 'vsd:1', 'avsc:1' ]);
 my $registry = SwTest::registry();
 my $node = SwTest::node('debezium_avro');
 
@@ -237,6 +237,105 @@ is(sql(q{SELECT source_writes.retry_errors('retry')}), '3', 'they are retried');
 is(sql(q{SELECT string_agg(id || name || email, ',' ORDER BY id) FROM retry}),
 	'1Aa@example.com,2Bb', 'the c is a row; the c and the d of the big key leave none');
 no_negative('retry');
+
+# a numeric without a scale, as Debezium writes it by default: a
+# VariableScaleDecimal record of the scale and the unscaled value's bytes
+# (two's complement, big-endian); as JSON in a jsonb column.  And an
+# interval, as Debezium writes it by default: a MicroDuration
+my $vsd_type = q{{"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+	"fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+	"connect.doc": "Variable scaled decimal", "connect.version": 1,
+	"connect.name": "io.debezium.data.VariableScaleDecimal"}};
+my $vsd_envelope = qq{{"type": "record", "name": "Envelope", "namespace": "vsd", "fields": [
+	{"name": "before", "type": ["null", {"type": "record", "name": "Value", "fields": [
+		{"name": "id", "type": "int"}, {"name": "amount", "type": ["null", $vsd_type], "default": null},
+		{"name": "doc", "type": ["null", "io.debezium.data.VariableScaleDecimal"], "default": null},
+		{"name": "took", "type": ["null", {"type": "long", "connect.version": 1,
+			"connect.name": "io.debezium.time.MicroDuration"}], "default": null}]}],
+		"default": null},
+	{"name": "after", "type": ["null", "Value"], "default": null},
+	{"name": "op", "type": "string"}]}};
+sub vsd
+{
+	my ($n, $scale) = @_;
+	my $hex = Math::BigInt->new($n)->as_hex;	# its magnitude, and a sign
+	my $neg = $hex =~ s/^-//;
+	$hex =~ s/^0x//;
+	$hex = "0$hex" if length($hex) % 2;
+	my $v = Math::BigInt->new($n);
+	if ($neg)
+	{
+		# two's complement in as many bytes as the magnitude, one more if need be
+		my $bytes = length($hex) / 2;
+		$bytes++ if Math::BigInt->new("0x$hex") > Math::BigInt->new(2)->bpow(8 * $bytes - 1);
+		$hex = (Math::BigInt->new(2)->bpow(8 * $bytes) + $v)->as_hex;
+		$hex =~ s/^0x//;
+		$hex = "0$hex" if length($hex) % 2;
+	}
+	elsif (hex(substr($hex, 0, 1)) >= 8)
+	{
+		$hex = "00$hex";
+	}
+	my $chars = join('', map { sprintf('\\u%04x', hex($_)) } ($hex =~ /../g));
+	return qq({"io.debezium.data.VariableScaleDecimal": {"scale": $scale, "value": "$chars"}});
+}
+use Math::BigInt;
+sql(q{CREATE FOREIGN TABLE vsd (id int, amount numeric, doc jsonb, took interval) SERVER k
+	OPTIONS (topic 'vsd', format 'avro', key_format 'avro', envelope 'debezium', key 'id')});
+SwTest::produce_avro($broker, $registry, 'vsd', schema => $vsd_envelope, key_schema => $key_schema,
+	subject => 'vsd-value', key_subject => 'vsd-key',
+	records => [ map { my ($id, $n, $s) = @$_;
+		qq({"id": $id}\t{"before": null, "after": {"vsd.Value": {"id": $id, "amount": ) . vsd($n, $s)
+		  . qq(, "doc": ) . ($id == 1 ? vsd($n, $s) : 'null')
+		  . qq(, "took": ) . ($id == 1 ? '{"long": 3723000004}' : $id == 2 ? '{"long": -2629800000000}' : 'null')
+		  . qq(}}, "op": "c"}) }
+		[ 1, 12345, 3 ], [ 2, -5, 1 ], [ 3, 128, 0 ], [ 4, -128, 2 ],
+		[ 5, '-123456789012345678901234567890', 5 ], [ 6, 0, 0 ] ]);
+is(sql(q{SELECT source_writes.wait_for('vsd')}), '', 'numerics of variable scale');
+is(sql(q{SELECT string_agg(id || ' ' || amount, ',' ORDER BY id) FROM vsd}),
+	'1 12.345,2 -0.5,3 128,4 -1.28,5 -1234567890123456789012345.67890,6 0',
+	"Debezium's VariableScaleDecimal is read as its number");
+is(sql(q{SELECT doc->>'scale' FROM vsd WHERE id = 1}), '3', 'and as a record in a jsonb column');
+is(sql(q{SELECT string_agg(took::text, ',' ORDER BY id) FROM vsd}), '01:02:03.000004,-730:30:00',
+	"Debezium's MicroDuration is an interval of its microseconds (a month of 30.4375 days)");
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'vsd'::regclass}), '0',
+	'with no error kept');
+
+# events of the envelope above as a third-party library encodes them
+# (avsc 5.7, JavaScript, with wrapped unions): an r of a snapshot's last
+# row, its d with a transaction block, and a truncate; their bodies,
+# framed here with the registry's schema id
+my %avsc = (
+	r => '00022802085a6fc3ab00020102010204ff8516322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000272020200',
+	d => '022802085a6fc3ab00020102010204ff850016322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000264020402183535363a32343032333230300202',
+	t => '000016322e352e302e46696e616c14706f737467726573716c1264627365727665723180a0abfef96200086c61737410706f737467726573022e5b223234303233313034222c223234303233313238225d0c7075626c696312637573746f6d65727302d80802c0c2f416000274020600');
+sql(q{DROP FOREIGN TABLE vsd, retry});	# their workers, for this one
+sql(q{CREATE FOREIGN TABLE avsc (id int, name text, email text, born date, seen timestamp,
+	  balance numeric(10,2), src jsonb OPTIONS (source 'source'))
+	SERVER k OPTIONS (topic 'avsc', format 'avro', key_format 'avro', envelope 'debezium', key 'id')});
+my $avsc_ids = produce('avsc', event(1, 'c', 'null', row(1, 'Ann', 'ann@example.com'), 1));
+my $frame = sprintf('00%08x', $avsc_ids->{value_schema_id});
+sub avsc
+{
+	SwTest::produce_avro($broker, $registry, 'avsc', raw_hex => 1, key_schema => $key_schema,
+		key_schema_id => $avsc_ids->{key_schema_id}, schema_id => $avsc_ids->{value_schema_id},
+		records => [ @_ ]);
+}
+avsc(qq({"id": 20}\t$frame$avsc{r}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', "a third party's events");
+is(sql(q{SELECT id, name, email IS NULL, born, seen, balance, src->>'snapshot', src->>'sequence'
+	FROM avsc WHERE id = 20}),
+	qq(20|Zo\xc3\xab|t|1969-12-31|1969-12-31 23:59:59.999999|-1.23|last|["24023104","24023128"]),
+	'an r: its row, with values before the epoch and a negative decimal');
+avsc(qq({"id": 20}\t$frame$avsc{d}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', 'its d');
+is(sql(q{SELECT string_agg(id::text, ',') FROM avsc}), '1', 'deletes the row');
+avsc(qq({"id": 20}\t$frame$avsc{r}), qq(\t$frame$avsc{t}));
+is(sql(q{SELECT source_writes.wait_for('avsc')}), '', 'the r again, and a truncate');
+is(sql(q{SELECT count(*) FROM avsc}), '0', 'the truncate retracts every row');
+is(sql(q{SELECT count(*) FROM source_writes.errors WHERE source = 'avsc'::regclass}), '0',
+	'and no error kept');
+no_negative('avsc');
 
 # what the options allow
 my ($rc, $out, $err) = $node->psql('postgres', q{CREATE FOREIGN TABLE t (id int) SERVER k
