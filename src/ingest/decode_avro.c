@@ -1133,9 +1133,10 @@ variable_scale_decimal(avro_value_t *v, SchemaNode *node)
 
 /*
  * Fill a column from a field's value: null as NULL; Debezium's
- * VariableScaleDecimal as its number; a record, array or map as JSON; bytes and fixed into bytea as they are; a timestamp into a
- * timestamptz as it is; anything else as text through the column's input
- * function (its errors name the column and the field).
+ * VariableScaleDecimal as its number; a record, array or map as JSON;
+ * bytes and fixed into bytea as they are; a timestamp into a timestamptz
+ * as it is; anything else as text through the column's input function
+ * (its errors name the column and the field).
  */
 static void
 fill_column(DecodeRun *r, DecColumn *c, avro_value_t *value, SchemaNode *node)
