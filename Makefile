@@ -15,6 +15,7 @@ OBJS = \
 	src/fdw/fdw_options.o \
 	src/fdw/fdw_scan.o \
 	src/fdw/functions.o \
+	src/fdw/moves.o \
 	src/fdw/provenance.o \
 	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \

@@ -57,9 +57,11 @@ COMMENT ON TABLE source_writes.avro_schemas IS
   'Writers'' Avro schemas fetched from schema registries, by server and schema id';
 
 -- Each row keeps where it came from: the hidden heaps of existing sources
--- get the columns after their others (NULL in the rows they hold; the
--- storage's sync, which ALTER FOREIGN TABLE runs, adds them too), and
--- blame(), history() and diff() read them.
+-- get the columns after their others (NULL in the rows they hold), and
+-- blame(), history() and diff() read them.  A heap that a worker is
+-- writing is left to the database's supervisor, which adds them as it
+-- compacts (waiting here for the worker could deadlock with it, as the
+-- update holds the catalog); so do ALTER FOREIGN TABLE and restores.
 DO $$
 DECLARE
   rel regclass;
@@ -67,9 +69,14 @@ BEGIN
   FOR rel IN SELECT current_rel FROM source_writes.source_tables
              UNION ALL SELECT history_rel FROM source_writes.source_tables
   LOOP
-    EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS "$part" integer, '
-                   'ADD COLUMN IF NOT EXISTS "$pos" bigint, '
-                   'ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"', rel);
+    BEGIN
+      EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', rel);
+      EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS "$part" integer, '
+                     'ADD COLUMN IF NOT EXISTS "$pos" bigint, '
+                     'ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"', rel);
+    EXCEPTION WHEN lock_not_available THEN
+      NULL;
+    END;
   END LOOP;
 END
 $$;
@@ -99,3 +106,35 @@ AS 'MODULE_PATHNAME', 'source_writes_diff'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION source_writes.diff(anyelement, bigint, bigint) IS
   'The rows of a source table (pass NULL::tbl) added and removed between two readable times';
+
+-- Moving a source: export() and import(), and the fence that a moved
+-- source keeps, which the sources view shows
+ALTER TABLE source_writes.source_tables
+  ADD COLUMN moved boolean NOT NULL DEFAULT false;
+CREATE OR REPLACE VIEW source_writes.sources WITH (security_barrier) AS
+  SELECT s.relid AS source, s.kind,
+         CASE WHEN s.moved THEN 'moved' ELSE coalesce(w.state, 'not running') END AS state,
+         (s.f).upper, (s.f).since, w.lag, w.accepted, w.refused,
+         (SELECT count(*) FROM source_writes.errors e WHERE e.source = s.relid) AS errors,
+         w.last_error, w.worker_pid
+  FROM (SELECT relid, kind, moved, source_writes.frontiers(relid) AS f
+        FROM source_writes.source_tables
+        WHERE pg_catalog.has_table_privilege(relid, 'SELECT')
+        OFFSET 0) AS s
+  LEFT JOIN source_writes.worker_status() w ON w.source = s.relid;
+COMMENT ON VIEW source_writes.sources IS
+  'The source tables the current role may read: kind, ingestion state, readable range [since, upper), lag, requests and errors';
+
+CREATE FUNCTION source_writes.export(source regclass, fence boolean DEFAULT false)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'source_writes_export'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.export(regclass, boolean) IS
+  'The retained log of a source table, its frontiers, offsets and idempotency keys, as lines for import(); with fence, the table takes no more writes once the caller commits';
+
+CREATE FUNCTION source_writes.import(source regclass, lines regclass)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'source_writes_import'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.import(regclass, regclass) IS
+  'Load the lines of an export (the first column of table lines) into an empty source table of the same columns; returns the rows imported';

@@ -38,7 +38,8 @@ CREATE TABLE source_writes.source_tables (
     history_rel regclass NOT NULL,      -- hidden heap of retracted rows
     upper       bigint NOT NULL,        -- the upper before its first batch (ms)
     since       bigint NOT NULL,        -- earliest readable timestamp (ms), at least
-    retain      bigint NOT NULL         -- retain_history (ms, -1 for ever) it follows
+    retain      bigint NOT NULL,        -- retain_history (ms, -1 for ever) it follows
+    moved       boolean NOT NULL DEFAULT false  -- exported with a fence: takes no writes
 );
 COMMENT ON TABLE source_writes.source_tables IS
   'One row per source table: its kind, hidden relations and frontiers';
@@ -196,11 +197,12 @@ LANGUAGE C STRICT VOLATILE;
 
 -- the source tables a role may read, with their frontiers and ingestion
 CREATE VIEW source_writes.sources WITH (security_barrier) AS
-  SELECT s.relid AS source, s.kind, coalesce(w.state, 'not running') AS state,
+  SELECT s.relid AS source, s.kind,
+         CASE WHEN s.moved THEN 'moved' ELSE coalesce(w.state, 'not running') END AS state,
          (s.f).upper, (s.f).since, w.lag, w.accepted, w.refused,
          (SELECT count(*) FROM source_writes.errors e WHERE e.source = s.relid) AS errors,
          w.last_error, w.worker_pid
-  FROM (SELECT relid, kind, source_writes.frontiers(relid) AS f
+  FROM (SELECT relid, kind, moved, source_writes.frontiers(relid) AS f
         FROM source_writes.source_tables
         WHERE pg_catalog.has_table_privilege(relid, 'SELECT')
         OFFSET 0) AS s
@@ -305,6 +307,20 @@ AS 'MODULE_PATHNAME', 'source_writes_diff'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION source_writes.diff(anyelement, bigint, bigint) IS
   'The rows of a source table (pass NULL::tbl) added and removed between two readable times';
+
+CREATE FUNCTION source_writes.export(source regclass, fence boolean DEFAULT false)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'source_writes_export'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.export(regclass, boolean) IS
+  'The retained log of a source table, its frontiers, offsets and idempotency keys, as lines for import(); with fence, the table takes no more writes once the caller commits';
+
+CREATE FUNCTION source_writes.import(source regclass, lines regclass)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'source_writes_import'
+LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION source_writes.import(regclass, regclass) IS
+  'Load the lines of an export (the first column of table lines) into an empty source table of the same columns; returns the rows imported';
 
 CREATE FUNCTION source_writes.channel(source regclass)
 RETURNS text

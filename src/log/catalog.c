@@ -434,6 +434,8 @@ row_source(HeapTuple tuple, TupleDesc desc, SwSource *source,
 		source->current_rel = DatumGetObjectId(values[Anum_st_current_rel - 1]);
 		source->history_rel = DatumGetObjectId(values[Anum_st_history_rel - 1]);
 		source->key_index = InvalidOid;
+		source->moved = desc->natts >= Anum_st_moved && !nulls[Anum_st_moved - 1] &&
+			DatumGetBool(values[Anum_st_moved - 1]);
 	}
 	if (frontiers)
 	{
@@ -1093,7 +1095,44 @@ sw_catalog_insert(const SwSource *source, const SwFrontiers *frontiers)
 	values[Anum_st_upper - 1] = Int64GetDatum(frontiers->upper);
 	values[Anum_st_since - 1] = Int64GetDatum(frontiers->since);
 	values[Anum_st_retain - 1] = Int64GetDatum(frontiers->retain);
+	values[Anum_st_moved - 1] = BoolGetDatum(false);
 	insert_row(oids.source_tables, values, nulls);
+}
+
+/*
+ * Fence a source that moved: from the commit on, it takes no writes (see
+ * sw_writer_open()).  Every backend reads it again: the table's relcache
+ * entry is invalidated.
+ */
+void
+sw_catalog_set_moved(Oid relid)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Datum		values[Natts_st] = {0};
+	bool		nulls[Natts_st] = {0};
+	bool		replace[Natts_st] = {0};
+
+	require_catalog();
+	rel = table_open(oids.source_tables, RowExclusiveLock);
+	if (RelationGetDescr(rel)->natts < Anum_st_moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the catalog of extension \"source_writes\" is out of date"),
+				 errhint("Run ALTER EXTENSION source_writes UPDATE.")));
+	scan = begin_row_scan(rel, relid, SnapshotSelf, &key);
+	tuple = systable_getnext(scan);
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "source table %u has no catalog row", relid);
+	values[Anum_st_moved - 1] = BoolGetDatum(true);
+	replace[Anum_st_moved - 1] = true;
+	tuple = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+	CatalogTupleUpdate(rel, &tuple->t_self, tuple);
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+	CacheInvalidateRelcacheByRelid(relid);
 }
 
 /*
@@ -1598,6 +1637,13 @@ parse_origin(const char *name)
 			return i;
 	elog(ERROR, "unknown batch origin \"%s\"", name);
 	return SW_ORIGIN_USER;		/* keep compiler quiet */
+}
+
+/* an origin by its name, as the log names it */
+SwOrigin
+sw_origin_of(const char *name)
+{
+	return parse_origin(name);
 }
 
 /*

@@ -150,3 +150,45 @@ sw_deliveries_forget(Oid relid, int64 before)
 	table_close(rel, RowExclusiveLock);
 	return n;
 }
+
+/*
+ * The kept keys of a source's deliveries that the snapshot sees, as a list
+ * of SwDelivery, in the caller's memory context (export()).
+ */
+List *
+sw_deliveries_of(Oid relid, Snapshot snapshot)
+{
+	Oid			key_index;
+	Oid			ts_index;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[1];
+	HeapTuple	tuple;
+	List	   *result = NIL;
+
+	rel = table_open(sw_catalog_deliveries_oid(&key_index, &ts_index), AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_d_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, key_index, true, snapshot, 1, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		SwDelivery *d = palloc(sizeof(SwDelivery));
+		Datum		values[Natts_d];
+		bool		nulls[Natts_d];
+		bytea	   *hash;
+
+		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		d->key = TextDatumGetCString(values[Anum_d_key - 1]);
+		d->ts = DatumGetInt64(values[Anum_d_ts - 1]);
+		hash = DatumGetByteaPP(values[Anum_d_body_sha256 - 1]);
+		memset(d->body_sha256, 0, PG_SHA256_DIGEST_LENGTH);
+		memcpy(d->body_sha256, VARDATA_ANY(hash),
+			   Min(VARSIZE_ANY_EXHDR(hash), PG_SHA256_DIGEST_LENGTH));
+		d->rows = DatumGetInt32(values[Anum_d_rows - 1]);
+		result = lappend(result, d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}

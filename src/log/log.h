@@ -50,11 +50,13 @@
 #define Anum_st_upper		5
 #define Anum_st_since		6
 #define Anum_st_retain		7
-#define Natts_st			7
+#define Anum_st_moved		8	/* from 0.3 on */
+#define Natts_st			8
 
 /*
  * What never changes about a source table while it exists: its kind and
- * its hidden relations.  Cached per backend.
+ * its hidden relations; and whether it was moved (which happens once, and
+ * invalidates the table's relcache entry).  Cached per backend.
  */
 typedef struct SwSource
 {
@@ -63,6 +65,7 @@ typedef struct SwSource
 	Oid			current_rel;	/* hidden heap of current rows */
 	Oid			history_rel;	/* hidden heap of retracted rows */
 	Oid			key_index;		/* upsert sources: unique index on the key */
+	bool		moved;			/* exported with a fence: it takes no writes */
 } SwSource;
 
 /* the suffix of the name of the key index beside the current heap */
@@ -172,6 +175,7 @@ extern bool sw_catalog_frontiers(Oid relid, Snapshot snapshot,
 extern int64 sw_retained_since(int64 since, int64 upper, int64 retain_ms);
 extern bool sw_catalog_stored_frontiers(Oid relid, SwFrontiers *frontiers);
 extern void sw_catalog_set_since(Oid relid, int64 since, int64 retain);
+extern void sw_catalog_set_moved(Oid relid);
 extern void sw_catalog_lock_source(Oid relid);
 extern void sw_catalog_unlock_source(Oid relid);
 extern bool sw_catalog_lock_compaction(Oid relid, bool wait);
@@ -195,6 +199,7 @@ extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 											Snapshot snapshot, int limit);
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
 extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
+extern SwOrigin sw_origin_of(const char *name);
 extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
 extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
@@ -410,6 +415,7 @@ typedef struct SwHiddenNames
 extern List *sw_storage_sync(Oid relid, List *retyped);
 extern void sw_storage_fill_added(Oid relid, List *attnums);
 extern void sw_storage_forget(Oid relid);
+extern bool sw_storage_complete(Oid relid);
 extern void sw_storage_depend(Oid relid, Oid hiddenid);
 extern void sw_storage_hidden_names(Relation ftrel, const SwSource *source,
 									SwHiddenNames *names);
@@ -642,5 +648,16 @@ extern PGDLLEXPORT SwDeliveryState sw_delivery_lookup(Oid relid, const char *key
 extern PGDLLEXPORT void sw_delivery_insert(Oid relid, const char *key, int64 received_ms,
 										   const uint8 *body_sha256, int32 rows);
 extern int64 sw_deliveries_forget(Oid relid, int64 before);
+
+/* a kept key of a delivery, as export() writes it */
+typedef struct SwDelivery
+{
+	char	   *key;
+	int64		ts;
+	uint8		body_sha256[PG_SHA256_DIGEST_LENGTH];
+	int32		rows;
+} SwDelivery;
+
+extern List *sw_deliveries_of(Oid relid, Snapshot snapshot);
 
 #endif							/* SW_LOG_H */

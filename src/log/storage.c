@@ -547,6 +547,46 @@ sw_storage_restore_dependencies(void)
 }
 
 /*
+ * Give the storage of a source made before 0.3, which the update could not
+ * alter while a worker wrote it, the columns of 0.3, unless somebody holds
+ * the table (the supervisor tries again).  True if it has them.
+ */
+bool
+sw_storage_complete(Oid relid)
+{
+	SwSource	source;
+	bool		complete = true;
+
+	if (!ConditionalLockRelationOid(relid, AccessShareLock))
+		return false;
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
+		!sw_source_lookup(relid, &source))
+		return true;
+	for (int i = 0; i < 2 && complete; i++)
+	{
+		Relation	hidden = try_relation_open(i == 0 ? source.current_rel : source.history_rel,
+											   AccessShareLock);
+		SwLayout	layout;
+
+		if (hidden == NULL)
+			return true;
+		complete = !sw_find_layout(RelationGetDescr(hidden), &layout) ||
+			layout.part != InvalidAttrNumber;
+		relation_close(hidden, AccessShareLock);
+	}
+	if (complete)
+		return true;
+	/* as ALTER FOREIGN TABLE would, if nobody is in it */
+	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+		return false;
+	(void) sw_storage_sync(relid, NIL);
+	ereport(LOG,
+			(errmsg("gave the storage of source table \"%s\" the columns of where its rows came from",
+					get_rel_name(relid))));
+	return true;
+}
+
+/*
  * The source table whose current heap hiddenid is, or InvalidOid: found
  * through the heap's internal dependency on its table, and checked against
  * the table's catalog row.  A heap that a restore brought and no table has
@@ -839,6 +879,7 @@ storage_in_step(Relation ftrel, const SwSource *source, SwSourceTable *st)
 
 		in_step = hidden->rd_rel->relowner == ftrel->rd_rel->relowner &&
 			sw_check_layout(ftrel, hidden, &layout, true, &column) &&
+			layout.part != InvalidAttrNumber &&
 			has_dependency(RelationGetRelid(ftrel), hiddenid);
 		if (in_step && i == 0)
 		{

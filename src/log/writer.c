@@ -578,6 +578,12 @@ sw_writer_open(Relation ftrel, SwOrigin origin, Oid role, EState *estate)
 						RelationGetRelationName(ftrel)),
 				 errhint("RESET source_writes.as_of to edit the current contents.")));
 	sw_source_require(RelationGetRelid(ftrel), &source);
+	if (source.moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" was moved", RelationGetRelationName(ftrel)),
+				 errdetail("Its log was exported with source_writes.export(..., fence => true): it takes no more writes."),
+				 errhint("Write to the source table it was imported into, or drop this one.")));
 
 	/*
 	 * Ingestion runs the table's code (defaults, checks, input functions)

@@ -179,7 +179,35 @@ compact_chunk(Oid relid, BlockNumber start)
 }
 
 /*
- * One compaction pass over the sources of the database.
+ * Give a source's storage the columns of 0.3 that the extension's update
+ * could not (sw_storage_complete()), in a transaction of its own; an error
+ * is logged.
+ */
+static void
+complete_storage(Oid relid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		(void) sw_storage_complete(relid);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		log_and_abort();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
+ * One compaction pass over the sources of the database (which also
+ * completes the storage of those an update left as it was).
  */
 static void
 compaction_pass(void)
@@ -190,6 +218,8 @@ compaction_pass(void)
 	foreach(lc, sources)
 	{
 		BlockNumber next = 0;
+
+		complete_storage(lfirst_oid(lc));
 
 		do
 		{

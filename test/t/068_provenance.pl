@@ -14,7 +14,7 @@ use SwTest;
 my $broker = SwTest::broker(topics => [ 'ev:2', 'kv:1' ]);
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $node = SwTest::node('provenance',
-	conf => "source_writes.webhook_listen = '127.0.0.1:$port'\n");
+	conf => "source_writes.webhook_listen = '127.0.0.1:$port'\nsource_writes.compaction_interval = 1\nmax_worker_processes = 24\n");
 my $base = "http://127.0.0.1:$port/postgres/public";
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
@@ -130,9 +130,11 @@ my $read = $got{after} - $got{before};
 cmp_ok($read, '<=', 4, "diff() read $read blocks of the $pages of the current rows");
 
 # storage made before positions were kept (a dump of 0.2, restored): the
-# restore takes it as it is, the next ALTER gives it the columns after its
-# others, and its rows, old and new, are edited, retracted and read
-sql(q{CREATE DATABASE old; CREATE DATABASE restored});
+# restore takes it as it is, the next ALTER (here, in the restore's
+# transaction, before the supervisor can) gives it the columns after its
+# others, and its rows, old and new, are edited, retracted and read; where
+# nobody alters it, the supervisor gives it them
+sql(q{CREATE DATABASE old; CREATE DATABASE restored; CREATE DATABASE completed});
 $node->safe_psql('old', q{
 	CREATE EXTENSION source_writes;
 	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
@@ -166,16 +168,18 @@ for my $line (@lines)
 }
 is($removed, 6, 'the dump without the columns of 0.3');
 PostgreSQL::Test::Utils::append_to_file("$dump.old", join("\n", @lines));
-SwTest::run_client('psql of the dump of old storage',
-	'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('restored'), '-f', "$dump.old");
+my $history_columns = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+	WHERE attrelid = (SELECT history_rel FROM source_writes.source_tables) AND attnum > 0};
+my ($restore_out) = run_command([ 'psql', '-X', '-q', '-At', '-1', '-v', 'ON_ERROR_STOP=1',
+	'-d', $node->connstr('restored'), '-f', "$dump.old",
+	'-c', "SELECT 'before ' || ($history_columns)",
+	'-c', q{SELECT 'read ' || string_agg(id || note, ',' ORDER BY id) FROM public.t WHERE id <= 3},
+	'-c', q{INSERT INTO public.t VALUES (11, 'before alter');
+		UPDATE public.t SET note = 'u1' WHERE id IN (3, 11)},
+	'-c', q{ALTER FOREIGN TABLE public.t ADD COLUMN extra text DEFAULT 'x'} ]);
 sub restored { return $node->safe_psql('restored', $_[0]); }
-is(restored(q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
-		WHERE attrelid = (SELECT history_rel FROM source_writes.source_tables) AND attnum > 0}),
-	'id,note,$batch,$retracted', 'the restored storage has no positions');
-is(restored(q{SELECT string_agg(id || note, ',' ORDER BY id) FROM t WHERE id <= 3}), '1edited,3row 3',
-	'its rows are read');
-restored(q{INSERT INTO t VALUES (11, 'before alter'); UPDATE t SET note = 'u1' WHERE id IN (3, 11)});
-restored(q{ALTER FOREIGN TABLE t ADD COLUMN extra text DEFAULT 'x'});
+like($restore_out, qr/^before id,note,\$batch,\$retracted$/m, 'the restored storage has no positions');
+like($restore_out, qr/^read 1edited,3row 3$/m, 'its rows are read and edited');
 is(restored(q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
 		WHERE attrelid = (SELECT history_rel FROM source_writes.source_tables) AND attnum > 0}),
 	'id,note,$batch,$retracted,extra,$part,$pos,$delivery',
@@ -190,9 +194,19 @@ is(restored(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.up
 	'the log holds no negative or doubled multiplicity');
 is(restored(q{SELECT string_agg((data).note || ':' || (valid_to IS NULL), ',' ORDER BY valid_from, valid_to)
 		FROM source_writes.history(NULL::t) WHERE (data).id = 3}),
-	'row 3:false,u1:false,u1:false,u2:true', 'history() reads the versions of both shapes');
+	'row 3:false,u1:false,u2:true', 'history() reads the versions of both shapes');
 is(restored(q{SELECT string_agg(origin || ':' || (data).id, ',' ORDER BY (data).id)
 		FROM source_writes.blame(NULL::t) WHERE (data).id IN (1, 12)}),
 	'user:1,user:12', 'and blame() the rows');
+
+SwTest::run_client('psql of the dump of old storage, left alone',
+	'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('completed'), '-f', "$dump.old");
+ok($node->poll_query_until('completed', $history_columns,
+	'id,note,$batch,$retracted,$part,$pos,$delivery'),
+	'the supervisor gives the storage the columns');
+$node->safe_psql('completed', q{UPDATE t SET note = 'later' WHERE id = 5; DELETE FROM t WHERE id = 6});
+is($node->safe_psql('completed', q{SELECT string_agg((data).note || ':' || (valid_to IS NULL), ','
+		ORDER BY valid_from, valid_to) FROM source_writes.history(NULL::t) WHERE (data).id IN (5, 6)}),
+	'row 5:false,row 6:false,later:true', 'and its rows are edited and read');
 
 done_testing();

@@ -1,0 +1,997 @@
+/*-------------------------------------------------------------------------
+ *
+ * moves.c
+ *		  Moving a source table with its log: the SQL functions export()
+ *		  and import()
+ *
+ * export() writes a source's retained log (its batches, and its rows with
+ * the batches that added and retracted them and where they came from),
+ * its frontiers, its Kafka offsets and its deliveries' idempotency keys as
+ * lines of JSON, in the format of doc/moves.md; COPY streams them.
+ * import() reads such lines from a table into an empty source of the same
+ * columns: new batch ids, the same timestamps.  A fenced export marks the
+ * source moved, so that it takes no more writes.  See doc/internals.md,
+ * "Reading the log" (Functions).
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/fdw/moves.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "fdw/fdw.h"
+#include "log/log.h"
+
+/* the version of the format that export() writes and import() reads */
+#define SW_EXPORT_FORMAT	"source_writes export"
+#define SW_EXPORT_VERSION	1
+
+/* ---------------------------------------------------------------------
+ * export()
+ * ---------------------------------------------------------------------
+ */
+
+/* what export() is writing */
+typedef struct Export
+{
+	ReturnSetInfo *rsinfo;
+	StringInfoData line;
+	TupleDesc	desc;			/* the table's */
+	FmgrInfo   *out;			/* its columns' output functions */
+	int64		nbatches;
+	int64		nrows;
+	int64		nprogress;
+	int64		ndeliveries;
+} Export;
+
+/* one line of the export */
+static void
+put_line(Export *ex)
+{
+	Datum		value = PointerGetDatum(cstring_to_text_with_len(ex->line.data, ex->line.len));
+	bool		isnull = false;
+
+	tuplestore_putvalues(ex->rsinfo->setResult, ex->rsinfo->setDesc, &value, &isnull);
+	pfree(DatumGetPointer(value));
+	resetStringInfo(&ex->line);
+}
+
+/* "name": value, for numbers */
+static void
+put_int(StringInfo s, const char *name, int64 value, bool isnull)
+{
+	appendStringInfo(s, ", \"%s\": ", name);
+	if (isnull)
+		appendStringInfoString(s, "null");
+	else
+		appendStringInfo(s, INT64_FORMAT, value);
+}
+
+/* "name": "value", for strings */
+static void
+put_string(StringInfo s, const char *name, const char *value)
+{
+	appendStringInfo(s, ", \"%s\": ", name);
+	if (value == NULL)
+		appendStringInfoString(s, "null");
+	else
+		escape_json(s, value);
+}
+
+/* the header: what the export is of */
+static void
+put_header(Export *ex, Relation ftrel, const SwSource *source,
+		   const SwFrontiers *frontiers)
+{
+	StringInfo	s = &ex->line;
+	bool		first = true;
+
+	appendStringInfo(s, "{\"format\": \"%s\", \"version\": %d", SW_EXPORT_FORMAT,
+					 SW_EXPORT_VERSION);
+	put_string(s, "kind", source->kind == SW_KIND_WEBHOOK ? "webhook" : "kafka");
+	put_string(s, "table", RelationGetRelationName(ftrel));
+	put_int(s, "since", frontiers->since, false);
+	put_int(s, "upper", frontiers->upper, false);
+	appendStringInfoString(s, ", \"columns\": [");
+	for (int i = 0; i < ex->desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(ex->desc, i);
+
+		if (att->attisdropped)
+			continue;
+		appendStringInfoString(s, first ? "[" : ", [");
+		escape_json(s, NameStr(att->attname));
+		appendStringInfoString(s, ", ");
+		escape_json(s, format_type_with_typemod(att->atttypid, att->atttypmod));
+		appendStringInfoChar(s, ']');
+		first = false;
+	}
+	appendStringInfoString(s, "]}");
+	put_line(ex);
+}
+
+/* a batch: its id in the export, its timestamp, origin and role */
+static void
+put_batch(Export *ex, const SwBatch *batch)
+{
+	StringInfo	s = &ex->line;
+
+	appendStringInfo(s, "{\"batch\": " INT64_FORMAT, batch->batch);
+	put_int(s, "ts", batch->ts, false);
+	put_string(s, "origin", sw_origin_name(batch->origin));
+	put_string(s, "role", NameStr(batch->role));
+	appendStringInfoChar(s, '}');
+	put_line(ex);
+	ex->nbatches++;
+}
+
+/* a batch id of a row, or null for one the export has not (folded) */
+static void
+put_row_batch(StringInfo s, const char *name, SwLogWhen when, const SwBatch *batch)
+{
+	put_int(s, name, batch ? batch->batch : 0, when != SW_LOG_IN || batch == NULL);
+}
+
+/* a column of ours of a hidden row */
+static Datum
+meta_of(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
+{
+	if (attnum == InvalidAttrNumber)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	return slot_getattr(hidden, attnum, isnull);
+}
+
+/*
+ * A row version: the batches that added it (null: before since) and
+ * retracted it (null: it is current), where it came from, and its
+ * columns by name, as their types' text.
+ */
+static void
+put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
+		const SwLogRow *row, Datum *values, bool *isnull)
+{
+	StringInfo	s = &ex->line;
+	bool		null;
+	Datum		d;
+	bool		first = true;
+
+	appendStringInfoString(s, "{\"row\": true");
+	put_row_batch(s, "added", row->added, row->added_batch);
+	put_row_batch(s, "retracted", row->retracted, row->retracted_batch);
+	d = meta_of(hidden, layout->part, &null);
+	put_int(s, "part", null ? 0 : DatumGetInt32(d), null);
+	d = meta_of(hidden, layout->pos, &null);
+	put_int(s, "pos", null ? 0 : DatumGetInt64(d), null);
+	d = meta_of(hidden, layout->delivery, &null);
+	put_string(s, "delivery", null ? NULL : TextDatumGetCString(d));
+
+	slot_getallattrs(hidden);
+	sw_from_hidden(layout, ex->desc->natts, hidden->tts_values, hidden->tts_isnull,
+				   values, isnull);
+	appendStringInfoString(s, ", \"data\": {");
+	for (int i = 0; i < ex->desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(ex->desc, i);
+
+		if (att->attisdropped)
+			continue;
+		if (!first)
+			appendStringInfoString(s, ", ");
+		escape_json(s, NameStr(att->attname));
+		appendStringInfoString(s, ": ");
+		if (isnull[i])
+			appendStringInfoString(s, "null");
+		else
+			escape_json(s, OutputFunctionCall(&ex->out[i], values[i]));
+		first = false;
+	}
+	appendStringInfoString(s, "}}");
+	put_line(ex);
+	ex->nrows++;
+}
+
+/* where a Kafka source's partitions go on */
+static void
+put_progress(Export *ex, const SwProgress *p)
+{
+	StringInfo	s = &ex->line;
+
+	appendStringInfo(s, "{\"progress\": %d", p->part);
+	put_int(s, "next_offset", p->next_offset, false);
+	put_string(s, "topic", p->topic);
+	put_string(s, "cluster_id", p->cluster_id);
+	put_int(s, "lost", p->lost, false);
+	put_string(s, "stopped", p->stopped);
+	appendStringInfoChar(s, '}');
+	put_line(ex);
+	ex->nprogress++;
+}
+
+/* a kept idempotency key of a webhook source */
+static void
+put_delivery(Export *ex, const SwDelivery *d)
+{
+	StringInfo	s = &ex->line;
+
+	appendStringInfoString(s, "{\"delivery\": ");
+	escape_json(s, d->key);
+	put_int(s, "ts", d->ts, false);
+	appendStringInfoString(s, ", \"body_sha256\": \"");
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		appendStringInfo(s, "%02x", d->body_sha256[i]);
+	appendStringInfoChar(s, '"');
+	put_int(s, "rows", d->rows, false);
+	appendStringInfoChar(s, '}');
+	put_line(ex);
+	ex->ndeliveries++;
+}
+
+PG_FUNCTION_INFO_V1(source_writes_export);
+
+/*
+ * export(source regclass, fence boolean DEFAULT false) -> SETOF text
+ *
+ * The retained log of a source, its frontiers, offsets and idempotency
+ * keys, as lines of the format of doc/moves.md: a header, the batches,
+ * the row versions, the progress of partitions, the deliveries' keys, and
+ * an end that counts them (an export without it was cut short).  It needs
+ * the right to read the table.  With fence, which needs its ownership, the
+ * source is marked moved as the caller's transaction commits: writers wait
+ * for the export, and from then on are refused.  The export then reads
+ * with a snapshot taken once every writer is out, so that it has every
+ * batch the source will ever have.
+ */
+Datum
+source_writes_export(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+	Export		ex = {0};
+	SwSource	source;
+	SwFrontiers frontiers;
+	Relation	ftrel;
+	Relation	current;
+	Relation	history;
+	Snapshot	snapshot;
+	SwBatchMap *map;
+	SwLogScan	ls;
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
+	TupleTableSlot *hidden;
+	const SwLayout *layout;
+	SwLogRow	row;
+	Datum	   *values;
+	bool	   *isnull;
+	MemoryContext row_cxt;
+	ListCell   *lc;
+
+	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
+	sw_source_resolve(relid, &source, true);
+	if (fence)
+	{
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
+						   get_rel_name(relid));
+		PreventCommandIfReadOnly("export(..., fence => true)");
+		if (source.moved)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("source table \"%s\" was moved already", get_rel_name(relid))));
+	}
+
+	/* fenced: no writer is in, none gets in until the commit */
+	ftrel = relation_open(relid, fence ? ShareRowExclusiveLock : AccessShareLock);
+	snapshot = fence ? RegisterSnapshot(GetLatestSnapshot()) :
+		RegisterSnapshot(GetActiveSnapshot());
+	if (!sw_catalog_frontiers(relid, snapshot, &frontiers))
+		elog(ERROR, "source table \"%s\" has no catalog row", RelationGetRelationName(ftrel));
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ex.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	initStringInfo(&ex.line);
+	ex.desc = RelationGetDescr(ftrel);
+	ex.out = palloc0(sizeof(FmgrInfo) * Max(ex.desc->natts, 1));
+	for (int i = 0; i < ex.desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(ex.desc, i);
+		Oid			func;
+		bool		varlena;
+
+		if (att->attisdropped)
+			continue;
+		getTypeOutputInfo(att->atttypid, &func, &varlena);
+		fmgr_info(func, &ex.out[i]);
+	}
+	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
+	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
+	put_header(&ex, ftrel, &source, &frontiers);
+
+	/* the batches of the retained log */
+	map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
+	hash_seq_init(&status, map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+		put_batch(&ex, batch);
+
+	/* the row versions in it */
+	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
+									ALLOCSET_DEFAULT_SIZES);
+	current = table_open(source.current_rel, AccessShareLock);
+	history = table_open(source.history_rel, AccessShareLock);
+	sw_log_begin_scan(&ls, ftrel, current, history, snapshot, map);
+	while ((hidden = sw_log_next(&ls, &layout, &row)) != NULL)
+	{
+		MemoryContext old;
+
+		/* retracted before since (compaction's to delete), or not stamped */
+		if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
+			continue;
+		old = MemoryContextSwitchTo(row_cxt);
+		put_row(&ex, hidden, layout, &row, values, isnull);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+	}
+	sw_log_end_scan(&ls);
+	table_close(history, AccessShareLock);
+	table_close(current, AccessShareLock);
+
+	/* where ingestion goes on, and what it must not write again */
+	if (source.kind == SW_KIND_KAFKA)
+		foreach(lc, sw_catalog_progress(relid))
+			put_progress(&ex, lfirst(lc));
+	else
+		foreach(lc, sw_deliveries_of(relid, snapshot))
+			put_delivery(&ex, lfirst(lc));
+
+	appendStringInfoString(&ex.line, "{\"end\": true");
+	put_int(&ex.line, "batches", ex.nbatches, false);
+	put_int(&ex.line, "rows", ex.nrows, false);
+	put_int(&ex.line, "progress", ex.nprogress, false);
+	put_int(&ex.line, "deliveries", ex.ndeliveries, false);
+	appendStringInfoChar(&ex.line, '}');
+	put_line(&ex);
+
+	if (fence)
+		sw_catalog_set_moved(relid);
+	UnregisterSnapshot(snapshot);
+	MemoryContextDelete(row_cxt);
+	relation_close(ftrel, NoLock);
+	return (Datum) 0;
+}
+
+/* ---------------------------------------------------------------------
+ * import()
+ * ---------------------------------------------------------------------
+ */
+
+/* an exported batch, by its id in the export */
+typedef struct ImportedBatch
+{
+	int64		exported;		/* hash key */
+	int64		batch;			/* its id here */
+} ImportedBatch;
+
+/* what import() is reading, and writing */
+typedef struct Import
+{
+	Relation	ftrel;
+	SwSource	source;
+	MemoryContext cxt;			/* the function's */
+	const char *lines;			/* the table of lines, as named */
+	Jsonb	   *header;
+	Jsonb	   *end;
+	HTAB	   *batches;
+	int64		folded;			/* the id of rows added before since */
+	int64		nrows;
+	int64		nprogress;
+	int64		ndeliveries;
+	int64		line;			/* the line being read, from 1 */
+
+	/* writing the rows */
+	EState	   *estate;
+	ResultRelInfo *rri[2];		/* current, history */
+	TupleTableSlot *slot[2];
+	SwLayout	layout[2];
+	BulkInsertState bistate[2];
+	FmgrInfo   *in;				/* the table's columns' input functions */
+	Oid		   *ioparams;
+	Datum	   *values;
+	bool	   *isnull;
+} Import;
+
+/* the export is not one import() takes: say where */
+static void
+bad_export(Import *im, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the export in \"%s\" cannot be imported", im->lines),
+			 im->line > 0 ? errdetail("At line %lld: %s", (long long) im->line, detail) :
+			 errdetail("%s", detail)));
+}
+
+/* a field of a JSON object, or NULL if it has none (or a JSON null) */
+static JsonbValue *
+field(Jsonb *j, const char *name, JsonbValue *v)
+{
+	if (!JB_ROOT_IS_OBJECT(j) ||
+		getKeyJsonValueFromContainer(&j->root, name, strlen(name), v) == NULL ||
+		v->type == jbvNull)
+		return NULL;
+	return v;
+}
+
+/* a number field that must be an integer */
+static bool
+int_field(Import *im, Jsonb *j, const char *name, int64 *value)
+{
+	JsonbValue	v;
+	bool		error = false;
+
+	if (field(j, name, &v) == NULL)
+		return false;
+	if (v.type != jbvNumeric)
+		bad_export(im, psprintf("\"%s\" is not a number.", name));
+	*value = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
+	(void) error;
+	return true;
+}
+
+/* a string field, or NULL */
+static char *
+text_field(Import *im, Jsonb *j, const char *name)
+{
+	JsonbValue	v;
+
+	if (field(j, name, &v) == NULL)
+		return NULL;
+	if (v.type != jbvString)
+		bad_export(im, psprintf("\"%s\" is not a string.", name));
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+/*
+ * Read the lines: run fn on each, as JSON, in the order the table gives
+ * them (each line says what it is: the order does not matter).
+ */
+static void
+read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
+{
+	Portal		portal;
+	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												   "source_writes import line",
+												   ALLOCSET_DEFAULT_SIZES);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
+									   0, NULL, NULL, NULL, true, 0);
+	im->line = 0;
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 1000);
+		if (SPI_processed == 0)
+			break;
+		if (SPI_tuptable->tupdesc->natts < 1 ||
+			getBaseType(TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid) != TEXTOID)
+			bad_export(im, "The lines must be the table's first column, of type text.");
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+										  &isnull);
+			MemoryContext old;
+			Jsonb	   *j;
+
+			CHECK_FOR_INTERRUPTS();
+			im->line++;
+			if (isnull)
+				continue;
+			old = MemoryContextSwitchTo(line_cxt);
+			j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+												   CStringGetDatum(TextDatumGetCString(d))));
+			if (!JB_ROOT_IS_OBJECT(j))
+				bad_export(im, "A line is a JSON object.");
+			fn(im, j);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(line_cxt);
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	im->line = 0;
+	MemoryContextDelete(line_cxt);
+}
+
+/* the export's columns must be the table's, by name and type */
+static void
+check_columns(Import *im)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	JsonbValue	v;
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	int			n = 0;
+	int			live = 0;
+
+	if (field(im->header, "columns", &v) == NULL || v.type != jbvBinary)
+		bad_export(im, "The header has no \"columns\".");
+	for (int i = 0; i < desc->natts; i++)
+		live += !TupleDescAttr(desc, i)->attisdropped;
+	it = JsonbIteratorInit(v.val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		Jsonb	   *pair;
+		JsonbValue	name;
+		JsonbValue	type;
+		char	   *colname;
+		AttrNumber	attnum;
+		Form_pg_attribute att;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvBinary)
+			bad_export(im, "A column of the header is not a [name, type] pair.");
+		pair = JsonbValueToJsonb(&v);
+		if (!JB_ROOT_IS_ARRAY(pair) || JB_ROOT_COUNT(pair) != 2 ||
+			getIthJsonbValueFromContainer(&pair->root, 0)->type != jbvString ||
+			getIthJsonbValueFromContainer(&pair->root, 1)->type != jbvString)
+			bad_export(im, "A column of the header is not a [name, type] pair.");
+		name = *getIthJsonbValueFromContainer(&pair->root, 0);
+		type = *getIthJsonbValueFromContainer(&pair->root, 1);
+		colname = pnstrdup(name.val.string.val, name.val.string.len);
+		attnum = get_attnum(RelationGetRelid(im->ftrel), colname);
+		if (attnum <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("the export has a column \"%s\" that source table \"%s\" has not",
+							colname, RelationGetRelationName(im->ftrel)),
+					 errhint("Import into a table of the same columns as the one exported.")));
+		att = TupleDescAttr(desc, attnum - 1);
+		if (strlen(format_type_with_typemod(att->atttypid, att->atttypmod)) != type.val.string.len ||
+			strncmp(format_type_with_typemod(att->atttypid, att->atttypmod),
+					type.val.string.val, type.val.string.len) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of the export is of type %s, but of type %s in source table \"%s\"",
+							colname, pnstrdup(type.val.string.val, type.val.string.len),
+							format_type_with_typemod(att->atttypid, att->atttypmod),
+							RelationGetRelationName(im->ftrel)),
+					 errhint("Import into a table of the same columns as the one exported.")));
+		n++;
+	}
+	if (n != live)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source table \"%s\" has columns that the export has not",
+						RelationGetRelationName(im->ftrel)),
+				 errhint("Import into a table of the same columns as the one exported.")));
+}
+
+/* pass 1: the header, the end, and the batches, which get ids here */
+static void
+read_batches(Import *im, Jsonb *j)
+{
+	JsonbValue	v;
+	int64		id;
+	int64		ts;
+	char	   *origin;
+	char	   *role;
+	SwBatch		batch = {0};
+	SwBlockRanges unknown[2];
+	ImportedBatch *ib;
+	bool		found;
+
+	if (field(j, "format", &v) || field(j, "end", &v))
+	{
+		Jsonb	  **kept = field(j, "format", &v) ? &im->header : &im->end;
+		MemoryContext old;
+
+		if (*kept)
+			bad_export(im, kept == &im->header ? "It has two headers." : "It has two ends.");
+		old = MemoryContextSwitchTo(im->cxt);
+		*kept = DatumGetJsonbPCopy(JsonbPGetDatum(j));
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	if (!int_field(im, j, "batch", &id))
+		return;
+	if (!int_field(im, j, "ts", &ts) || (origin = text_field(im, j, "origin")) == NULL)
+		bad_export(im, "A batch has a \"ts\" and an \"origin\".");
+	role = text_field(im, j, "role");
+	ib = hash_search(im->batches, &id, HASH_ENTER, &found);
+	if (found)
+		bad_export(im, psprintf("Batch " INT64_FORMAT " is there twice.", id));
+	ib->batch = sw_catalog_new_batch_id();
+	batch.batch = ib->batch;
+	batch.ts = ts;
+	batch.origin = sw_origin_of(origin);
+	namestrcpy(&batch.role, role ? role : "");
+	/* where its rows are is not known: readers read the whole table */
+	unknown[0].n = unknown[1].n = -1;
+	sw_catalog_insert_batch(RelationGetRelid(im->ftrel), &batch, 0, NULL, unknown);
+}
+
+/* a row's batch, by its id in the export */
+static int64
+imported_batch(Import *im, Jsonb *j, const char *name, bool *isnull)
+{
+	int64		id;
+	ImportedBatch *ib;
+
+	*isnull = !int_field(im, j, name, &id);
+	if (*isnull)
+		return 0;
+	ib = hash_search(im->batches, &id, HASH_FIND, NULL);
+	if (ib == NULL)
+		bad_export(im, psprintf("A row names batch " INT64_FORMAT ", which it has not.", id));
+	return ib->batch;
+}
+
+static void read_row(Import *im, Jsonb *j);
+
+/* pass 2: the rows, the progress of partitions, the deliveries' keys */
+static void
+read_rows(Import *im, Jsonb *j)
+{
+	JsonbValue	v;
+
+	if (field(j, "format", &v) || field(j, "end", &v))
+		return;					/* the header and the end: read */
+	if (field(j, "row", &v))
+	{
+		read_row(im, j);
+		return;
+	}
+	if (field(j, "progress", &v))
+	{
+		int64		part;
+		SwProgress	p = {0};
+
+		if (im->source.kind != SW_KIND_KAFKA)
+			bad_export(im, "Only Kafka sources have offsets.");
+		(void) int_field(im, j, "progress", &part);
+		if (!int_field(im, j, "next_offset", &p.next_offset))
+			bad_export(im, "A partition's progress has a \"next_offset\".");
+		p.part = (int32) part;
+		p.topic = text_field(im, j, "topic");
+		p.cluster_id = text_field(im, j, "cluster_id");
+		(void) int_field(im, j, "lost", &p.lost);
+		p.stopped = text_field(im, j, "stopped");
+		sw_catalog_start_progress(RelationGetRelid(im->ftrel), p.part, p.next_offset,
+								  p.topic, p.cluster_id);
+		(void) sw_catalog_set_progress(RelationGetRelid(im->ftrel), &p);
+		im->nprogress++;
+		return;
+	}
+	if (field(j, "delivery", &v))
+	{
+		char	   *key = text_field(im, j, "delivery");
+		char	   *hex = text_field(im, j, "body_sha256");
+		uint8		hash[PG_SHA256_DIGEST_LENGTH];
+		int64		ts;
+		int64		rows;
+
+		if (im->source.kind != SW_KIND_WEBHOOK)
+			bad_export(im, "Only webhook sources keep deliveries' keys.");
+		if (!int_field(im, j, "ts", &ts) || !int_field(im, j, "rows", &rows) ||
+			hex == NULL || strlen(hex) != 2 * PG_SHA256_DIGEST_LENGTH ||
+			hex_decode(hex, 2 * PG_SHA256_DIGEST_LENGTH, (char *) hash) != PG_SHA256_DIGEST_LENGTH)
+			bad_export(im, "A delivery has a \"ts\", \"rows\" and a \"body_sha256\" of 64 hex digits.");
+		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, (int32) rows);
+		im->ndeliveries++;
+	}
+}
+
+/*
+ * A row version: into the current heap or the history, with its batches
+ * (by their ids here), where it came from, and its columns by name.
+ */
+static void
+read_row(Import *im, Jsonb *j)
+{
+	JsonbValue	v;
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	int64		value;
+	bool		added_null;
+	bool		retracted_null;
+	int64		added;
+	int64		retracted;
+	int			heap;
+	SwLayout   *layout;
+	TupleTableSlot *slot;
+	Jsonb	   *data;
+
+	added = imported_batch(im, j, "added", &added_null);
+	retracted = imported_batch(im, j, "retracted", &retracted_null);
+	if (added_null)
+		added = im->folded;
+	heap = retracted_null ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
+	layout = &im->layout[heap];
+	slot = im->slot[heap];
+	if (field(j, "data", &v) == NULL || v.type != jbvBinary)
+		bad_export(im, "A row has its columns in \"data\".");
+	data = JsonbValueToJsonb(&v);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		char	   *text = NULL;
+
+		im->isnull[i] = true;
+		im->values[i] = (Datum) 0;
+		if (att->attisdropped)
+			continue;
+		if (field(data, NameStr(att->attname), &v))
+		{
+			if (v.type != jbvString)
+				bad_export(im, psprintf("Column \"%s\" of a row is not a string.",
+										NameStr(att->attname)));
+			text = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+		im->values[i] = InputFunctionCall(&im->in[i], text, im->ioparams[i], att->atttypmod);
+		im->isnull[i] = text == NULL;
+	}
+
+	ExecClearTuple(slot);
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+		slot->tts_isnull[i] = true;
+	sw_to_hidden(layout, desc->natts, im->values, im->isnull,
+				 slot->tts_values, slot->tts_isnull);
+	slot->tts_values[layout->batch - 1] = Int64GetDatum(added);
+	slot->tts_isnull[layout->batch - 1] = false;
+	if (heap == SW_HISTORY_HEAP)
+	{
+		slot->tts_values[layout->retracted - 1] = Int64GetDatum(retracted);
+		slot->tts_isnull[layout->retracted - 1] = false;
+	}
+	if (layout->part && int_field(im, j, "part", &value))
+	{
+		slot->tts_values[layout->part - 1] = Int32GetDatum((int32) value);
+		slot->tts_isnull[layout->part - 1] = false;
+	}
+	if (layout->pos && int_field(im, j, "pos", &value))
+	{
+		slot->tts_values[layout->pos - 1] = Int64GetDatum(value);
+		slot->tts_isnull[layout->pos - 1] = false;
+	}
+	if (layout->delivery)
+	{
+		char	   *key = text_field(im, j, "delivery");
+
+		if (key)
+		{
+			slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(key);
+			slot->tts_isnull[layout->delivery - 1] = false;
+		}
+	}
+	ExecStoreVirtualTuple(slot);
+	table_tuple_insert(im->rri[heap]->ri_RelationDesc, slot,
+					   im->estate->es_output_cid, 0, im->bistate[heap]);
+	if (im->rri[heap]->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(im->rri[heap], slot, im->estate,
+										false, false, NULL, NIL));
+	ResetPerTupleExprContext(im->estate);
+	im->nrows++;
+}
+
+/* a count of the end must be what was read */
+static void
+check_count(Import *im, const char *name, int64 read)
+{
+	int64		said;
+
+	if (!int_field(im, im->end, name, &said) || said != read)
+		bad_export(im, psprintf("Its end counts " INT64_FORMAT " %s, and it has " INT64_FORMAT ".",
+								said, name, read));
+}
+
+/* is a source empty of rows, batches, offsets and keys? */
+static bool
+source_is_empty(Import *im, Snapshot snapshot)
+{
+	Oid			relid = RelationGetRelid(im->ftrel);
+	bool		empty = true;
+	SwBatchMap *map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
+
+	empty = hash_get_num_entries(map->batches) == 0 &&
+		sw_catalog_progress(relid) == NIL &&
+		sw_deliveries_of(relid, snapshot) == NIL;
+	for (int i = 0; i < 2 && empty; i++)
+	{
+		Relation	rel = table_open(i == 0 ? im->source.current_rel : im->source.history_rel,
+									 AccessShareLock);
+		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+		TupleTableSlot *slot = table_slot_create(rel, NULL);
+
+		empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+		ExecDropSingleTupleTableSlot(slot);
+		table_endscan(scan);
+		table_close(rel, AccessShareLock);
+	}
+	return empty;
+}
+
+/* open a hidden heap and its indexes for writing rows */
+static void
+open_heap(Import *im, int heap, Oid relid)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+
+	sw_storage_layout(im->ftrel, rel, &im->layout[heap]);
+	im->rri[heap] = makeNode(ResultRelInfo);
+	InitResultRelInfo(im->rri[heap], rel, 0, NULL, 0);
+	ExecOpenIndices(im->rri[heap], false);
+	im->slot[heap] = table_slot_create(rel, NULL);
+	im->bistate[heap] = GetBulkInsertState();
+}
+
+static void
+close_heap(Import *im, int heap)
+{
+	Relation	rel = im->rri[heap]->ri_RelationDesc;
+
+	FreeBulkInsertState(im->bistate[heap]);
+	ExecDropSingleTupleTableSlot(im->slot[heap]);
+	ExecCloseIndices(im->rri[heap]);
+	table_close(rel, NoLock);
+}
+
+PG_FUNCTION_INFO_V1(source_writes_import);
+
+/*
+ * import(source regclass, lines regclass) -> bigint
+ *
+ * Load an export (the lines of export(), in the first column of the table
+ * lines, in any order) into a source table that is empty: no rows, no
+ * batches, no offsets, no kept keys, and of the same columns.  The batches
+ * keep their timestamps, origins and roles and get new ids; the rows keep
+ * their batches and where they came from; the Kafka offsets and webhook
+ * keys are kept, so that ingestion goes on exactly once; the table's since
+ * is the export's.  It needs the ownership of the table, and writers wait
+ * until the caller's transaction ends.  An export cut short (without its
+ * end, or with fewer lines than the end counts), of another format version
+ * or of other columns is refused, and nothing is written.  Returns the
+ * rows imported.
+ */
+Datum
+source_writes_import(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Oid			lines = PG_GETARG_OID(1);
+	Import		im = {0};
+	HASHCTL		ctl;
+	int64		version;
+	int64		since;
+	char	   *kind;
+	Snapshot	snapshot;
+	TupleDesc	desc;
+	SwFrontiers frontiers;
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+	sw_source_resolve(relid, &im.source, true);
+	PreventCommandIfReadOnly("import()");
+	im.cxt = CurrentMemoryContext;
+	im.lines = get_rel_name(lines) ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(lines)),
+																get_rel_name(lines)) : NULL;
+	if (im.lines == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", lines)));
+
+	/* keep writers out until we commit, and find the table empty */
+	im.ftrel = relation_open(relid, ShareRowExclusiveLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (!source_is_empty(&im, snapshot))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" is not empty", get_rel_name(relid)),
+				 errdetail("An export is imported into a source table without rows, batches, offsets or kept idempotency keys."),
+				 errhint("Create a new source table of the same columns, and import into it.")));
+	UnregisterSnapshot(snapshot);
+
+	/* pass 1: the header, the end, the batches */
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ImportedBatch);
+	ctl.hcxt = CurrentMemoryContext;
+	im.batches = hash_create("source_writes imported batches", 1024, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	read_lines(&im, read_batches);
+	if (im.header == NULL)
+		bad_export(&im, "It has no header: it is not an export of source_writes.");
+	if ((kind = text_field(&im, im.header, "format")) == NULL ||
+		strcmp(kind, SW_EXPORT_FORMAT) != 0)
+		bad_export(&im, "Its header is not that of an export of source_writes.");
+	if (!int_field(&im, im.header, "version", &version) || version > SW_EXPORT_VERSION ||
+		version < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the export in \"%s\" is of format version " INT64_FORMAT,
+						im.lines, version),
+				 errdetail("This version of source_writes imports format version %d.",
+						   SW_EXPORT_VERSION),
+				 errhint("Import it with the version of source_writes that exported it, or a later one.")));
+	kind = text_field(&im, im.header, "kind");
+	if (kind == NULL ||
+		strcmp(kind, im.source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("the export is of a %s source, and \"%s\" is a %s source",
+						kind ? kind : "unknown", get_rel_name(relid),
+						im.source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka")));
+	check_columns(&im);
+	if (im.end == NULL)
+		bad_export(&im, "It has no end: it was cut short.");
+	check_count(&im, "batches", hash_get_num_entries(im.batches));
+	if (!int_field(&im, im.header, "since", &since))
+		bad_export(&im, "Its header has no \"since\".");
+
+	/* pass 2: the rows, offsets and keys */
+	desc = RelationGetDescr(im.ftrel);
+	im.in = palloc0(sizeof(FmgrInfo) * Max(desc->natts, 1));
+	im.ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
+	im.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	im.isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		Oid			func;
+
+		if (att->attisdropped)
+			continue;
+		getTypeInputInfo(att->atttypid, &func, &im.ioparams[i]);
+		fmgr_info(func, &im.in[i]);
+	}
+	im.folded = sw_catalog_new_batch_id();
+	im.estate = CreateExecutorState();
+	im.estate->es_output_cid = GetCurrentCommandId(true);
+	open_heap(&im, SW_CURRENT_HEAP, im.source.current_rel);
+	open_heap(&im, SW_HISTORY_HEAP, im.source.history_rel);
+	read_lines(&im, read_rows);
+	close_heap(&im, SW_CURRENT_HEAP);
+	close_heap(&im, SW_HISTORY_HEAP);
+	FreeExecutorState(im.estate);
+	check_count(&im, "rows", im.nrows);
+	check_count(&im, "progress", im.nprogress);
+	check_count(&im, "deliveries", im.ndeliveries);
+
+	/* readable from the export's since, with the table's retention */
+	if (sw_catalog_stored_frontiers(relid, &frontiers) && since < frontiers.since)
+		sw_catalog_set_since(relid, since, frontiers.retain);
+	CommandCounterIncrement();
+	CacheInvalidateRelcacheByRelid(relid);
+	relation_close(im.ftrel, NoLock);
+	PG_RETURN_INT64(im.nrows);
+}

@@ -1,0 +1,172 @@
+# Moving sources to another cluster with their logs: export() piped into
+# import() with psql, as doc/moves.md shows.  The moved sources have the
+# same log (updates()), frontiers, positions and kept keys; the Kafka
+# source goes on from the exported offsets exactly once, also when the
+# move is made while messages come; a webhook delivery repeated after the
+# move writes nothing; the old sources are fenced.  Bad exports are
+# refused and write nothing.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $broker = SwTest::broker(topics => [ 'ev:2' ]);
+my $port_a = PostgreSQL::Test::Cluster::get_free_port();
+my $a = SwTest::node('from', conf => "source_writes.webhook_listen = '127.0.0.1:$port_a'\n");
+my $port_b = PostgreSQL::Test::Cluster::get_free_port();
+my $b = SwTest::node('to', conf => "source_writes.webhook_listen = '127.0.0.1:$port_b'\n");
+
+sub sql_a { return $a->safe_psql('postgres', $_[0]); }
+sub sql_b { return $b->safe_psql('postgres', $_[0]); }
+
+sub post
+{
+	my ($port, $key, $body) = @_;
+	my ($out) = run_command([ 'curl', '-s', '-X', 'POST', '-o', '-', '-w', ' %{http_code}',
+		"http://127.0.0.1:$port/postgres/public/pay", '--data-binary', $body,
+		'-H', 'Content-Type: application/json', '-H', "Idempotency-Key: $key" ]);
+	$out =~ s/\n//g;
+	my ($text, $status) = $out =~ /^(.*) (\d+)$/s;
+	return "$status $text";
+}
+
+sub produce { SwTest::produce($broker, 'ev', map { qq(\t{"id": $_, "v": "e$_"}) } @_); }
+
+my $servers = qq{
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
+	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE ROLE editor};
+my %create = (
+	ev => q{CREATE FOREIGN TABLE ev (id int, v text) SERVER k OPTIONS (topic 'ev')},
+	pay => q{CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
+	  OPTIONS (idempotency_header 'Idempotency-Key')});
+sql_a($servers);
+sql_a("$create{ev}; $create{pay}; GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor");
+
+# a history on the old cluster: messages, deliveries, people's edits
+produce(1 .. 100);
+sql_a(q{SELECT source_writes.wait_for('ev')});
+ok($a->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_writes.sources
+	WHERE source = 'pay'::regclass}), 'the old webhook server listens');
+is(post($port_a, "k$_", qq({"id": $_, "note": "n$_"})), '200 1 row', "delivery k$_") for 1 .. 5;
+sql_a(q{SET ROLE editor;
+	UPDATE ev SET v = 'fixed' WHERE id = 7;
+	DELETE FROM ev WHERE id = 8;
+	INSERT INTO ev VALUES (1000, 'typed');
+	UPDATE pay SET note = 'fixed' WHERE id = 2});
+
+# the log of a source, as text, to compare across clusters
+my $log = q{SELECT string_agg(ts || ' ' || diff || ' ' || origin || ' ' || coalesce(role::text, '-')
+	|| ' ' || data::text, E'\n' ORDER BY ts, diff, data::text) FROM source_writes.updates(NULL::%s)};
+my $blame = q{SELECT string_agg(coalesce(ts::text, '-') || ' ' || origin || ' ' || coalesce("partition"::text, '-')
+	|| ' ' || coalesce("offset"::text, '-') || ' ' || coalesce(delivery, '-') || ' '
+	|| coalesce(received_at::text, '-') || ' ' || data::text, E'\n' ORDER BY data::text)
+	FROM source_writes.blame(NULL::%s)};
+my $frontiers = q{SELECT since || ' ' || upper FROM source_writes.frontiers('%s')};
+
+# the move, messages coming meanwhile: the new table is created in the
+# transaction that imports into it, so that its worker starts from the
+# imported offsets
+sql_b($servers);
+my $producer = IPC::Run::start([ 'bash', '-c', join('; ',
+	map { my $s = 100 + 10 * $_ + 1;
+		qq(for i in \$(seq $s @{[$s + 9]}); do printf '\\t{"id": %d, "v": "e%d"}\\n' \$i \$i; done)
+		  . qq( | kcat -P -b $broker->{bootstrap} -t ev -K '\\t' -Z) } 0 .. 19) ]);
+sub move
+{
+	my ($table) = @_;
+	my $pipe = sprintf(q{psql -X -d '%s' -c "\\copy (SELECT * FROM source_writes.export('%s', fence => true)) TO STDOUT" | psql -X -At -1 -v ON_ERROR_STOP=1 -d '%s' -c "%s" -c "CREATE TEMP TABLE lines (line text)" -c "\\copy lines FROM STDIN" -c "SELECT 'imported ' || source_writes.import('%s', 'lines')" -c "SELECT 'frontiers ' || since || ' ' || upper FROM source_writes.frontiers('%s')" -c "%s"},
+		$a->connstr('postgres'), $table, $b->connstr('postgres'), $create{$table}, $table, $table,
+		"SELECT 'progress ' || coalesce(string_agg(part || ':' || next_offset || ':' || topic, ' ' ORDER BY part), '') FROM source_writes.progress");
+	my ($out, $err) = run_command([ 'bash', '-c', "set -o pipefail; $pipe" ]);
+	return ($out, $err);
+}
+my ($out, $err) = move('ev');
+like($out, qr/^imported \d+$/m, 'the Kafka source moves through a pipe') or diag($err);
+my ($ev_frontiers) = $out =~ /^frontiers (.*)$/m;
+my ($ev_progress) = $out =~ /^progress (.*)$/m;
+$producer->finish;
+($out, $err) = move('pay');
+like($out, qr/^imported 6$/m, 'so does the webhook source: five deliveries, one edited')
+  or diag($err);
+my ($pay_frontiers) = $out =~ /^frontiers (.*)$/m;
+
+# the same log, frontiers, positions and keys on the new cluster (the
+# Kafka source's up to the move: it goes on ingesting)
+my $upper = sql_a(q{SELECT upper FROM source_writes.frontiers('ev')});
+is($ev_frontiers, sql_a(sprintf($frontiers, 'ev')), 'ev: frontiers are the same');
+is($pay_frontiers, sql_a(sprintf($frontiers, 'pay')), 'pay: frontiers are the same');
+is(sql_b(sprintf($log, 'pay')), sql_a(sprintf($log, 'pay')), 'pay: updates() is the same');
+is(sql_b(sprintf($blame, 'pay')), sql_a(sprintf($blame, 'pay')), 'pay: blame() is the same');
+(my $ev_log = sprintf($log, 'ev')) =~ s/\(NULL::ev\)/(NULL::ev, until => $upper)/;
+is(sql_b($ev_log), sql_a($ev_log), 'ev: updates() is the same');
+(my $ev_blame = sprintf($blame, 'ev')) =~ s/$/ WHERE ts < $upper/;
+is(sql_b($ev_blame), sql_a($ev_blame), 'ev: blame() is the same');
+is($ev_progress, sql_a(q{SELECT string_agg(part || ':' || next_offset || ':' || topic, ' ' ORDER BY part)
+		FROM source_writes.progress}), 'ev: the offsets are the same');
+
+# the old sources are fenced
+my ($rc, $stdout, $stderr) = $a->psql('postgres', q{INSERT INTO ev VALUES (2000, 'late')});
+like($stderr, qr/source table "ev" was moved/, 'the old Kafka source refuses edits');
+is(sql_a(q{SELECT state FROM source_writes.sources WHERE source = 'ev'::regclass}), 'moved',
+	'and says it moved');
+isnt(post($port_a, 'k9', '{"id": 9}'), '200 1 row', 'the old webhook source writes no delivery');
+
+# the new Kafka source goes on from the exported offsets, exactly once
+produce(1001 .. 1010);
+ok($b->poll_query_until('postgres', q{SELECT count(*) FILTER (WHERE id > 1000) = 10 FROM ev}),
+	'the new source ingests what came after the move');
+is(sql_b(q{SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || count(*) FILTER (WHERE id BETWEEN 1 AND 300)
+		FROM ev WHERE id <> 1000}),
+	'309 309 299', 'each message once, before, during and after the move (8 deleted, 1000 typed)');
+is(sql_b(q{SELECT v FROM ev WHERE id = 7}), 'fixed', "a person's edit moved with the log");
+sql_b(q{GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor});
+
+# the new webhook source keeps the keys
+ok($b->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_writes.sources
+	WHERE source = 'pay'::regclass}), 'the new webhook server listens');
+is(post($port_b, 'k3', '{"id": 3, "note": "n3"}'), '200 1 row', 'a delivery repeated after the move');
+is(post($port_b, 'k6', '{"id": 6, "note": "n6"}'), '200 1 row', 'a new delivery');
+is(sql_b(q{SELECT string_agg(id || note, ',' ORDER BY id) FROM pay}), '1n1,2fixed,3n3,4n4,5n5,6n6',
+	'the repeated delivery wrote nothing');
+
+# bad exports: refused, nothing written
+sql_a(q{CREATE FOREIGN TABLE other (id int) SERVER hooks;
+	INSERT INTO other VALUES (1)});
+sql_b(q{CREATE FOREIGN TABLE other (id int) SERVER hooks;
+	CREATE FOREIGN TABLE wide (id int, extra text) SERVER hooks;
+	CREATE FOREIGN TABLE kev (id int) SERVER k OPTIONS (topic 'nothing');
+	CREATE TABLE lines (line text)});
+my $export = sql_a(q{SELECT string_agg(e, E'\n') FROM source_writes.export('other') e});
+my @lines = split /\n/, $export;
+sub import_lines
+{
+	my ($table, @l) = @_;
+	$b->safe_psql('postgres', 'TRUNCATE lines');
+	$b->safe_psql('postgres', "INSERT INTO lines VALUES " . join(', ', map { "(\$j\$$_\$j\$)" } @l))
+	  if @l;
+	my ($rc, $out, $err) = $b->psql('postgres', "SELECT source_writes.import('$table', 'lines')");
+	return $err;
+}
+like(import_lines('other', @lines[ 0 .. $#lines - 1 ]), qr/It has no end: it was cut short/,
+	'an export without its end');
+like(import_lines('other', grep { !/"row"/ } @lines), qr/Its end counts 1 rows, and it has 0/,
+	'an export that lost a row');
+(my $future = $lines[0]) =~ s/"version": 1/"version": 99/;
+like(import_lines('other', $future, @lines[ 1 .. $#lines ]), qr/of format version 99/,
+	'a format version from the future');
+like(import_lines('wide', @lines), qr/source table "wide" has columns that the export has not/,
+	'an export of another shape');
+like(import_lines('kev', @lines), qr/the export is of a webhook source, and "kev" is a kafka source/,
+	'an export of another kind');
+like(import_lines('pay', @lines), qr/source table "pay" is not empty/, 'a table that is not empty');
+like(import_lines('other', 'not json'), qr/invalid input syntax for type json/, 'lines that are not JSON');
+is(sql_b(q{SELECT count(*) FROM other}) . ' ' . sql_b(q{SELECT count(*) FROM source_writes.batches
+		WHERE source IN ('other'::regclass, 'wide'::regclass)}), '0 0', 'none wrote anything');
+is(import_lines('other', reverse @lines), '', 'the lines in any order');
+is(sql_b(q{SELECT id FROM other}), '1', 'are imported');
+
+done_testing();
