@@ -34,6 +34,7 @@
 #define SW_WEBHOOK_SHUTTING_DOWN_TEXT	"the server is shutting down\n"
 #define SW_WEBHOOK_LOCKED_TEXT	"the table is being altered; send it again\n"
 #define SW_WEBHOOK_RESTORING_TEXT	"the table is being restored; send it again\n"
+#define SW_WEBHOOK_MOVED_TEXT	"the table was moved: send to its new address\n"
 
 /*
  * The most requests queued or being written at once; more get 429.  Below

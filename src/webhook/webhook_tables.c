@@ -363,6 +363,13 @@ group_path(const char *path, List **paths)
 			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_NOT_FOUND_TEXT);
 			p->look_again = true;
 		}
+		else if (source.moved)
+		{
+			/* exported with a fence: it takes nothing more (doc/moves.md) */
+			p->relid = relid;
+			p->status = 410;
+			p->text = MemoryContextStrdup(cxt, SW_WEBHOOK_MOVED_TEXT);
+		}
 		else if (sw_database_restoring(MyDatabaseId) != 0)
 		{
 			/* its restore goes on: what it writes now would collide */

@@ -250,7 +250,8 @@ kafka_sources(bool *extension, bool *webhooks, bool *any)
 
 			if (source->kind == SW_KIND_WEBHOOK)
 				*webhooks = true;
-			if (source->kind != SW_KIND_KAFKA)
+			/* a moved source takes no writes: its workers stop */
+			if (source->kind != SW_KIND_KAFKA || source->moved)
 				continue;
 			workers = sw_source_workers(source->relid);
 			name = get_rel_name(source->relid);

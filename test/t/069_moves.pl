@@ -113,7 +113,10 @@ my ($rc, $stdout, $stderr) = $a->psql('postgres', q{INSERT INTO ev VALUES (2000,
 like($stderr, qr/source table "ev" was moved/, 'the old Kafka source refuses edits');
 is(sql_a(q{SELECT state FROM source_writes.sources WHERE source = 'ev'::regclass}), 'moved',
 	'and says it moved');
-isnt(post($port_a, 'k9', '{"id": 9}'), '200 1 row', 'the old webhook source writes no delivery');
+ok($a->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+	WHERE backend_type LIKE 'source_writes kafka%'}), 'its worker stops');
+is(post($port_a, 'k9', '{"id": 9}'), '410 the table was moved: send to its new address',
+	'the old webhook source writes no delivery: 410');
 
 # the new Kafka source goes on from the exported offsets, exactly once
 produce(1001 .. 1010);
