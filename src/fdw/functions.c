@@ -40,6 +40,16 @@
 /* columns of updates() */
 #define UPDATES_NATTS	5
 
+/* complain that a relation is not a source table */
+static void
+not_a_source_table(Oid relid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
+			 errhint("Source tables are foreign tables on a source_writes server.")));
+}
+
 /*
  * Check a privilege on a source table before anything about the table is
  * looked at.
@@ -49,15 +59,15 @@ check_source_privilege(Oid relid, AclMode mode)
 {
 	(void) sw_check_source_privilege(relid, GetUserId(), mode, false);
 	if (!sw_is_source_table(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
-				 errhint("Source tables are foreign tables on a source_writes server.")));
+		not_a_source_table(relid);
 }
 
 /*
  * The source table whose row type a function of the log was given as its
- * first argument (NULL::tbl), checked to be one the caller may read.
+ * first argument (NULL::tbl), checked to be one the caller may read.  The
+ * functions return whole rows: like a whole-row reference in a query
+ * (ExecCheckRTEPerms()), they need SELECT on the table, or on each of its
+ * columns.
  */
 Oid
 sw_function_source(FunctionCallInfo fcinfo, const char *function)
@@ -70,6 +80,14 @@ sw_function_source(FunctionCallInfo fcinfo, const char *function)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("source_writes.%s() takes a row of a source table", function),
 				 errhint("Pass a null of the table's row type, e.g. %s(NULL::events).", function)));
+	if (!sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, true) &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT,
+								  ACLMASK_ALL) == ACLCHECK_OK)
+	{
+		if (!sw_is_source_table(relid))
+			not_a_source_table(relid);
+		return relid;
+	}
 	check_source_privilege(relid, ACL_SELECT);
 	return relid;
 }
