@@ -60,10 +60,17 @@ COMMENT ON TABLE source_writes.avro_schemas IS
 -- get the columns after their others (NULL in the rows they hold; the
 -- storage's sync, which ALTER FOREIGN TABLE runs, adds them too), and
 -- blame(), history() and diff() read them.
+-- A worker that is ingesting holds its heaps and then wants the tables it
+-- moves with each batch, which an earlier script of the same update may
+-- hold (0.1 to 0.2 alters source_writes.progress): the update waits longer
+-- before it looks for a deadlock, so that the worker finds it first, and
+-- ingests its batch again after the update, rather than the update fail.
 DO $$
 DECLARE
   rel regclass;
+  wait text := pg_catalog.current_setting('deadlock_timeout');
 BEGIN
+  PERFORM pg_catalog.set_config('deadlock_timeout', '1min', true);
   FOR rel IN SELECT current_rel FROM source_writes.source_tables
              UNION ALL SELECT history_rel FROM source_writes.source_tables
   LOOP
@@ -71,6 +78,7 @@ BEGIN
                    'ADD COLUMN IF NOT EXISTS "$pos" bigint, '
                    'ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"', rel);
   END LOOP;
+  PERFORM pg_catalog.set_config('deadlock_timeout', wait, true);
 END
 $$;
 
