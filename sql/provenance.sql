@@ -61,6 +61,10 @@ DELETE FROM events WHERE id = 3;
 SELECT ts IS NOT NULL AS stamped, origin, role, xid IS NOT NULL AS has_xid, "partition",
        "offset", data
 FROM source_writes.blame(NULL::events) ORDER BY (data).id;
+-- and history(): a version this transaction retracted has no valid_to yet
+SELECT valid_from IS NOT NULL AS from_stamped, valid_to IS NOT NULL AS to_stamped,
+       retracted_origin, data
+FROM source_writes.history(NULL::events) ORDER BY (data).id, valid_from NULLS LAST;
 COMMIT;
 RESET ROLE;
 SELECT upper - 1 AS t2 FROM source_writes.frontiers('events') \gset
@@ -137,6 +141,31 @@ SET ROLE regress_prov_stranger;
 SELECT * FROM source_writes.blame(NULL::events);
 SELECT * FROM source_writes.history(NULL::events);
 SELECT * FROM source_writes.diff(NULL::events, :t1, :t2);
+-- before its arguments are looked at
+SELECT * FROM source_writes.diff(NULL::events, :t2, :t1);
+SELECT * FROM source_writes.diff(NULL::events, NULL, NULL);
+RESET ROLE;
+-- they return whole rows: SELECT on some columns is not enough, on each
+-- column is, as for a whole-row reference in a query
+CREATE ROLE regress_prov_columns;
+GRANT USAGE ON SCHEMA p TO regress_prov_columns;
+GRANT SELECT (id) ON p.events TO regress_prov_columns;
+SET ROLE regress_prov_columns;
+SELECT count(e) FROM events e;
+SELECT count(*) FROM source_writes.blame(NULL::events);
+SELECT count(*) FROM source_writes.updates(NULL::events);
+SELECT since <= upper FROM source_writes.frontiers('events');
+SELECT source_writes.channel('events') IS NOT NULL;
+RESET ROLE;
+GRANT SELECT (v) ON p.events TO regress_prov_columns;
+SET ROLE regress_prov_columns;
+SELECT count(e) FROM events e;
+SELECT count(*) FROM source_writes.blame(NULL::events);
+SELECT count(*) FROM source_writes.history(NULL::events);
+SELECT count(*) FROM source_writes.diff(NULL::events, :t1, :t2);
+SELECT count(*) FROM source_writes.updates(NULL::events);
+SELECT since <= upper FROM source_writes.frontiers('events');
+SELECT source_writes.channel('events') IS NOT NULL;
 RESET ROLE;
 SELECT * FROM source_writes.blame(NULL::int);
 SELECT * FROM source_writes.history(NULL::pg_class);
@@ -144,4 +173,4 @@ SELECT * FROM source_writes.history(NULL::pg_class);
 DROP SCHEMA p CASCADE;
 DROP SERVER kafka;
 DROP FUNCTION test_write(regclass, text, text, anyarray, int, bigint);
-DROP ROLE regress_prov_owner, regress_prov_editor, regress_prov_stranger;
+DROP ROLE regress_prov_owner, regress_prov_editor, regress_prov_stranger, regress_prov_columns;

@@ -65,15 +65,19 @@ COMMENT ON TABLE source_writes.avro_schemas IS
 DO $$
 DECLARE
   rel regclass;
+  kind text;
 BEGIN
-  FOR rel IN SELECT current_rel FROM source_writes.source_tables
-             UNION ALL SELECT history_rel FROM source_writes.source_tables
+  FOR rel, kind IN SELECT current_rel, s.kind FROM source_writes.source_tables s
+                   UNION ALL SELECT history_rel, s.kind FROM source_writes.source_tables s
   LOOP
     BEGIN
       EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', rel);
       EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS "$part" integer, '
-                     'ADD COLUMN IF NOT EXISTS "$pos" bigint, '
-                     'ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"', rel);
+                     'ADD COLUMN IF NOT EXISTS "$pos" bigint', rel);
+      IF kind = 'webhook' THEN
+        EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS "$delivery" text COLLATE "C"',
+                       rel);
+      END IF;
     EXCEPTION WHEN lock_not_available THEN
       NULL;
     END;

@@ -40,6 +40,16 @@
 /* columns of updates() */
 #define UPDATES_NATTS	5
 
+/* complain that a relation is not a source table */
+static void
+not_a_source_table(Oid relid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
+			 errhint("Source tables are foreign tables on a source_writes server.")));
+}
+
 /*
  * Check a privilege on a source table before anything about the table is
  * looked at.
@@ -49,10 +59,27 @@ check_source_privilege(Oid relid, AclMode mode)
 {
 	(void) sw_check_source_privilege(relid, GetUserId(), mode, false);
 	if (!sw_is_source_table(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a source table", get_rel_name(relid)),
-				 errhint("Source tables are foreign tables on a source_writes server.")));
+		not_a_source_table(relid);
+}
+
+/*
+ * May the current role read a source table's rows, and so its log?  The
+ * functions of the log return whole rows: like a whole-row reference in a
+ * query (ExecCheckRTEPerms()), they need SELECT on the table, or on each
+ * of its columns.  If not, the usual error.
+ */
+static void
+check_read_privilege(Oid relid)
+{
+	if (!sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, true) &&
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT,
+								  ACLMASK_ALL) == ACLCHECK_OK)
+	{
+		if (!sw_is_source_table(relid))
+			not_a_source_table(relid);
+		return;
+	}
+	check_source_privilege(relid, ACL_SELECT);
 }
 
 /*
@@ -70,7 +97,7 @@ sw_function_source(FunctionCallInfo fcinfo, const char *function)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("source_writes.%s() takes a row of a source table", function),
 				 errhint("Pass a null of the table's row type, e.g. %s(NULL::events).", function)));
-	check_source_privilege(relid, ACL_SELECT);
+	check_read_privilege(relid);
 	return relid;
 }
 
@@ -106,7 +133,7 @@ source_writes_frontiers(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {0};
 
-	check_source_privilege(relid, ACL_SELECT);
+	check_read_privilege(relid);
 	LockRelationOid(relid, AccessShareLock);
 	sw_statement_frontiers(relid, &frontiers);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
@@ -127,7 +154,7 @@ source_writes_channel(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 
-	check_source_privilege(relid, ACL_SELECT);
+	check_read_privilege(relid);
 	PG_RETURN_TEXT_P(cstring_to_text(sw_channel_name(relid)));
 }
 

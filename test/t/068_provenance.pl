@@ -199,6 +199,43 @@ is(restored(q{SELECT string_agg(origin || ':' || (data).id, ',' ORDER BY (data).
 		FROM source_writes.blame(NULL::t) WHERE (data).id IN (1, 12)}),
 	'user:1,user:12', 'and blame() the rows');
 
+# users' indexes on storage of two runs: on a column added after the
+# positions, an expression over columns on both sides of them, REINDEX,
+# index-only scans, ALTER TYPE; each read next to a sequential scan
+restored(q{ALTER FOREIGN TABLE t ADD COLUMN more int;
+	UPDATE t SET more = id * 10;
+	CREATE INDEX t_more ON t (more);
+	CREATE INDEX t_expr ON t ((more + id), extra);
+	CREATE INDEX t_note ON t (note) WHERE more > 20;
+	INSERT INTO t VALUES (13, 'indexed', 'z', 130)});
+sub both
+{
+	my ($query) = @_;
+	my $seq = restored("SET enable_indexscan = off; SET enable_bitmapscan = off; $query");
+	my $plan = restored("SET enable_seqscan = off; EXPLAIN (COSTS OFF) $query");
+	my $idx = restored("SET enable_seqscan = off; $query");
+	like($plan, qr/Index (Only )?Scan/, "an index answers $query");
+	is($idx, $seq, "... as a scan does: $query");
+	return $idx;
+}
+is(both(q{SELECT string_agg(id || ':' || note, ',') FROM t WHERE more = 30}), '3:u2',
+	'an index on a column after the positions');
+is(both(q{SELECT string_agg(id::text, ',') FROM t WHERE more + id = 143}), '13',
+	'an index on an expression');
+is(both(q{SELECT string_agg(note, ',' ORDER BY note) FROM t WHERE note > 'r' AND more > 20}),
+	'row 10,row 5,row 6,row 7,row 8,row 9,u2,u2', 'a partial index');
+is(both(q{SELECT string_agg(more::text, ',' ORDER BY more) FROM t WHERE more >= 100}),
+	'100,110,120,130', 'an index-only scan');
+restored(q{REINDEX TABLE t; ALTER FOREIGN TABLE t ALTER COLUMN more TYPE bigint;
+	INSERT INTO t VALUES (14, 'retyped', 'w', 140)});
+is(both(q{SELECT string_agg(id || ':' || more, ',' ORDER BY id) FROM t WHERE more >= 120}),
+	'12:120,13:130,14:140', 'REINDEX and ALTER TYPE');
+is(both(q{SELECT string_agg(id::text, ',') FROM t WHERE more + id = 154}), '14',
+	'the expression after ALTER TYPE');
+is(restored(q{SELECT string_agg((data).id || ':' || (data).more, ',' ORDER BY (data).id)
+		FROM source_writes.blame(NULL::t) WHERE (data).id >= 12}),
+	'12:120,13:130,14:140', 'blame() reads the column after the positions');
+
 SwTest::run_client('psql of the dump of old storage, left alone',
 	'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('completed'), '-f', "$dump.old");
 ok($node->poll_query_until('completed', $history_columns,
