@@ -295,6 +295,7 @@ source_writes_export(PG_FUNCTION_ARGS)
 	bool	   *isnull;
 	MemoryContext row_cxt;
 	ListCell   *lc;
+	LOCKTAG		tag;
 
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
 	sw_source_resolve(relid, &source, true);
@@ -308,6 +309,21 @@ source_writes_export(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("source table \"%s\" was moved already", get_rel_name(relid))));
+
+		/*
+		 * A write of our own transaction, before the export or in the same
+		 * statement, would commit a batch after the snapshot (its timestamp
+		 * is the commit's) into a fenced table: DML holds RowExclusiveLock
+		 * from its parse on.
+		 */
+		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+		if (LockHeldByMe(&tag, RowExclusiveLock))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot fence source table \"%s\" in a transaction that writes to it",
+							get_rel_name(relid)),
+					 errdetail("Its writes would commit after the export was read."),
+					 errhint("Export with fence in a transaction of its own.")));
 	}
 
 	/* fenced: no writer is in, none gets in until the commit */
@@ -381,8 +397,12 @@ source_writes_export(PG_FUNCTION_ARGS)
 	appendStringInfoChar(&ex.line, '}');
 	put_line(&ex);
 
+	/* later writes of this statement and transaction see the fence too */
 	if (fence)
+	{
 		sw_catalog_set_moved(relid);
+		CommandCounterIncrement();
+	}
 	UnregisterSnapshot(snapshot);
 	MemoryContextDelete(row_cxt);
 	relation_close(ftrel, NoLock);
@@ -399,6 +419,7 @@ typedef struct ImportedBatch
 {
 	int64		exported;		/* hash key */
 	int64		batch;			/* its id here */
+	int64		ts;
 } ImportedBatch;
 
 /* what import() is reading, and writing */
@@ -416,6 +437,7 @@ typedef struct Import
 	int64		nprogress;
 	int64		ndeliveries;
 	int64		line;			/* the line being read, from 1 */
+	List	   *parts;			/* the partitions whose progress was read */
 
 	/* writing the rows */
 	EState	   *estate;
@@ -451,20 +473,51 @@ field(Jsonb *j, const char *name, JsonbValue *v)
 	return v;
 }
 
-/* a number field that must be an integer */
+/*
+ * A number field that must be an integer of 64 bits (a fraction is not
+ * rounded, nor a number out of range cut): false if it has none.
+ */
 static bool
 int_field(Import *im, Jsonb *j, const char *name, int64 *value)
 {
 	JsonbValue	v;
-	bool		error = false;
+	char	   *text;
+	char	   *end;
 
 	if (field(j, name, &v) == NULL)
 		return false;
 	if (v.type != jbvNumeric)
 		bad_export(im, psprintf("\"%s\" is not a number.", name));
-	*value = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
-	(void) error;
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+	errno = 0;
+	*value = strtoi64(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0')
+		bad_export(im, psprintf("\"%s\" is %s, not an integer of 64 bits.", name, text));
 	return true;
+}
+
+/* the same, for an integer of 32 bits that is not negative */
+static bool
+int32_field(Import *im, Jsonb *j, const char *name, int32 *value)
+{
+	int64		v;
+
+	if (!int_field(im, j, name, &v))
+		return false;
+	if (v < 0 || v > PG_INT32_MAX)
+		bad_export(im, psprintf("\"%s\" is " INT64_FORMAT ", out of range.", name, v));
+	*value = (int32) v;
+	return true;
+}
+
+/* where import() is, for the errors of input functions and indexes */
+static void
+import_context(void *arg)
+{
+	Import	   *im = arg;
+
+	if (im->line > 0)
+		errcontext("line %lld of the export in \"%s\"", (long long) im->line, im->lines);
 }
 
 /* a string field, or NULL */
@@ -491,7 +544,12 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes import line",
 												   ALLOCSET_DEFAULT_SIZES);
+	ErrorContextCallback context;
 
+	context.callback = import_context;
+	context.arg = im;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
@@ -531,6 +589,7 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 	SPI_cursor_close(portal);
 	SPI_finish();
 	im->line = 0;
+	error_context_stack = context.previous;
 	MemoryContextDelete(line_cxt);
 }
 
@@ -634,6 +693,7 @@ read_batches(Import *im, Jsonb *j)
 	if (found)
 		bad_export(im, psprintf("Batch " INT64_FORMAT " is there twice.", id));
 	ib->batch = sw_catalog_new_batch_id();
+	ib->ts = ts;
 	batch.batch = ib->batch;
 	batch.ts = ts;
 	batch.origin = sw_origin_of(origin);
@@ -643,20 +703,19 @@ read_batches(Import *im, Jsonb *j)
 	sw_catalog_insert_batch(RelationGetRelid(im->ftrel), &batch, 0, NULL, unknown);
 }
 
-/* a row's batch, by its id in the export */
-static int64
-imported_batch(Import *im, Jsonb *j, const char *name, bool *isnull)
+/* a row's batch, by its id in the export, or NULL */
+static ImportedBatch *
+imported_batch(Import *im, Jsonb *j, const char *name)
 {
 	int64		id;
 	ImportedBatch *ib;
 
-	*isnull = !int_field(im, j, name, &id);
-	if (*isnull)
-		return 0;
+	if (!int_field(im, j, name, &id))
+		return NULL;
 	ib = hash_search(im->batches, &id, HASH_FIND, NULL);
 	if (ib == NULL)
 		bad_export(im, psprintf("A row names batch " INT64_FORMAT ", which it has not.", id));
-	return ib->batch;
+	return ib;
 }
 
 static void read_row(Import *im, Jsonb *j);
@@ -676,16 +735,20 @@ read_rows(Import *im, Jsonb *j)
 	}
 	if (field(j, "progress", &v))
 	{
-		int64		part;
 		SwProgress	p = {0};
+		MemoryContext old;
 
 		if (im->source.kind != SW_KIND_KAFKA)
 			bad_export(im, "Only Kafka sources have offsets.");
-		(void) int_field(im, j, "progress", &part);
-		if (!int_field(im, j, "next_offset", &p.next_offset))
-			bad_export(im, "A partition's progress has a \"next_offset\".");
-		p.part = (int32) part;
-		p.topic = text_field(im, j, "topic");
+		if (!int32_field(im, j, "progress", &p.part) ||
+			!int_field(im, j, "next_offset", &p.next_offset) ||
+			(p.topic = text_field(im, j, "topic")) == NULL)
+			bad_export(im, "A partition's progress has a \"next_offset\" and a \"topic\".");
+		if (list_member_int(im->parts, p.part))
+			bad_export(im, psprintf("Partition %d is there twice.", p.part));
+		old = MemoryContextSwitchTo(im->cxt);
+		im->parts = lappend_int(im->parts, p.part);
+		MemoryContextSwitchTo(old);
 		p.cluster_id = text_field(im, j, "cluster_id");
 		(void) int_field(im, j, "lost", &p.lost);
 		p.stopped = text_field(im, j, "stopped");
@@ -701,15 +764,15 @@ read_rows(Import *im, Jsonb *j)
 		char	   *hex = text_field(im, j, "body_sha256");
 		uint8		hash[PG_SHA256_DIGEST_LENGTH];
 		int64		ts;
-		int64		rows;
+		int32		rows;
 
 		if (im->source.kind != SW_KIND_WEBHOOK)
 			bad_export(im, "Only webhook sources keep deliveries' keys.");
-		if (!int_field(im, j, "ts", &ts) || !int_field(im, j, "rows", &rows) ||
+		if (!int_field(im, j, "ts", &ts) || !int32_field(im, j, "rows", &rows) ||
 			hex == NULL || strlen(hex) != 2 * PG_SHA256_DIGEST_LENGTH ||
 			hex_decode(hex, 2 * PG_SHA256_DIGEST_LENGTH, (char *) hash) != PG_SHA256_DIGEST_LENGTH)
 			bad_export(im, "A delivery has a \"ts\", \"rows\" and a \"body_sha256\" of 64 hex digits.");
-		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, (int32) rows);
+		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, rows);
 		im->ndeliveries++;
 	}
 }
@@ -724,39 +787,43 @@ read_row(Import *im, Jsonb *j)
 	JsonbValue	v;
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	int64		value;
-	bool		added_null;
-	bool		retracted_null;
+	int32		part;
+	ImportedBatch *added_ib;
+	ImportedBatch *retracted_ib;
 	int64		added;
-	int64		retracted;
 	int			heap;
 	SwLayout   *layout;
 	TupleTableSlot *slot;
-	Jsonb	   *data;
+	JsonbContainer *data;
 
-	added = imported_batch(im, j, "added", &added_null);
-	retracted = imported_batch(im, j, "retracted", &retracted_null);
-	if (added_null)
-		added = im->folded;
-	heap = retracted_null ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
+	added_ib = imported_batch(im, j, "added");
+	retracted_ib = imported_batch(im, j, "retracted");
+	added = added_ib ? added_ib->batch : im->folded;
+	if (added_ib && retracted_ib && retracted_ib->ts <= added_ib->ts)
+		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
+	heap = retracted_ib == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
 	layout = &im->layout[heap];
 	slot = im->slot[heap];
-	if (field(j, "data", &v) == NULL || v.type != jbvBinary)
-		bad_export(im, "A row has its columns in \"data\".");
-	data = JsonbValueToJsonb(&v);
+	if (field(j, "data", &v) == NULL || v.type != jbvBinary ||
+		!JsonContainerIsObject(v.val.binary.data))
+		bad_export(im, "A row has its columns in an object \"data\".");
+	data = v.val.binary.data;
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
+		const char *name = NameStr(att->attname);
 		char	   *text = NULL;
 
 		im->isnull[i] = true;
 		im->values[i] = (Datum) 0;
 		if (att->attisdropped)
 			continue;
-		if (field(data, NameStr(att->attname), &v))
+		if (getKeyJsonValueFromContainer(data, name, strlen(name), &v) == NULL)
+			bad_export(im, psprintf("A row has no column \"%s\".", name));
+		if (v.type != jbvNull)
 		{
 			if (v.type != jbvString)
-				bad_export(im, psprintf("Column \"%s\" of a row is not a string.",
-										NameStr(att->attname)));
+				bad_export(im, psprintf("Column \"%s\" of a row is not a string.", name));
 			text = pnstrdup(v.val.string.val, v.val.string.len);
 		}
 		im->values[i] = InputFunctionCall(&im->in[i], text, im->ioparams[i], att->atttypmod);
@@ -772,12 +839,12 @@ read_row(Import *im, Jsonb *j)
 	slot->tts_isnull[layout->batch - 1] = false;
 	if (heap == SW_HISTORY_HEAP)
 	{
-		slot->tts_values[layout->retracted - 1] = Int64GetDatum(retracted);
+		slot->tts_values[layout->retracted - 1] = Int64GetDatum(retracted_ib->batch);
 		slot->tts_isnull[layout->retracted - 1] = false;
 	}
-	if (layout->part && int_field(im, j, "part", &value))
+	if (layout->part && int32_field(im, j, "part", &part))
 	{
-		slot->tts_values[layout->part - 1] = Int32GetDatum((int32) value);
+		slot->tts_values[layout->part - 1] = Int32GetDatum(part);
 		slot->tts_isnull[layout->part - 1] = false;
 	}
 	if (layout->pos && int_field(im, j, "pos", &value))
@@ -893,6 +960,9 @@ source_writes_import(PG_FUNCTION_ARGS)
 	HASHCTL		ctl;
 	int64		version;
 	int64		since;
+	int64		upper;
+	HASH_SEQ_STATUS status;
+	ImportedBatch *ib;
 	char	   *kind;
 	Snapshot	snapshot;
 	TupleDesc	desc;
@@ -903,6 +973,11 @@ source_writes_import(PG_FUNCTION_ARGS)
 					   get_rel_name(relid));
 	sw_source_resolve(relid, &im.source, true);
 	PreventCommandIfReadOnly("import()");
+	if (im.source.moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" was moved", get_rel_name(relid)),
+				 errhint("Import into a new source table.")));
 	im.cxt = CurrentMemoryContext;
 	im.lines = get_rel_name(lines) ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(lines)),
 																get_rel_name(lines)) : NULL;
@@ -955,8 +1030,17 @@ source_writes_import(PG_FUNCTION_ARGS)
 	if (im.end == NULL)
 		bad_export(&im, "It has no end: it was cut short.");
 	check_count(&im, "batches", hash_get_num_entries(im.batches));
-	if (!int_field(&im, im.header, "since", &since))
-		bad_export(&im, "Its header has no \"since\".");
+	if (!int_field(&im, im.header, "since", &since) ||
+		!int_field(&im, im.header, "upper", &upper))
+		bad_export(&im, "Its header has no \"since\" or no \"upper\".");
+	hash_seq_init(&status, im.batches);
+	while ((ib = hash_seq_search(&status)) != NULL)
+		if (ib->ts >= upper)
+		{
+			hash_seq_term(&status);
+			bad_export(&im, psprintf("A batch has a \"ts\" of " INT64_FORMAT ", not before its \"upper\", " INT64_FORMAT ".",
+									 ib->ts, upper));
+		}
 
 	/* pass 2: the rows, offsets and keys */
 	desc = RelationGetDescr(im.ftrel);
