@@ -383,7 +383,7 @@ source_writes_export(PG_FUNCTION_ARGS)
 
 	/* where ingestion goes on, and what it must not write again */
 	if (source.kind == SW_KIND_KAFKA)
-		foreach(lc, sw_catalog_progress(relid))
+		foreach(lc, sw_catalog_progress_at(relid, snapshot))
 			put_progress(&ex, lfirst(lc));
 	else
 		foreach(lc, sw_deliveries_of(relid, snapshot))

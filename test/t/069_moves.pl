@@ -151,6 +151,22 @@ is(sql_b(q{SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || count(*) FILTE
 		FROM ev WHERE id <> 1000}),
 	'309 309 299', 'each message once, before, during and after the move (8 deleted, 1000 typed)');
 is(sql_b(q{SELECT v FROM ev WHERE id = 7}), 'fixed', "a person's edit moved with the log");
+
+# an export without fence reads the offsets with the rows' snapshot: a
+# batch that commits while it runs is in neither
+sql_a(q{CREATE FOREIGN TABLE ev2 (id int, v text) SERVER k OPTIONS (topic 'ev')});
+ok($a->poll_query_until('postgres', q{SELECT count(*) = 310 FROM ev2}), 'a second source reads the topic');
+my $reader = $a->background_psql('postgres');
+$reader->query_safe(q{BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM ev2});
+produce(2001 .. 2005);
+ok($a->poll_query_until('postgres', q{SELECT count(*) = 315 FROM ev2}), 'which goes on ingesting');
+is($reader->query_safe(q{SELECT sum((e::jsonb->>'next_offset')::bigint) || ' '
+		|| count(*) FILTER (WHERE e::jsonb ? 'row') FROM source_writes.export('ev2') e}),
+	$reader->query_safe(q{SELECT sum(next_offset) || ' ' || (SELECT count(*) FROM ev2)
+		FROM source_writes.progress WHERE source = 'ev2'::regclass}),
+	"an export's offsets are those of its rows");
+$reader->query_safe('COMMIT');
+$reader->quit;
 sql_b(q{GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor});
 
 # the new webhook source keeps the keys
