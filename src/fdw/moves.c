@@ -30,6 +30,8 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -449,6 +451,8 @@ typedef struct Import
 	Oid		   *ioparams;
 	Datum	   *values;
 	bool	   *isnull;
+	char	  **texts;			/* a row's columns as text */
+	bool	   *seen;
 } Import;
 
 /* the export is not one import() takes: say where */
@@ -538,7 +542,7 @@ text_field(Import *im, Jsonb *j, const char *name)
  * them (each line says what it is: the order does not matter).
  */
 static void
-read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
+read_lines(Import *im, void (*fn) (Import *im, text *line))
 {
 	Portal		portal;
 	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -569,18 +573,13 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
 										  &isnull);
 			MemoryContext old;
-			Jsonb	   *j;
 
 			CHECK_FOR_INTERRUPTS();
 			im->line++;
 			if (isnull)
 				continue;
 			old = MemoryContextSwitchTo(line_cxt);
-			j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-												   CStringGetDatum(TextDatumGetCString(d))));
-			if (!JB_ROOT_IS_OBJECT(j))
-				bad_export(im, "A line is a JSON object.");
-			fn(im, j);
+			fn(im, DatumGetTextPP(d));
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(line_cxt);
 		}
@@ -591,6 +590,32 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 	im->line = 0;
 	error_context_stack = context.previous;
 	MemoryContextDelete(line_cxt);
+}
+
+/* a line as JSON, which must be an object */
+static Jsonb *
+line_jsonb(Import *im, text *line)
+{
+	Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+													   CStringGetDatum(text_to_cstring(line))));
+
+	if (!JB_ROOT_IS_OBJECT(j))
+		bad_export(im, "A line is a JSON object.");
+	return j;
+}
+
+/*
+ * Does a line begin as export() begins a row?  Such lines are read by
+ * read_row_fast() (pass 1 leaves them alone); any other line is read as
+ * jsonb, rows too.
+ */
+static bool
+row_prefix(text *line)
+{
+	static const char prefix[] = "{\"row\": true, ";
+
+	return VARSIZE_ANY_EXHDR(line) > sizeof(prefix) - 1 &&
+		memcmp(VARDATA_ANY(line), prefix, sizeof(prefix) - 1) == 0;
 }
 
 /* the export's columns must be the table's, by name and type */
@@ -660,8 +685,9 @@ check_columns(Import *im)
 
 /* pass 1: the header, the end, and the batches, which get ids here */
 static void
-read_batches(Import *im, Jsonb *j)
+read_batches(Import *im, text *line)
 {
+	Jsonb	   *j;
 	JsonbValue	v;
 	int64		id;
 	int64		ts;
@@ -672,6 +698,11 @@ read_batches(Import *im, Jsonb *j)
 	ImportedBatch *ib;
 	bool		found;
 
+	if (row_prefix(line))
+		return;					/* a row: pass 2's */
+	j = line_jsonb(im, line);
+	if (field(j, "row", &v))
+		return;
 	if (field(j, "format", &v) || field(j, "end", &v))
 	{
 		Jsonb	  **kept = field(j, "format", &v) ? &im->header : &im->end;
@@ -719,20 +750,25 @@ imported_batch(Import *im, Jsonb *j, const char *name)
 }
 
 static void read_row(Import *im, Jsonb *j);
+static bool read_row_fast(Import *im, text *line);
 
 /* pass 2: the rows, the progress of partitions, the deliveries' keys */
 static void
-read_rows(Import *im, Jsonb *j)
+read_rows(Import *im, text *line)
 {
+	Jsonb	   *j;
 	JsonbValue	v;
 
-	if (field(j, "format", &v) || field(j, "end", &v))
-		return;					/* the header and the end: read */
+	if (row_prefix(line) && read_row_fast(im, line))
+		return;
+	j = line_jsonb(im, line);
 	if (field(j, "row", &v))
 	{
 		read_row(im, j);
 		return;
 	}
+	if (field(j, "format", &v) || field(j, "end", &v))
+		return;					/* the header and the end: read */
 	if (field(j, "progress", &v))
 	{
 		SwProgress	p = {0};
@@ -777,57 +813,47 @@ read_rows(Import *im, Jsonb *j)
 	}
 }
 
+/* a row line, as read from jsonb or by read_row_fast() */
+typedef struct RowLine
+{
+	ImportedBatch *added;		/* NULL: before since (folded) */
+	ImportedBatch *retracted;	/* NULL: current */
+	bool		has_part;
+	int32		part;
+	bool		has_pos;
+	int64		pos;
+	char	   *delivery;
+	char	  **texts;			/* each column's text, NULL for null */
+} RowLine;
+
 /*
  * A row version: into the current heap or the history, with its batches
- * (by their ids here), where it came from, and its columns by name.
+ * (by their ids here), where it came from, and its columns.
  */
 static void
-read_row(Import *im, Jsonb *j)
+store_row(Import *im, RowLine *r)
 {
-	JsonbValue	v;
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	int64		value;
-	int32		part;
-	ImportedBatch *added_ib;
-	ImportedBatch *retracted_ib;
-	int64		added;
 	int			heap;
 	SwLayout   *layout;
 	TupleTableSlot *slot;
-	JsonbContainer *data;
 
-	added_ib = imported_batch(im, j, "added");
-	retracted_ib = imported_batch(im, j, "retracted");
-	added = added_ib ? added_ib->batch : im->folded;
-	if (added_ib && retracted_ib && retracted_ib->ts <= added_ib->ts)
+	if (r->added && r->retracted && r->retracted->ts <= r->added->ts)
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
-	heap = retracted_ib == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
+	heap = r->retracted == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
 	layout = &im->layout[heap];
 	slot = im->slot[heap];
-	if (field(j, "data", &v) == NULL || v.type != jbvBinary ||
-		!JsonContainerIsObject(v.val.binary.data))
-		bad_export(im, "A row has its columns in an object \"data\".");
-	data = v.val.binary.data;
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		const char *name = NameStr(att->attname);
-		char	   *text = NULL;
 
 		im->isnull[i] = true;
 		im->values[i] = (Datum) 0;
 		if (att->attisdropped)
 			continue;
-		if (getKeyJsonValueFromContainer(data, name, strlen(name), &v) == NULL)
-			bad_export(im, psprintf("A row has no column \"%s\".", name));
-		if (v.type != jbvNull)
-		{
-			if (v.type != jbvString)
-				bad_export(im, psprintf("Column \"%s\" of a row is not a string.", name));
-			text = pnstrdup(v.val.string.val, v.val.string.len);
-		}
-		im->values[i] = InputFunctionCall(&im->in[i], text, im->ioparams[i], att->atttypmod);
-		im->isnull[i] = text == NULL;
+		im->values[i] = InputFunctionCall(&im->in[i], r->texts[i], im->ioparams[i],
+										  att->atttypmod);
+		im->isnull[i] = r->texts[i] == NULL;
 	}
 
 	ExecClearTuple(slot);
@@ -835,32 +861,27 @@ read_row(Import *im, Jsonb *j)
 		slot->tts_isnull[i] = true;
 	sw_to_hidden(layout, desc->natts, im->values, im->isnull,
 				 slot->tts_values, slot->tts_isnull);
-	slot->tts_values[layout->batch - 1] = Int64GetDatum(added);
+	slot->tts_values[layout->batch - 1] = Int64GetDatum(r->added ? r->added->batch : im->folded);
 	slot->tts_isnull[layout->batch - 1] = false;
 	if (heap == SW_HISTORY_HEAP)
 	{
-		slot->tts_values[layout->retracted - 1] = Int64GetDatum(retracted_ib->batch);
+		slot->tts_values[layout->retracted - 1] = Int64GetDatum(r->retracted->batch);
 		slot->tts_isnull[layout->retracted - 1] = false;
 	}
-	if (layout->part && int32_field(im, j, "part", &part))
+	if (layout->part && r->has_part)
 	{
-		slot->tts_values[layout->part - 1] = Int32GetDatum(part);
+		slot->tts_values[layout->part - 1] = Int32GetDatum(r->part);
 		slot->tts_isnull[layout->part - 1] = false;
 	}
-	if (layout->pos && int_field(im, j, "pos", &value))
+	if (layout->pos && r->has_pos)
 	{
-		slot->tts_values[layout->pos - 1] = Int64GetDatum(value);
+		slot->tts_values[layout->pos - 1] = Int64GetDatum(r->pos);
 		slot->tts_isnull[layout->pos - 1] = false;
 	}
-	if (layout->delivery)
+	if (layout->delivery && r->delivery)
 	{
-		char	   *key = text_field(im, j, "delivery");
-
-		if (key)
-		{
-			slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(key);
-			slot->tts_isnull[layout->delivery - 1] = false;
-		}
+		slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(r->delivery);
+		slot->tts_isnull[layout->delivery - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);
 	table_tuple_insert(im->rri[heap]->ri_RelationDesc, slot,
@@ -870,6 +891,274 @@ read_row(Import *im, Jsonb *j)
 										false, false, NULL, NIL));
 	ResetPerTupleExprContext(im->estate);
 	im->nrows++;
+}
+
+/* a row line read as jsonb: any order of fields, and clear errors */
+static void
+read_row(Import *im, Jsonb *j)
+{
+	JsonbValue	v;
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	RowLine		r = {0};
+	JsonbContainer *data;
+
+	r.texts = im->texts;
+	r.added = imported_batch(im, j, "added");
+	r.retracted = imported_batch(im, j, "retracted");
+	if (field(j, "data", &v) == NULL || v.type != jbvBinary ||
+		!JsonContainerIsObject(v.val.binary.data))
+		bad_export(im, "A row has its columns in an object \"data\".");
+	data = v.val.binary.data;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		const char *name = NameStr(att->attname);
+
+		r.texts[i] = NULL;
+		if (att->attisdropped)
+			continue;
+		if (getKeyJsonValueFromContainer(data, name, strlen(name), &v) == NULL)
+			bad_export(im, psprintf("A row has no column \"%s\".", name));
+		if (v.type != jbvNull)
+		{
+			if (v.type != jbvString)
+				bad_export(im, psprintf("Column \"%s\" of a row is not a string.", name));
+			r.texts[i] = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+	}
+	r.has_part = int32_field(im, j, "part", &r.part);
+	r.has_pos = int_field(im, j, "pos", &r.pos);
+	r.delivery = text_field(im, j, "delivery");
+	store_row(im, &r);
+}
+
+/* the fields of a row line that read_row_fast() knows */
+typedef enum RowField
+{
+	RF_ROW,
+	RF_ADDED,
+	RF_RETRACTED,
+	RF_PART,
+	RF_POS,
+	RF_DELIVERY,
+	RF_DATA,
+	RF_COUNT
+} RowField;
+
+static const char *const row_fields[RF_COUNT] = {
+	"row", "added", "retracted", "part", "pos", "delivery", "data"
+};
+
+/* what read_row_fast() has read of a line */
+typedef struct FastRow
+{
+	Import	   *im;
+	TupleDesc	desc;
+	int			depth;			/* 1: the line's object, 2: in "data" */
+	RowField	field;			/* the field of the line being read */
+	int			column;			/* in "data": the column, -1: none of ours */
+	int			next;			/* the column likely to come next */
+	bool		give_up;		/* read the line as jsonb */
+	bool		seen_field[RF_COUNT];
+	bool	   *seen;			/* each column's */
+	char	   *number[RF_COUNT];	/* the numbers, as text; NULL: null */
+	RowLine	   *row;
+} FastRow;
+
+static void
+fast_object_start(void *state)
+{
+	FastRow    *fr = state;
+
+	if (fr->give_up)
+		return;
+	if (fr->depth == 0 || (fr->depth == 1 && fr->field == RF_DATA))
+		fr->depth++;
+	else
+		fr->give_up = true;
+}
+
+static void
+fast_object_end(void *state)
+{
+	FastRow    *fr = state;
+
+	fr->depth--;
+}
+
+static void
+fast_array_start(void *state)
+{
+	((FastRow *) state)->give_up = true;
+}
+
+static void
+fast_field_start(void *state, char *fname, bool isnull)
+{
+	FastRow    *fr = state;
+
+	if (fr->give_up)
+		return;
+	if (fr->depth == 1)
+	{
+		int			f;
+
+		for (f = 0; f < RF_COUNT; f++)
+			if (strcmp(fname, row_fields[f]) == 0)
+				break;
+		if (f == RF_COUNT || fr->seen_field[f])
+			fr->give_up = true;
+		else
+		{
+			fr->field = (RowField) f;
+			fr->seen_field[f] = true;
+		}
+		return;
+	}
+
+	/* a column: most likely the one after the last, as export() writes */
+	fr->column = -1;
+	for (int n = 0; n < fr->desc->natts; n++)
+	{
+		int			i = (fr->next + n) % fr->desc->natts;
+		Form_pg_attribute att = TupleDescAttr(fr->desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), fname) == 0)
+		{
+			fr->column = i;
+			fr->next = i + 1;
+			break;
+		}
+	}
+}
+
+static void
+fast_scalar(void *state, char *token, JsonTokenType type)
+{
+	FastRow    *fr = state;
+
+	if (fr->give_up)
+		return;
+	if (fr->depth == 2)
+	{
+		if (fr->column < 0)
+			return;				/* not a column: as read_row() */
+		if (type == JSON_TOKEN_STRING)
+			fr->row->texts[fr->column] = token;
+		else if (type == JSON_TOKEN_NULL)
+			fr->row->texts[fr->column] = NULL;
+		else
+			fr->give_up = true;
+		fr->seen[fr->column] = true;
+		return;
+	}
+	switch (fr->field)
+	{
+		case RF_ROW:
+			fr->give_up = type != JSON_TOKEN_TRUE;
+			break;
+		case RF_DELIVERY:
+			if (type == JSON_TOKEN_STRING)
+				fr->row->delivery = token;
+			else
+				fr->give_up = type != JSON_TOKEN_NULL;
+			break;
+		case RF_DATA:
+			fr->give_up = true;
+			break;
+		default:
+			if (type == JSON_TOKEN_NUMBER)
+				fr->number[fr->field] = token;
+			else
+				fr->give_up = type != JSON_TOKEN_NULL;
+			break;
+	}
+}
+
+/* a number that read_row_fast() read: false if it is not a plain integer */
+static bool
+fast_int(FastRow *fr, RowField f, int64 *value)
+{
+	char	   *end;
+
+	errno = 0;
+	*value = strtoi64(fr->number[f], &end, 10);
+	return errno == 0 && end != fr->number[f] && *end == '\0';
+}
+
+/* a batch that read_row_fast() read: false if it is not one of the export */
+static bool
+fast_batch(FastRow *fr, RowField f, ImportedBatch **ib)
+{
+	int64		id;
+
+	*ib = NULL;
+	if (fr->number[f] == NULL)
+		return true;
+	if (!fast_int(fr, f, &id))
+		return false;
+	*ib = hash_search(fr->im->batches, &id, HASH_FIND, NULL);
+	return *ib != NULL;
+}
+
+/*
+ * A row line as export() writes it, read without making jsonb (the bulk
+ * of an import): false, having written nothing, if it is anything else,
+ * for read_row() to read or to say what is wrong with it.
+ */
+static bool
+read_row_fast(Import *im, text *line)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	JsonLexContext *lex;
+	JsonSemAction sem = {0};
+	FastRow		fr = {0};
+	RowLine		r = {0};
+
+	fr.im = im;
+	fr.desc = desc;
+	fr.row = &r;
+	fr.seen = im->seen;
+	r.texts = im->texts;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		r.texts[i] = NULL;
+		fr.seen[i] = TupleDescAttr(desc, i)->attisdropped;
+	}
+	sem.semstate = &fr;
+	sem.object_start = fast_object_start;
+	sem.object_end = fast_object_end;
+	sem.array_start = fast_array_start;
+	sem.object_field_start = fast_field_start;
+	sem.scalar = fast_scalar;
+	lex = makeJsonLexContextCstringLen(VARDATA_ANY(line), VARSIZE_ANY_EXHDR(line),
+									   GetDatabaseEncoding(), true);
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || fr.give_up ||
+		!fr.seen_field[RF_ROW] || !fr.seen_field[RF_DATA])
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+		if (!fr.seen[i])
+			return false;
+	if (!fast_batch(&fr, RF_ADDED, &r.added) ||
+		!fast_batch(&fr, RF_RETRACTED, &r.retracted))
+		return false;
+	if (fr.number[RF_PART])
+	{
+		int64		part;
+
+		if (!fast_int(&fr, RF_PART, &part) || part < 0 || part > PG_INT32_MAX)
+			return false;
+		r.has_part = true;
+		r.part = (int32) part;
+	}
+	if (fr.number[RF_POS])
+	{
+		if (!fast_int(&fr, RF_POS, &r.pos))
+			return false;
+		r.has_pos = true;
+	}
+	store_row(im, &r);
+	return true;
 }
 
 /* a count of the end must be what was read */
@@ -1048,6 +1337,8 @@ source_writes_import(PG_FUNCTION_ARGS)
 	im.ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
 	im.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	im.isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	im.texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
+	im.seen = palloc0(sizeof(bool) * Max(desc->natts, 1));
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);

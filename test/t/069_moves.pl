@@ -38,13 +38,25 @@ my $servers = qq{
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
 	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
-	CREATE ROLE editor};
+	CREATE ROLE editor;
+	CREATE DOMAIN positive AS int CHECK (VALUE > 0)};
 my %create = (
+	odd => q{CREATE FOREIGN TABLE odd (id positive, a int[], b bytea, j json, jb jsonb, t text,
+	  n numeric(10,2), at timestamptz) SERVER hooks},
 	ev => q{CREATE FOREIGN TABLE ev (id int, v text) SERVER k OPTIONS (topic 'ev')},
 	pay => q{CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
 	  OPTIONS (idempotency_header 'Idempotency-Key')});
 sql_a($servers);
 sql_a("$create{ev}; $create{pay}; GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor");
+sql_a("$create{odd}; " . <<'SQL');
+INSERT INTO odd VALUES (1, '{1,NULL,3}', '\x00ff5c', '{"a": "\\"}', '{"b": [1, null]}',
+  E'back\\slash\nnew\tline \u00fc "q" \\N \u0001', 1.5, '2020-01-01 00:00:00+00'),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+  (3, '{}', '\x', '[]', 'null', '', 0, 'infinity');
+UPDATE odd SET t = 'second' WHERE id = 2;
+DELETE FROM odd WHERE id = 3;
+UPDATE odd SET n = 2.25 WHERE id = 1;
+SQL
 
 # a history on the old cluster: messages, deliveries, people's edits
 produce(1 .. 100);
@@ -93,6 +105,9 @@ $producer->finish;
 like($out, qr/^imported 6$/m, 'so does the webhook source: five deliveries, one edited')
   or diag($err);
 my ($pay_frontiers) = $out =~ /^frontiers (.*)$/m;
+($out, $err) = move('odd');
+like($out, qr/^imported 5$/m, 'values of many types move through the pipe') or diag($err);
+is(sql_b(sprintf($log, 'odd')), sql_a(sprintf($log, 'odd')), 'odd: updates() is the same');
 
 # the same log, frontiers, positions and keys on the new cluster (the
 # Kafka source's up to the move: it goes on ingesting)
