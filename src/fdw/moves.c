@@ -30,8 +30,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
-#include "common/jsonapi.h"
-#include "mb/pg_wchar.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -68,6 +66,7 @@ typedef struct Export
 	StringInfoData line;
 	TupleDesc	desc;			/* the table's */
 	FmgrInfo   *out;			/* its columns' output functions */
+	StringInfoData *keys;		/* the columns' names in a row line */
 	int64		nbatches;
 	int64		nrows;
 	int64		nprogress;
@@ -90,11 +89,65 @@ put_line(Export *ex)
 static void
 put_int(StringInfo s, const char *name, int64 value, bool isnull)
 {
-	appendStringInfo(s, ", \"%s\": ", name);
+	char		digits[MAXINT8LEN + 1];
+
+	appendStringInfoString(s, ", \"");
+	appendStringInfoString(s, name);
+	appendStringInfoString(s, "\": ");
 	if (isnull)
-		appendStringInfoString(s, "null");
+		appendBinaryStringInfo(s, "null", 4);
 	else
-		appendStringInfo(s, INT64_FORMAT, value);
+		appendBinaryStringInfo(s, digits, pg_lltoa(value, digits));
+}
+
+/*
+ * A value as a JSON string: as escape_json() writes it, and at once when
+ * it has nothing to escape (most values)
+ */
+static void
+put_json_string(StringInfo s, const char *value)
+{
+	const unsigned char *p = (const unsigned char *) value;
+
+	while (*p >= 0x20 && *p != '"' && *p != '\\')
+		p++;
+	if (*p != '\0')
+	{
+		escape_json(s, value);
+		return;
+	}
+	enlargeStringInfo(s, (p - (const unsigned char *) value) + 2);
+	s->data[s->len++] = '"';
+	memcpy(s->data + s->len, value, p - (const unsigned char *) value);
+	s->len += p - (const unsigned char *) value;
+	s->data[s->len++] = '"';
+	s->data[s->len] = '\0';
+}
+
+/*
+ * The names of the columns as a row line has them, each with what comes
+ * before it: {"a": "1", "b": null}.  import() compares them as they are.
+ */
+static StringInfoData *
+column_keys(TupleDesc desc)
+{
+	StringInfoData *keys = palloc0(sizeof(StringInfoData) * Max(desc->natts, 1));
+	bool		first = true;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		initStringInfo(&keys[i]);
+		if (!first)
+			appendStringInfoString(&keys[i], ", ");
+		escape_json(&keys[i], NameStr(att->attname));
+		appendStringInfoString(&keys[i], ": ");
+		first = false;
+	}
+	return keys;
 }
 
 /* "name": "value", for strings */
@@ -186,7 +239,6 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 	StringInfo	s = &ex->line;
 	bool		null;
 	Datum		d;
-	bool		first = true;
 
 	appendStringInfoString(s, "{\"row\": true");
 	put_row_batch(s, "added", row->added, row->added_batch);
@@ -196,7 +248,11 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 	d = meta_of(hidden, layout->pos, &null);
 	put_int(s, "pos", null ? 0 : DatumGetInt64(d), null);
 	d = meta_of(hidden, layout->delivery, &null);
-	put_string(s, "delivery", null ? NULL : TextDatumGetCString(d));
+	appendStringInfoString(s, ", \"delivery\": ");
+	if (null)
+		appendBinaryStringInfo(s, "null", 4);
+	else
+		put_json_string(s, TextDatumGetCString(d));
 
 	slot_getallattrs(hidden);
 	sw_from_hidden(layout, ex->desc->natts, hidden->tts_values, hidden->tts_isnull,
@@ -208,15 +264,11 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 
 		if (att->attisdropped)
 			continue;
-		if (!first)
-			appendStringInfoString(s, ", ");
-		escape_json(s, NameStr(att->attname));
-		appendStringInfoString(s, ": ");
+		appendBinaryStringInfo(s, ex->keys[i].data, ex->keys[i].len);
 		if (isnull[i])
-			appendStringInfoString(s, "null");
+			appendBinaryStringInfo(s, "null", 4);
 		else
-			escape_json(s, OutputFunctionCall(&ex->out[i], values[i]));
-		first = false;
+			put_json_string(s, OutputFunctionCall(&ex->out[i], values[i]));
 	}
 	appendStringInfoString(s, "}}");
 	put_line(ex);
@@ -351,6 +403,7 @@ source_writes_export(PG_FUNCTION_ARGS)
 		getTypeOutputInfo(att->atttypid, &func, &varlena);
 		fmgr_info(func, &ex.out[i]);
 	}
+	ex.keys = column_keys(ex.desc);
 	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
 	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
 	put_header(&ex, ftrel, &source, &frontiers);
@@ -452,7 +505,7 @@ typedef struct Import
 	Datum	   *values;
 	bool	   *isnull;
 	char	  **texts;			/* a row's columns as text */
-	bool	   *seen;
+	StringInfoData *keys;		/* the columns' names in a row line */
 } Import;
 
 /* the export is not one import() takes: say where */
@@ -932,231 +985,197 @@ read_row(Import *im, Jsonb *j)
 	store_row(im, &r);
 }
 
-/* the fields of a row line that read_row_fast() knows */
-typedef enum RowField
+/* where read_row_fast() is in a line */
+typedef struct LineScan
 {
-	RF_ROW,
-	RF_ADDED,
-	RF_RETRACTED,
-	RF_PART,
-	RF_POS,
-	RF_DELIVERY,
-	RF_DATA,
-	RF_COUNT
-} RowField;
-
-static const char *const row_fields[RF_COUNT] = {
-	"row", "added", "retracted", "part", "pos", "delivery", "data"
-};
-
-/* what read_row_fast() has read of a line */
-typedef struct FastRow
-{
-	Import	   *im;
-	TupleDesc	desc;
-	int			depth;			/* 1: the line's object, 2: in "data" */
-	RowField	field;			/* the field of the line being read */
-	int			column;			/* in "data": the column, -1: none of ours */
-	int			next;			/* the column likely to come next */
-	bool		give_up;		/* read the line as jsonb */
-	bool		seen_field[RF_COUNT];
-	bool	   *seen;			/* each column's */
-	char	   *number[RF_COUNT];	/* the numbers, as text; NULL: null */
-	RowLine	   *row;
-} FastRow;
-
-static void
-fast_object_start(void *state)
-{
-	FastRow    *fr = state;
-
-	if (fr->give_up)
-		return;
-	if (fr->depth == 0 || (fr->depth == 1 && fr->field == RF_DATA))
-		fr->depth++;
-	else
-		fr->give_up = true;
-}
-
-static void
-fast_object_end(void *state)
-{
-	FastRow    *fr = state;
-
-	fr->depth--;
-}
-
-static void
-fast_array_start(void *state)
-{
-	((FastRow *) state)->give_up = true;
-}
-
-static void
-fast_field_start(void *state, char *fname, bool isnull)
-{
-	FastRow    *fr = state;
-
-	if (fr->give_up)
-		return;
-	if (fr->depth == 1)
-	{
-		int			f;
-
-		for (f = 0; f < RF_COUNT; f++)
-			if (strcmp(fname, row_fields[f]) == 0)
-				break;
-		if (f == RF_COUNT || fr->seen_field[f])
-			fr->give_up = true;
-		else
-		{
-			fr->field = (RowField) f;
-			fr->seen_field[f] = true;
-		}
-		return;
-	}
-
-	/* a column: most likely the one after the last, as export() writes */
-	fr->column = -1;
-	for (int n = 0; n < fr->desc->natts; n++)
-	{
-		int			i = (fr->next + n) % fr->desc->natts;
-		Form_pg_attribute att = TupleDescAttr(fr->desc, i);
-
-		if (!att->attisdropped && strcmp(NameStr(att->attname), fname) == 0)
-		{
-			fr->column = i;
-			fr->next = i + 1;
-			break;
-		}
-	}
-}
-
-static void
-fast_scalar(void *state, char *token, JsonTokenType type)
-{
-	FastRow    *fr = state;
-
-	if (fr->give_up)
-		return;
-	if (fr->depth == 2)
-	{
-		if (fr->column < 0)
-			return;				/* not a column: as read_row() */
-		if (type == JSON_TOKEN_STRING)
-			fr->row->texts[fr->column] = token;
-		else if (type == JSON_TOKEN_NULL)
-			fr->row->texts[fr->column] = NULL;
-		else
-			fr->give_up = true;
-		fr->seen[fr->column] = true;
-		return;
-	}
-	switch (fr->field)
-	{
-		case RF_ROW:
-			fr->give_up = type != JSON_TOKEN_TRUE;
-			break;
-		case RF_DELIVERY:
-			if (type == JSON_TOKEN_STRING)
-				fr->row->delivery = token;
-			else
-				fr->give_up = type != JSON_TOKEN_NULL;
-			break;
-		case RF_DATA:
-			fr->give_up = true;
-			break;
-		default:
-			if (type == JSON_TOKEN_NUMBER)
-				fr->number[fr->field] = token;
-			else
-				fr->give_up = type != JSON_TOKEN_NULL;
-			break;
-	}
-}
-
-/* a number that read_row_fast() read: false if it is not a plain integer */
-static bool
-fast_int(FastRow *fr, RowField f, int64 *value)
-{
+	char	   *p;
 	char	   *end;
+} LineScan;
 
-	errno = 0;
-	*value = strtoi64(fr->number[f], &end, 10);
-	return errno == 0 && end != fr->number[f] && *end == '\0';
+/* the line goes on with these bytes: skip them */
+static bool
+scan_literal(LineScan *sc, const char *lit, int len)
+{
+	if (sc->end - sc->p < len || memcmp(sc->p, lit, len) != 0)
+		return false;
+	sc->p += len;
+	return true;
 }
 
-/* a batch that read_row_fast() read: false if it is not one of the export */
+#define SCAN_LITERAL(sc, lit) scan_literal((sc), (lit), sizeof(lit) - 1)
+
+/* null, or a plain integer of 64 bits (*isnull says which) */
 static bool
-fast_batch(FastRow *fr, RowField f, ImportedBatch **ib)
+scan_int(LineScan *sc, int64 *value, bool *isnull)
+{
+	bool		neg = false;
+	uint64		v = 0;
+	char	   *start;
+
+	*isnull = SCAN_LITERAL(sc, "null");
+	if (*isnull)
+		return true;
+	if (sc->p < sc->end && *sc->p == '-')
+	{
+		neg = true;
+		sc->p++;
+	}
+	start = sc->p;
+	while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+	{
+		if (sc->p - start >= 18)
+			return false;		/* more than export() writes: jsonb's */
+		v = v * 10 + (*sc->p++ - '0');
+	}
+	if (sc->p == start || (*start == '0' && sc->p - start > 1))
+		return false;
+	*value = neg ? -(int64) v : (int64) v;
+	return true;
+}
+
+/*
+ * null (*text NULL), or a JSON string, unescaped into line memory.  False
+ * for what escape_json() writes rarely (\u: control characters), and for
+ * what it never writes (raw control characters): jsonb reads those.
+ */
+static bool
+scan_string(LineScan *sc, char **text)
+{
+	char	   *start;
+	char	   *out;
+
+	*text = NULL;
+	if (SCAN_LITERAL(sc, "null"))
+		return true;
+	if (sc->p >= sc->end || *sc->p != '"')
+		return false;
+	start = ++sc->p;
+	while (sc->p < sc->end && *sc->p != '"' && *sc->p != '\\' &&
+		   (unsigned char) *sc->p >= 0x20)
+		sc->p++;
+	if (sc->p < sc->end && *sc->p == '"')
+	{
+		*text = pnstrdup(start, sc->p - start);
+		sc->p++;
+		return true;
+	}
+
+	/* escapes: copy what came before, then go on a byte at a time */
+	*text = out = palloc(sc->end - start + 1);
+	memcpy(out, start, sc->p - start);
+	out += sc->p - start;
+	while (sc->p < sc->end && *sc->p != '"')
+	{
+		char		c = *sc->p++;
+
+		if ((unsigned char) c < 0x20)
+			return false;
+		if (c == '\\')
+		{
+			if (sc->p >= sc->end)
+				return false;
+			switch (*sc->p++)
+			{
+				case '"':
+					c = '"';
+					break;
+				case '\\':
+					c = '\\';
+					break;
+				case '/':
+					c = '/';
+					break;
+				case 'b':
+					c = '\b';
+					break;
+				case 'f':
+					c = '\f';
+					break;
+				case 'n':
+					c = '\n';
+					break;
+				case 'r':
+					c = '\r';
+					break;
+				case 't':
+					c = '\t';
+					break;
+				default:
+					return false;
+			}
+		}
+		*out++ = c;
+	}
+	if (sc->p >= sc->end)
+		return false;
+	*out = '\0';
+	sc->p++;
+	return true;
+}
+
+/* a batch id of a row line (NULL: null), which must be in the export */
+static bool
+scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
 {
 	int64		id;
+	bool		isnull;
 
 	*ib = NULL;
-	if (fr->number[f] == NULL)
-		return true;
-	if (!fast_int(fr, f, &id))
+	if (!scan_int(sc, &id, &isnull))
 		return false;
-	*ib = hash_search(fr->im->batches, &id, HASH_FIND, NULL);
+	if (isnull)
+		return true;
+	*ib = hash_search(im->batches, &id, HASH_FIND, NULL);
 	return *ib != NULL;
 }
 
 /*
- * A row line as export() writes it, read without making jsonb (the bulk
- * of an import): false, having written nothing, if it is anything else,
- * for read_row() to read or to say what is wrong with it.
+ * A row line exactly as export() writes it (its fields in its order, its
+ * columns in the table's), read without making jsonb: the bulk of an
+ * import.  False, having written nothing, for any other line, which
+ * read_row() reads as jsonb, or says what is wrong with.
  */
 static bool
 read_row_fast(Import *im, text *line)
 {
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	JsonLexContext *lex;
-	JsonSemAction sem = {0};
-	FastRow		fr = {0};
+	LineScan		sc;
 	RowLine		r = {0};
+	int64		part;
+	bool		isnull;
 
-	fr.im = im;
-	fr.desc = desc;
-	fr.row = &r;
-	fr.seen = im->seen;
+	sc.p = VARDATA_ANY(line);
+	sc.end = sc.p + VARSIZE_ANY_EXHDR(line);
 	r.texts = im->texts;
+	if (!SCAN_LITERAL(&sc, "{\"row\": true, \"added\": ") ||
+		!scan_batch(im, &sc, &r.added) ||
+		!SCAN_LITERAL(&sc, ", \"retracted\": ") ||
+		!scan_batch(im, &sc, &r.retracted) ||
+		!SCAN_LITERAL(&sc, ", \"part\": ") ||
+		!scan_int(&sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r.has_part = !isnull;
+	r.part = (int32) part;
+	if (!SCAN_LITERAL(&sc, ", \"pos\": ") ||
+		!scan_int(&sc, &r.pos, &isnull))
+		return false;
+	r.has_pos = !isnull;
+	if (!SCAN_LITERAL(&sc, ", \"delivery\": ") ||
+		!scan_string(&sc, &r.delivery) ||
+		!SCAN_LITERAL(&sc, ", \"data\": {"))
+		return false;
 	for (int i = 0; i < desc->natts; i++)
 	{
 		r.texts[i] = NULL;
-		fr.seen[i] = TupleDescAttr(desc, i)->attisdropped;
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		if (!scan_literal(&sc, im->keys[i].data, im->keys[i].len) ||
+			!scan_string(&sc, &r.texts[i]))
+			return false;
 	}
-	sem.semstate = &fr;
-	sem.object_start = fast_object_start;
-	sem.object_end = fast_object_end;
-	sem.array_start = fast_array_start;
-	sem.object_field_start = fast_field_start;
-	sem.scalar = fast_scalar;
-	lex = makeJsonLexContextCstringLen(VARDATA_ANY(line), VARSIZE_ANY_EXHDR(line),
-									   GetDatabaseEncoding(), true);
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || fr.give_up ||
-		!fr.seen_field[RF_ROW] || !fr.seen_field[RF_DATA])
+	if (!SCAN_LITERAL(&sc, "}}") || sc.p != sc.end)
 		return false;
-	for (int i = 0; i < desc->natts; i++)
-		if (!fr.seen[i])
-			return false;
-	if (!fast_batch(&fr, RF_ADDED, &r.added) ||
-		!fast_batch(&fr, RF_RETRACTED, &r.retracted))
-		return false;
-	if (fr.number[RF_PART])
-	{
-		int64		part;
-
-		if (!fast_int(&fr, RF_PART, &part) || part < 0 || part > PG_INT32_MAX)
-			return false;
-		r.has_part = true;
-		r.part = (int32) part;
-	}
-	if (fr.number[RF_POS])
-	{
-		if (!fast_int(&fr, RF_POS, &r.pos))
-			return false;
-		r.has_pos = true;
-	}
 	store_row(im, &r);
 	return true;
 }
@@ -1338,7 +1357,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 	im.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	im.isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
 	im.texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
-	im.seen = palloc0(sizeof(bool) * Max(desc->natts, 1));
+	im.keys = column_keys(desc);
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
