@@ -406,10 +406,18 @@ source_writes_export(PG_FUNCTION_ARGS)
 	ex.keys = column_keys(ex.desc);
 	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
 	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
-	put_header(&ex, ftrel, &source, &frontiers);
 
-	/* the batches of the retained log */
+	/*
+	 * The batches of the retained log.  Without a fence, a batch that the
+	 * snapshot sees may have come after one that it misses, still
+	 * committing, and whose timestamp is the upper: the export's upper is
+	 * after every batch it has, as its import's will be.
+	 */
 	map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
+	hash_seq_init(&status, map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+		frontiers.upper = Max(frontiers.upper, batch->ts + 1);
+	put_header(&ex, ftrel, &source, &frontiers);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		put_batch(&ex, batch);
