@@ -505,7 +505,11 @@ typedef struct Import
 	/* writing the rows */
 	EState	   *estate;
 	ResultRelInfo *rri[2];		/* current, history */
-	TupleTableSlot *slot[2];
+	TupleTableSlot **slots[2];	/* rows not yet inserted, as COPY keeps them */
+	int64	   *slot_lines[2];	/* their lines */
+	int			nslots[2];
+	int			nslots_made[2];
+	Size		slot_bytes[2];
 	SwLayout	layout[2];
 	BulkInsertState bistate[2];
 	FmgrInfo   *in;				/* the table's columns' input functions */
@@ -515,6 +519,10 @@ typedef struct Import
 	char	  **texts;			/* a row's columns as text */
 	StringInfoData *keys;		/* the columns' names in a row line */
 } Import;
+
+/* rows held for table_multi_insert(), at most: as COPY holds them */
+#define SW_IMPORT_SLOTS	1000
+#define SW_IMPORT_BYTES	65535
 
 /* the export is not one import() takes: say where */
 static void
@@ -609,12 +617,6 @@ read_lines(Import *im, void (*fn) (Import *im, text *line))
 	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes import line",
 												   ALLOCSET_DEFAULT_SIZES);
-	ErrorContextCallback context;
-
-	context.callback = import_context;
-	context.arg = im;
-	context.previous = error_context_stack;
-	error_context_stack = &context;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
@@ -649,7 +651,6 @@ read_lines(Import *im, void (*fn) (Import *im, text *line))
 	SPI_cursor_close(portal);
 	SPI_finish();
 	im->line = 0;
-	error_context_stack = context.previous;
 	MemoryContextDelete(line_cxt);
 }
 
@@ -874,6 +875,36 @@ read_rows(Import *im, text *line)
 	}
 }
 
+/*
+ * Insert the rows held for a hidden heap, and then their index entries,
+ * as COPY does (CopyMultiInsertBufferFlush()).
+ */
+static void
+insert_rows(Import *im, int heap)
+{
+	ResultRelInfo *rri = im->rri[heap];
+	int64		line = im->line;
+
+	if (im->nslots[heap] == 0)
+		return;
+	table_multi_insert(rri->ri_RelationDesc, im->slots[heap], im->nslots[heap],
+					   im->estate->es_output_cid, 0, im->bistate[heap]);
+	for (int i = 0; i < im->nslots[heap]; i++)
+	{
+		if (rri->ri_NumIndices > 0)
+		{
+			im->line = im->slot_lines[heap][i];
+			list_free(ExecInsertIndexTuples(rri, im->slots[heap][i], im->estate,
+											false, false, NULL, NIL));
+			ResetPerTupleExprContext(im->estate);
+		}
+		ExecClearTuple(im->slots[heap][i]);
+	}
+	im->line = line;
+	im->nslots[heap] = 0;
+	im->slot_bytes[heap] = 0;
+}
+
 /* a row line, as read from jsonb or by read_row_fast() */
 typedef struct RowLine
 {
@@ -903,7 +934,15 @@ store_row(Import *im, RowLine *r)
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
 	heap = r->retracted == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
 	layout = &im->layout[heap];
-	slot = im->slot[heap];
+	if (im->nslots[heap] == im->nslots_made[heap])
+	{
+		MemoryContext old = MemoryContextSwitchTo(im->cxt);
+
+		im->slots[heap][im->nslots_made[heap]++] =
+			table_slot_create(im->rri[heap]->ri_RelationDesc, NULL);
+		MemoryContextSwitchTo(old);
+	}
+	slot = im->slots[heap][im->nslots[heap]];
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -945,13 +984,12 @@ store_row(Import *im, RowLine *r)
 		slot->tts_isnull[layout->delivery - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);
-	table_tuple_insert(im->rri[heap]->ri_RelationDesc, slot,
-					   im->estate->es_output_cid, 0, im->bistate[heap]);
-	if (im->rri[heap]->ri_NumIndices > 0)
-		list_free(ExecInsertIndexTuples(im->rri[heap], slot, im->estate,
-										false, false, NULL, NIL));
-	ResetPerTupleExprContext(im->estate);
+	ExecMaterializeSlot(slot);	/* the values are the line's */
+	im->slot_lines[heap][im->nslots[heap]++] = im->line;
+	im->slot_bytes[heap] += ExecFetchSlotHeapTuple(slot, false, NULL)->t_len;
 	im->nrows++;
+	if (im->nslots[heap] == SW_IMPORT_SLOTS || im->slot_bytes[heap] >= SW_IMPORT_BYTES)
+		insert_rows(im, heap);
 }
 
 /* a row line read as jsonb: any order of fields, and clear errors */
@@ -1235,7 +1273,8 @@ open_heap(Import *im, int heap, Oid relid)
 	im->rri[heap] = makeNode(ResultRelInfo);
 	InitResultRelInfo(im->rri[heap], rel, 0, NULL, 0);
 	ExecOpenIndices(im->rri[heap], false);
-	im->slot[heap] = table_slot_create(rel, NULL);
+	im->slots[heap] = palloc0(sizeof(TupleTableSlot *) * SW_IMPORT_SLOTS);
+	im->slot_lines[heap] = palloc0(sizeof(int64) * SW_IMPORT_SLOTS);
 	im->bistate[heap] = GetBulkInsertState();
 }
 
@@ -1245,7 +1284,8 @@ close_heap(Import *im, int heap)
 	Relation	rel = im->rri[heap]->ri_RelationDesc;
 
 	FreeBulkInsertState(im->bistate[heap]);
-	ExecDropSingleTupleTableSlot(im->slot[heap]);
+	for (int i = 0; i < im->nslots_made[heap]; i++)
+		ExecDropSingleTupleTableSlot(im->slots[heap][i]);
 	ExecCloseIndices(im->rri[heap]);
 	table_close(rel, NoLock);
 }
@@ -1277,6 +1317,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 	int64		version;
 	int64		since;
 	int64		upper;
+	ErrorContextCallback context;
 	HASH_SEQ_STATUS status;
 	ImportedBatch *ib;
 	char	   *kind;
@@ -1319,6 +1360,10 @@ source_writes_import(PG_FUNCTION_ARGS)
 	ctl.hcxt = CurrentMemoryContext;
 	im.batches = hash_create("source_writes imported batches", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	context.callback = import_context;
+	context.arg = &im;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	read_lines(&im, read_batches);
 	if (im.header == NULL)
 		bad_export(&im, "It has no header: it is not an export of source_writes.");
@@ -1382,6 +1427,9 @@ source_writes_import(PG_FUNCTION_ARGS)
 	open_heap(&im, SW_CURRENT_HEAP, im.source.current_rel);
 	open_heap(&im, SW_HISTORY_HEAP, im.source.history_rel);
 	read_lines(&im, read_rows);
+	insert_rows(&im, SW_CURRENT_HEAP);
+	insert_rows(&im, SW_HISTORY_HEAP);
+	error_context_stack = context.previous;
 	close_heap(&im, SW_CURRENT_HEAP);
 	close_heap(&im, SW_HISTORY_HEAP);
 	FreeExecutorState(im.estate);

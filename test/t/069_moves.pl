@@ -42,7 +42,7 @@ my $servers = qq{
 	CREATE DOMAIN positive AS int CHECK (VALUE > 0)};
 my %create = (
 	odd => q{CREATE FOREIGN TABLE odd (id positive, a int[], b bytea, j json, jb jsonb, t text,
-	  n numeric(10,2), at timestamptz) SERVER hooks},
+	  n numeric(10,2), at timestamptz) SERVER hooks; CREATE INDEX odd_t ON odd (t)},
 	ev => q{CREATE FOREIGN TABLE ev (id int, v text) SERVER k OPTIONS (topic 'ev')},
 	pay => q{CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
 	  OPTIONS (idempotency_header 'Idempotency-Key')});
@@ -108,6 +108,8 @@ my ($pay_frontiers) = $out =~ /^frontiers (.*)$/m;
 ($out, $err) = move('odd');
 like($out, qr/^imported 5$/m, 'values of many types move through the pipe') or diag($err);
 is(sql_b(sprintf($log, 'odd')), sql_a(sprintf($log, 'odd')), 'odd: updates() is the same');
+is(sql_b(q{SET enable_seqscan = off; SELECT id FROM odd WHERE t = 'second'}), '2',
+	'its index has the imported rows');
 
 # the same log, frontiers, positions and keys on the new cluster (the
 # Kafka source's up to the move: it goes on ingesting)
@@ -266,6 +268,14 @@ like(import_lines('kev', $kafka_header, '{"progress": 0, "next_offset": 5}',
 	qr/A partition's progress has a "next_offset" and a "topic"/, 'a partition without its topic');
 is(sql_b(q{SELECT count(*) FROM source_writes.progress WHERE source = 'kev'::regclass}), '0',
 	'no offsets were written');
+sql_b(q{CREATE FOREIGN TABLE kup (id int) SERVER k OPTIONS (topic 'nothing', key 'id', envelope 'upsert')});
+(my $kup_header = $kafka_header) =~ s/"kev"/"kup"/;
+like(import_lines('kup', $kup_header, '{"batch": 1, "ts": 1, "origin": "kafka", "role": "postgres"}',
+		map({ qq({"row": true, "added": 1, "retracted": null, "part": 0, "pos": $_, "delivery": null, "data": {"id": "7"}}) } 1, 2),
+		'{"end": true, "batches": 1, "rows": 2, "progress": 0, "deliveries": 0}'),
+	qr/duplicate key value violates unique constraint.*\n.*\nCONTEXT:  line 4 of the export/,
+	'a key twice in an upsert source, with the line');
+is(sql_b(q{SELECT count(*) FROM kup}), '0', 'which has no rows');
 
 is(sql_b(q{SELECT count(*) FROM other}) . ' ' . sql_b(q{SELECT count(*) FROM source_writes.batches
 		WHERE source IN ('other'::regclass, 'wide'::regclass)}), '0 0', 'none wrote anything');
