@@ -329,7 +329,7 @@ PG_FUNCTION_INFO_V1(source_writes_export);
 Datum
 source_writes_export(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
+	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
 	bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
 	Export		ex = {0};
 	SwSource	source;
@@ -351,6 +351,12 @@ source_writes_export(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	LOCKTAG		tag;
 
+	/* a NULL source: no lines, as functions of a NULL table return NULL */
+	if (!OidIsValid(relid))
+	{
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		return (Datum) 0;
+	}
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
 	sw_source_resolve(relid, &source, true);
 	if (fence)

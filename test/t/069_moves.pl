@@ -279,6 +279,7 @@ is(sql_b(q{SELECT count(*) FROM kup}), '0', 'which has no rows');
 
 is(sql_b(q{SELECT count(*) FROM other}) . ' ' . sql_b(q{SELECT count(*) FROM source_writes.batches
 		WHERE source IN ('other'::regclass, 'wide'::regclass)}), '0 0', 'none wrote anything');
+is(sql_b(q{SELECT count(*) FROM source_writes.export(NULL)}), '0', 'the export of NULL is empty');
 is(import_lines('other', reverse @lines), '', 'the lines in any order');
 is(sql_b(q{SELECT id FROM other}), '1', 'are imported');
 
