@@ -66,6 +66,7 @@ typedef struct Export
 	StringInfoData line;
 	TupleDesc	desc;			/* the table's */
 	FmgrInfo   *out;			/* its columns' output functions */
+	StringInfoData *keys;		/* the columns' names in a row line */
 	int64		nbatches;
 	int64		nrows;
 	int64		nprogress;
@@ -88,11 +89,65 @@ put_line(Export *ex)
 static void
 put_int(StringInfo s, const char *name, int64 value, bool isnull)
 {
-	appendStringInfo(s, ", \"%s\": ", name);
+	char		digits[MAXINT8LEN + 1];
+
+	appendStringInfoString(s, ", \"");
+	appendStringInfoString(s, name);
+	appendStringInfoString(s, "\": ");
 	if (isnull)
-		appendStringInfoString(s, "null");
+		appendBinaryStringInfo(s, "null", 4);
 	else
-		appendStringInfo(s, INT64_FORMAT, value);
+		appendBinaryStringInfo(s, digits, pg_lltoa(value, digits));
+}
+
+/*
+ * A value as a JSON string: as escape_json() writes it, and at once when
+ * it has nothing to escape (most values)
+ */
+static void
+put_json_string(StringInfo s, const char *value)
+{
+	const unsigned char *p = (const unsigned char *) value;
+
+	while (*p >= 0x20 && *p != '"' && *p != '\\')
+		p++;
+	if (*p != '\0')
+	{
+		escape_json(s, value);
+		return;
+	}
+	enlargeStringInfo(s, (p - (const unsigned char *) value) + 2);
+	s->data[s->len++] = '"';
+	memcpy(s->data + s->len, value, p - (const unsigned char *) value);
+	s->len += p - (const unsigned char *) value;
+	s->data[s->len++] = '"';
+	s->data[s->len] = '\0';
+}
+
+/*
+ * The names of the columns as a row line has them, each with what comes
+ * before it: {"a": "1", "b": null}.  import() compares them as they are.
+ */
+static StringInfoData *
+column_keys(TupleDesc desc)
+{
+	StringInfoData *keys = palloc0(sizeof(StringInfoData) * Max(desc->natts, 1));
+	bool		first = true;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		initStringInfo(&keys[i]);
+		if (!first)
+			appendStringInfoString(&keys[i], ", ");
+		escape_json(&keys[i], NameStr(att->attname));
+		appendStringInfoString(&keys[i], ": ");
+		first = false;
+	}
+	return keys;
 }
 
 /* "name": "value", for strings */
@@ -184,7 +239,6 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 	StringInfo	s = &ex->line;
 	bool		null;
 	Datum		d;
-	bool		first = true;
 
 	appendStringInfoString(s, "{\"row\": true");
 	put_row_batch(s, "added", row->added, row->added_batch);
@@ -194,7 +248,11 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 	d = meta_of(hidden, layout->pos, &null);
 	put_int(s, "pos", null ? 0 : DatumGetInt64(d), null);
 	d = meta_of(hidden, layout->delivery, &null);
-	put_string(s, "delivery", null ? NULL : TextDatumGetCString(d));
+	appendStringInfoString(s, ", \"delivery\": ");
+	if (null)
+		appendBinaryStringInfo(s, "null", 4);
+	else
+		put_json_string(s, TextDatumGetCString(d));
 
 	slot_getallattrs(hidden);
 	sw_from_hidden(layout, ex->desc->natts, hidden->tts_values, hidden->tts_isnull,
@@ -206,15 +264,11 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 
 		if (att->attisdropped)
 			continue;
-		if (!first)
-			appendStringInfoString(s, ", ");
-		escape_json(s, NameStr(att->attname));
-		appendStringInfoString(s, ": ");
+		appendBinaryStringInfo(s, ex->keys[i].data, ex->keys[i].len);
 		if (isnull[i])
-			appendStringInfoString(s, "null");
+			appendBinaryStringInfo(s, "null", 4);
 		else
-			escape_json(s, OutputFunctionCall(&ex->out[i], values[i]));
-		first = false;
+			put_json_string(s, OutputFunctionCall(&ex->out[i], values[i]));
 	}
 	appendStringInfoString(s, "}}");
 	put_line(ex);
@@ -275,7 +329,7 @@ PG_FUNCTION_INFO_V1(source_writes_export);
 Datum
 source_writes_export(PG_FUNCTION_ARGS)
 {
-	Oid			relid = PG_GETARG_OID(0);
+	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
 	bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
 	Export		ex = {0};
 	SwSource	source;
@@ -295,7 +349,14 @@ source_writes_export(PG_FUNCTION_ARGS)
 	bool	   *isnull;
 	MemoryContext row_cxt;
 	ListCell   *lc;
+	LOCKTAG		tag;
 
+	/* a NULL source: no lines, as functions of a NULL table return NULL */
+	if (!OidIsValid(relid))
+	{
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		return (Datum) 0;
+	}
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
 	sw_source_resolve(relid, &source, true);
 	if (fence)
@@ -308,6 +369,21 @@ source_writes_export(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("source table \"%s\" was moved already", get_rel_name(relid))));
+
+		/*
+		 * A write of our own transaction, before the export or in the same
+		 * statement, would commit a batch after the snapshot (its timestamp
+		 * is the commit's) into a fenced table: DML holds RowExclusiveLock
+		 * from its parse on.
+		 */
+		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+		if (LockHeldByMe(&tag, RowExclusiveLock))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot fence source table \"%s\" in a transaction that writes to it",
+							get_rel_name(relid)),
+					 errdetail("Its writes would commit after the export was read."),
+					 errhint("Export with fence in a transaction of its own.")));
 	}
 
 	/* fenced: no writer is in, none gets in until the commit */
@@ -333,12 +409,21 @@ source_writes_export(PG_FUNCTION_ARGS)
 		getTypeOutputInfo(att->atttypid, &func, &varlena);
 		fmgr_info(func, &ex.out[i]);
 	}
+	ex.keys = column_keys(ex.desc);
 	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
 	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
-	put_header(&ex, ftrel, &source, &frontiers);
 
-	/* the batches of the retained log */
+	/*
+	 * The batches of the retained log.  Without a fence, a batch that the
+	 * snapshot sees may have come after one that it misses, still
+	 * committing, and whose timestamp is the upper: the export's upper is
+	 * after every batch it has, as its import's will be.
+	 */
 	map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
+	hash_seq_init(&status, map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+		frontiers.upper = Max(frontiers.upper, batch->ts + 1);
+	put_header(&ex, ftrel, &source, &frontiers);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		put_batch(&ex, batch);
@@ -367,7 +452,7 @@ source_writes_export(PG_FUNCTION_ARGS)
 
 	/* where ingestion goes on, and what it must not write again */
 	if (source.kind == SW_KIND_KAFKA)
-		foreach(lc, sw_catalog_progress(relid))
+		foreach(lc, sw_catalog_progress_at(relid, snapshot))
 			put_progress(&ex, lfirst(lc));
 	else
 		foreach(lc, sw_deliveries_of(relid, snapshot))
@@ -381,8 +466,12 @@ source_writes_export(PG_FUNCTION_ARGS)
 	appendStringInfoChar(&ex.line, '}');
 	put_line(&ex);
 
+	/* later writes of this statement and transaction see the fence too */
 	if (fence)
+	{
 		sw_catalog_set_moved(relid);
+		CommandCounterIncrement();
+	}
 	UnregisterSnapshot(snapshot);
 	MemoryContextDelete(row_cxt);
 	relation_close(ftrel, NoLock);
@@ -399,6 +488,7 @@ typedef struct ImportedBatch
 {
 	int64		exported;		/* hash key */
 	int64		batch;			/* its id here */
+	int64		ts;
 } ImportedBatch;
 
 /* what import() is reading, and writing */
@@ -416,18 +506,29 @@ typedef struct Import
 	int64		nprogress;
 	int64		ndeliveries;
 	int64		line;			/* the line being read, from 1 */
+	List	   *parts;			/* the partitions whose progress was read */
 
 	/* writing the rows */
 	EState	   *estate;
 	ResultRelInfo *rri[2];		/* current, history */
-	TupleTableSlot *slot[2];
+	TupleTableSlot **slots[2];	/* rows not yet inserted, as COPY keeps them */
+	int64	   *slot_lines[2];	/* their lines */
+	int			nslots[2];
+	int			nslots_made[2];
+	Size		slot_bytes[2];
 	SwLayout	layout[2];
 	BulkInsertState bistate[2];
 	FmgrInfo   *in;				/* the table's columns' input functions */
 	Oid		   *ioparams;
 	Datum	   *values;
 	bool	   *isnull;
+	char	  **texts;			/* a row's columns as text */
+	StringInfoData *keys;		/* the columns' names in a row line */
 } Import;
+
+/* rows held for table_multi_insert(), at most: as COPY holds them */
+#define SW_IMPORT_SLOTS	1000
+#define SW_IMPORT_BYTES	65535
 
 /* the export is not one import() takes: say where */
 static void
@@ -451,20 +552,51 @@ field(Jsonb *j, const char *name, JsonbValue *v)
 	return v;
 }
 
-/* a number field that must be an integer */
+/*
+ * A number field that must be an integer of 64 bits (a fraction is not
+ * rounded, nor a number out of range cut): false if it has none.
+ */
 static bool
 int_field(Import *im, Jsonb *j, const char *name, int64 *value)
 {
 	JsonbValue	v;
-	bool		error = false;
+	char	   *text;
+	char	   *end;
 
 	if (field(j, name, &v) == NULL)
 		return false;
 	if (v.type != jbvNumeric)
 		bad_export(im, psprintf("\"%s\" is not a number.", name));
-	*value = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
-	(void) error;
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+	errno = 0;
+	*value = strtoi64(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0')
+		bad_export(im, psprintf("\"%s\" is %s, not an integer of 64 bits.", name, text));
 	return true;
+}
+
+/* the same, for an integer of 32 bits that is not negative */
+static bool
+int32_field(Import *im, Jsonb *j, const char *name, int32 *value)
+{
+	int64		v;
+
+	if (!int_field(im, j, name, &v))
+		return false;
+	if (v < 0 || v > PG_INT32_MAX)
+		bad_export(im, psprintf("\"%s\" is " INT64_FORMAT ", out of range.", name, v));
+	*value = (int32) v;
+	return true;
+}
+
+/* where import() is, for the errors of input functions and indexes */
+static void
+import_context(void *arg)
+{
+	Import	   *im = arg;
+
+	if (im->line > 0)
+		errcontext("line %lld of the export in \"%s\"", (long long) im->line, im->lines);
 }
 
 /* a string field, or NULL */
@@ -485,13 +617,12 @@ text_field(Import *im, Jsonb *j, const char *name)
  * them (each line says what it is: the order does not matter).
  */
 static void
-read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
+read_lines(Import *im, void (*fn) (Import *im, text *line))
 {
 	Portal		portal;
 	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes import line",
 												   ALLOCSET_DEFAULT_SIZES);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
@@ -511,18 +642,13 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
 										  &isnull);
 			MemoryContext old;
-			Jsonb	   *j;
 
 			CHECK_FOR_INTERRUPTS();
 			im->line++;
 			if (isnull)
 				continue;
 			old = MemoryContextSwitchTo(line_cxt);
-			j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-												   CStringGetDatum(TextDatumGetCString(d))));
-			if (!JB_ROOT_IS_OBJECT(j))
-				bad_export(im, "A line is a JSON object.");
-			fn(im, j);
+			fn(im, DatumGetTextPP(d));
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(line_cxt);
 		}
@@ -532,6 +658,32 @@ read_lines(Import *im, void (*fn) (Import *im, Jsonb *j))
 	SPI_finish();
 	im->line = 0;
 	MemoryContextDelete(line_cxt);
+}
+
+/* a line as JSON, which must be an object */
+static Jsonb *
+line_jsonb(Import *im, text *line)
+{
+	Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+													   CStringGetDatum(text_to_cstring(line))));
+
+	if (!JB_ROOT_IS_OBJECT(j))
+		bad_export(im, "A line is a JSON object.");
+	return j;
+}
+
+/*
+ * Does a line begin as export() begins a row?  Such lines are read by
+ * read_row_fast() (pass 1 leaves them alone); any other line is read as
+ * jsonb, rows too.
+ */
+static bool
+row_prefix(text *line)
+{
+	static const char prefix[] = "{\"row\": true, ";
+
+	return VARSIZE_ANY_EXHDR(line) > sizeof(prefix) - 1 &&
+		memcmp(VARDATA_ANY(line), prefix, sizeof(prefix) - 1) == 0;
 }
 
 /* the export's columns must be the table's, by name and type */
@@ -601,8 +753,9 @@ check_columns(Import *im)
 
 /* pass 1: the header, the end, and the batches, which get ids here */
 static void
-read_batches(Import *im, Jsonb *j)
+read_batches(Import *im, text *line)
 {
+	Jsonb	   *j;
 	JsonbValue	v;
 	int64		id;
 	int64		ts;
@@ -613,6 +766,11 @@ read_batches(Import *im, Jsonb *j)
 	ImportedBatch *ib;
 	bool		found;
 
+	if (row_prefix(line))
+		return;					/* a row: pass 2's */
+	j = line_jsonb(im, line);
+	if (field(j, "row", &v))
+		return;
 	if (field(j, "format", &v) || field(j, "end", &v))
 	{
 		Jsonb	  **kept = field(j, "format", &v) ? &im->header : &im->end;
@@ -634,6 +792,7 @@ read_batches(Import *im, Jsonb *j)
 	if (found)
 		bad_export(im, psprintf("Batch " INT64_FORMAT " is there twice.", id));
 	ib->batch = sw_catalog_new_batch_id();
+	ib->ts = ts;
 	batch.batch = ib->batch;
 	batch.ts = ts;
 	batch.origin = sw_origin_of(origin);
@@ -643,49 +802,57 @@ read_batches(Import *im, Jsonb *j)
 	sw_catalog_insert_batch(RelationGetRelid(im->ftrel), &batch, 0, NULL, unknown);
 }
 
-/* a row's batch, by its id in the export */
-static int64
-imported_batch(Import *im, Jsonb *j, const char *name, bool *isnull)
+/* a row's batch, by its id in the export, or NULL */
+static ImportedBatch *
+imported_batch(Import *im, Jsonb *j, const char *name)
 {
 	int64		id;
 	ImportedBatch *ib;
 
-	*isnull = !int_field(im, j, name, &id);
-	if (*isnull)
-		return 0;
+	if (!int_field(im, j, name, &id))
+		return NULL;
 	ib = hash_search(im->batches, &id, HASH_FIND, NULL);
 	if (ib == NULL)
 		bad_export(im, psprintf("A row names batch " INT64_FORMAT ", which it has not.", id));
-	return ib->batch;
+	return ib;
 }
 
 static void read_row(Import *im, Jsonb *j);
+static bool read_row_fast(Import *im, text *line);
 
 /* pass 2: the rows, the progress of partitions, the deliveries' keys */
 static void
-read_rows(Import *im, Jsonb *j)
+read_rows(Import *im, text *line)
 {
+	Jsonb	   *j;
 	JsonbValue	v;
 
-	if (field(j, "format", &v) || field(j, "end", &v))
-		return;					/* the header and the end: read */
+	if (row_prefix(line) && read_row_fast(im, line))
+		return;
+	j = line_jsonb(im, line);
 	if (field(j, "row", &v))
 	{
 		read_row(im, j);
 		return;
 	}
+	if (field(j, "format", &v) || field(j, "end", &v))
+		return;					/* the header and the end: read */
 	if (field(j, "progress", &v))
 	{
-		int64		part;
 		SwProgress	p = {0};
+		MemoryContext old;
 
 		if (im->source.kind != SW_KIND_KAFKA)
 			bad_export(im, "Only Kafka sources have offsets.");
-		(void) int_field(im, j, "progress", &part);
-		if (!int_field(im, j, "next_offset", &p.next_offset))
-			bad_export(im, "A partition's progress has a \"next_offset\".");
-		p.part = (int32) part;
-		p.topic = text_field(im, j, "topic");
+		if (!int32_field(im, j, "progress", &p.part) ||
+			!int_field(im, j, "next_offset", &p.next_offset) ||
+			(p.topic = text_field(im, j, "topic")) == NULL)
+			bad_export(im, "A partition's progress has a \"next_offset\" and a \"topic\".");
+		if (list_member_int(im->parts, p.part))
+			bad_export(im, psprintf("Partition %d is there twice.", p.part));
+		old = MemoryContextSwitchTo(im->cxt);
+		im->parts = lappend_int(im->parts, p.part);
+		MemoryContextSwitchTo(old);
 		p.cluster_id = text_field(im, j, "cluster_id");
 		(void) int_field(im, j, "lost", &p.lost);
 		p.stopped = text_field(im, j, "stopped");
@@ -701,66 +868,98 @@ read_rows(Import *im, Jsonb *j)
 		char	   *hex = text_field(im, j, "body_sha256");
 		uint8		hash[PG_SHA256_DIGEST_LENGTH];
 		int64		ts;
-		int64		rows;
+		int32		rows;
 
 		if (im->source.kind != SW_KIND_WEBHOOK)
 			bad_export(im, "Only webhook sources keep deliveries' keys.");
-		if (!int_field(im, j, "ts", &ts) || !int_field(im, j, "rows", &rows) ||
+		if (!int_field(im, j, "ts", &ts) || !int32_field(im, j, "rows", &rows) ||
 			hex == NULL || strlen(hex) != 2 * PG_SHA256_DIGEST_LENGTH ||
 			hex_decode(hex, 2 * PG_SHA256_DIGEST_LENGTH, (char *) hash) != PG_SHA256_DIGEST_LENGTH)
 			bad_export(im, "A delivery has a \"ts\", \"rows\" and a \"body_sha256\" of 64 hex digits.");
-		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, (int32) rows);
+		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, rows);
 		im->ndeliveries++;
 	}
 }
 
 /*
- * A row version: into the current heap or the history, with its batches
- * (by their ids here), where it came from, and its columns by name.
+ * Insert the rows held for a hidden heap, and then their index entries,
+ * as COPY does (CopyMultiInsertBufferFlush()).
  */
 static void
-read_row(Import *im, Jsonb *j)
+insert_rows(Import *im, int heap)
 {
-	JsonbValue	v;
+	ResultRelInfo *rri = im->rri[heap];
+	int64		line = im->line;
+
+	if (im->nslots[heap] == 0)
+		return;
+	table_multi_insert(rri->ri_RelationDesc, im->slots[heap], im->nslots[heap],
+					   im->estate->es_output_cid, 0, im->bistate[heap]);
+	for (int i = 0; i < im->nslots[heap]; i++)
+	{
+		if (rri->ri_NumIndices > 0)
+		{
+			im->line = im->slot_lines[heap][i];
+			list_free(ExecInsertIndexTuples(rri, im->slots[heap][i], im->estate,
+											false, false, NULL, NIL));
+			ResetPerTupleExprContext(im->estate);
+		}
+		ExecClearTuple(im->slots[heap][i]);
+	}
+	im->line = line;
+	im->nslots[heap] = 0;
+	im->slot_bytes[heap] = 0;
+}
+
+/* a row line, as read from jsonb or by read_row_fast() */
+typedef struct RowLine
+{
+	ImportedBatch *added;		/* NULL: before since (folded) */
+	ImportedBatch *retracted;	/* NULL: current */
+	bool		has_part;
+	int32		part;
+	bool		has_pos;
+	int64		pos;
+	char	   *delivery;
+	char	  **texts;			/* each column's text, NULL for null */
+} RowLine;
+
+/*
+ * A row version: into the current heap or the history, with its batches
+ * (by their ids here), where it came from, and its columns.
+ */
+static void
+store_row(Import *im, RowLine *r)
+{
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	int64		value;
-	bool		added_null;
-	bool		retracted_null;
-	int64		added;
-	int64		retracted;
 	int			heap;
 	SwLayout   *layout;
 	TupleTableSlot *slot;
-	Jsonb	   *data;
 
-	added = imported_batch(im, j, "added", &added_null);
-	retracted = imported_batch(im, j, "retracted", &retracted_null);
-	if (added_null)
-		added = im->folded;
-	heap = retracted_null ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
+	if (r->added && r->retracted && r->retracted->ts <= r->added->ts)
+		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
+	heap = r->retracted == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
 	layout = &im->layout[heap];
-	slot = im->slot[heap];
-	if (field(j, "data", &v) == NULL || v.type != jbvBinary)
-		bad_export(im, "A row has its columns in \"data\".");
-	data = JsonbValueToJsonb(&v);
+	if (im->nslots[heap] == im->nslots_made[heap])
+	{
+		MemoryContext old = MemoryContextSwitchTo(im->cxt);
+
+		im->slots[heap][im->nslots_made[heap]++] =
+			table_slot_create(im->rri[heap]->ri_RelationDesc, NULL);
+		MemoryContextSwitchTo(old);
+	}
+	slot = im->slots[heap][im->nslots[heap]];
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		char	   *text = NULL;
 
 		im->isnull[i] = true;
 		im->values[i] = (Datum) 0;
 		if (att->attisdropped)
 			continue;
-		if (field(data, NameStr(att->attname), &v))
-		{
-			if (v.type != jbvString)
-				bad_export(im, psprintf("Column \"%s\" of a row is not a string.",
-										NameStr(att->attname)));
-			text = pnstrdup(v.val.string.val, v.val.string.len);
-		}
-		im->values[i] = InputFunctionCall(&im->in[i], text, im->ioparams[i], att->atttypmod);
-		im->isnull[i] = text == NULL;
+		im->values[i] = InputFunctionCall(&im->in[i], r->texts[i], im->ioparams[i],
+										  att->atttypmod);
+		im->isnull[i] = r->texts[i] == NULL;
 	}
 
 	ExecClearTuple(slot);
@@ -768,41 +967,269 @@ read_row(Import *im, Jsonb *j)
 		slot->tts_isnull[i] = true;
 	sw_to_hidden(layout, desc->natts, im->values, im->isnull,
 				 slot->tts_values, slot->tts_isnull);
-	slot->tts_values[layout->batch - 1] = Int64GetDatum(added);
+	slot->tts_values[layout->batch - 1] = Int64GetDatum(r->added ? r->added->batch : im->folded);
 	slot->tts_isnull[layout->batch - 1] = false;
 	if (heap == SW_HISTORY_HEAP)
 	{
-		slot->tts_values[layout->retracted - 1] = Int64GetDatum(retracted);
+		slot->tts_values[layout->retracted - 1] = Int64GetDatum(r->retracted->batch);
 		slot->tts_isnull[layout->retracted - 1] = false;
 	}
-	if (layout->part && int_field(im, j, "part", &value))
+	if (layout->part && r->has_part)
 	{
-		slot->tts_values[layout->part - 1] = Int32GetDatum((int32) value);
+		slot->tts_values[layout->part - 1] = Int32GetDatum(r->part);
 		slot->tts_isnull[layout->part - 1] = false;
 	}
-	if (layout->pos && int_field(im, j, "pos", &value))
+	if (layout->pos && r->has_pos)
 	{
-		slot->tts_values[layout->pos - 1] = Int64GetDatum(value);
+		slot->tts_values[layout->pos - 1] = Int64GetDatum(r->pos);
 		slot->tts_isnull[layout->pos - 1] = false;
 	}
-	if (layout->delivery)
+	if (layout->delivery && r->delivery)
 	{
-		char	   *key = text_field(im, j, "delivery");
-
-		if (key)
-		{
-			slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(key);
-			slot->tts_isnull[layout->delivery - 1] = false;
-		}
+		slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(r->delivery);
+		slot->tts_isnull[layout->delivery - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);
-	table_tuple_insert(im->rri[heap]->ri_RelationDesc, slot,
-					   im->estate->es_output_cid, 0, im->bistate[heap]);
-	if (im->rri[heap]->ri_NumIndices > 0)
-		list_free(ExecInsertIndexTuples(im->rri[heap], slot, im->estate,
-										false, false, NULL, NIL));
-	ResetPerTupleExprContext(im->estate);
+	ExecMaterializeSlot(slot);	/* the values are the line's */
+	im->slot_lines[heap][im->nslots[heap]++] = im->line;
+	im->slot_bytes[heap] += ExecFetchSlotHeapTuple(slot, false, NULL)->t_len;
 	im->nrows++;
+	if (im->nslots[heap] == SW_IMPORT_SLOTS || im->slot_bytes[heap] >= SW_IMPORT_BYTES)
+		insert_rows(im, heap);
+}
+
+/* a row line read as jsonb: any order of fields, and clear errors */
+static void
+read_row(Import *im, Jsonb *j)
+{
+	JsonbValue	v;
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	RowLine		r = {0};
+	JsonbContainer *data;
+
+	r.texts = im->texts;
+	r.added = imported_batch(im, j, "added");
+	r.retracted = imported_batch(im, j, "retracted");
+	if (field(j, "data", &v) == NULL || v.type != jbvBinary ||
+		!JsonContainerIsObject(v.val.binary.data))
+		bad_export(im, "A row has its columns in an object \"data\".");
+	data = v.val.binary.data;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		const char *name = NameStr(att->attname);
+
+		r.texts[i] = NULL;
+		if (att->attisdropped)
+			continue;
+		if (getKeyJsonValueFromContainer(data, name, strlen(name), &v) == NULL)
+			bad_export(im, psprintf("A row has no column \"%s\".", name));
+		if (v.type != jbvNull)
+		{
+			if (v.type != jbvString)
+				bad_export(im, psprintf("Column \"%s\" of a row is not a string.", name));
+			r.texts[i] = pnstrdup(v.val.string.val, v.val.string.len);
+		}
+	}
+	r.has_part = int32_field(im, j, "part", &r.part);
+	r.has_pos = int_field(im, j, "pos", &r.pos);
+	r.delivery = text_field(im, j, "delivery");
+	store_row(im, &r);
+}
+
+/* where read_row_fast() is in a line */
+typedef struct LineScan
+{
+	char	   *p;
+	char	   *end;
+} LineScan;
+
+/* the line goes on with these bytes: skip them */
+static bool
+scan_literal(LineScan *sc, const char *lit, int len)
+{
+	if (sc->end - sc->p < len || memcmp(sc->p, lit, len) != 0)
+		return false;
+	sc->p += len;
+	return true;
+}
+
+#define SCAN_LITERAL(sc, lit) scan_literal((sc), (lit), sizeof(lit) - 1)
+
+/* null, or a plain integer of 64 bits (*isnull says which) */
+static bool
+scan_int(LineScan *sc, int64 *value, bool *isnull)
+{
+	bool		neg = false;
+	uint64		v = 0;
+	char	   *start;
+
+	*isnull = SCAN_LITERAL(sc, "null");
+	if (*isnull)
+		return true;
+	if (sc->p < sc->end && *sc->p == '-')
+	{
+		neg = true;
+		sc->p++;
+	}
+	start = sc->p;
+	while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+	{
+		if (sc->p - start >= 18)
+			return false;		/* more than export() writes: jsonb's */
+		v = v * 10 + (*sc->p++ - '0');
+	}
+	if (sc->p == start || (*start == '0' && sc->p - start > 1))
+		return false;
+	*value = neg ? -(int64) v : (int64) v;
+	return true;
+}
+
+/*
+ * null (*text NULL), or a JSON string, unescaped into line memory.  False
+ * for what escape_json() writes rarely (\u: control characters), and for
+ * what it never writes (raw control characters): jsonb reads those.
+ */
+static bool
+scan_string(LineScan *sc, char **text)
+{
+	char	   *start;
+	char	   *out;
+
+	*text = NULL;
+	if (SCAN_LITERAL(sc, "null"))
+		return true;
+	if (sc->p >= sc->end || *sc->p != '"')
+		return false;
+	start = ++sc->p;
+	while (sc->p < sc->end && *sc->p != '"' && *sc->p != '\\' &&
+		   (unsigned char) *sc->p >= 0x20)
+		sc->p++;
+	if (sc->p < sc->end && *sc->p == '"')
+	{
+		*text = pnstrdup(start, sc->p - start);
+		sc->p++;
+		return true;
+	}
+
+	/* escapes: copy what came before, then go on a byte at a time */
+	*text = out = palloc(sc->end - start + 1);
+	memcpy(out, start, sc->p - start);
+	out += sc->p - start;
+	while (sc->p < sc->end && *sc->p != '"')
+	{
+		char		c = *sc->p++;
+
+		if ((unsigned char) c < 0x20)
+			return false;
+		if (c == '\\')
+		{
+			if (sc->p >= sc->end)
+				return false;
+			switch (*sc->p++)
+			{
+				case '"':
+					c = '"';
+					break;
+				case '\\':
+					c = '\\';
+					break;
+				case '/':
+					c = '/';
+					break;
+				case 'b':
+					c = '\b';
+					break;
+				case 'f':
+					c = '\f';
+					break;
+				case 'n':
+					c = '\n';
+					break;
+				case 'r':
+					c = '\r';
+					break;
+				case 't':
+					c = '\t';
+					break;
+				default:
+					return false;
+			}
+		}
+		*out++ = c;
+	}
+	if (sc->p >= sc->end)
+		return false;
+	*out = '\0';
+	sc->p++;
+	return true;
+}
+
+/* a batch id of a row line (NULL: null), which must be in the export */
+static bool
+scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
+{
+	int64		id;
+	bool		isnull;
+
+	*ib = NULL;
+	if (!scan_int(sc, &id, &isnull))
+		return false;
+	if (isnull)
+		return true;
+	*ib = hash_search(im->batches, &id, HASH_FIND, NULL);
+	return *ib != NULL;
+}
+
+/*
+ * A row line exactly as export() writes it (its fields in its order, its
+ * columns in the table's), read without making jsonb: the bulk of an
+ * import.  False, having written nothing, for any other line, which
+ * read_row() reads as jsonb, or says what is wrong with.
+ */
+static bool
+read_row_fast(Import *im, text *line)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	LineScan		sc;
+	RowLine		r = {0};
+	int64		part;
+	bool		isnull;
+
+	sc.p = VARDATA_ANY(line);
+	sc.end = sc.p + VARSIZE_ANY_EXHDR(line);
+	r.texts = im->texts;
+	if (!SCAN_LITERAL(&sc, "{\"row\": true, \"added\": ") ||
+		!scan_batch(im, &sc, &r.added) ||
+		!SCAN_LITERAL(&sc, ", \"retracted\": ") ||
+		!scan_batch(im, &sc, &r.retracted) ||
+		!SCAN_LITERAL(&sc, ", \"part\": ") ||
+		!scan_int(&sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r.has_part = !isnull;
+	r.part = (int32) part;
+	if (!SCAN_LITERAL(&sc, ", \"pos\": ") ||
+		!scan_int(&sc, &r.pos, &isnull))
+		return false;
+	r.has_pos = !isnull;
+	if (!SCAN_LITERAL(&sc, ", \"delivery\": ") ||
+		!scan_string(&sc, &r.delivery) ||
+		!SCAN_LITERAL(&sc, ", \"data\": {"))
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		r.texts[i] = NULL;
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		if (!scan_literal(&sc, im->keys[i].data, im->keys[i].len) ||
+			!scan_string(&sc, &r.texts[i]))
+			return false;
+	}
+	if (!SCAN_LITERAL(&sc, "}}") || sc.p != sc.end)
+		return false;
+	store_row(im, &r);
+	return true;
 }
 
 /* a count of the end must be what was read */
@@ -852,7 +1279,8 @@ open_heap(Import *im, int heap, Oid relid)
 	im->rri[heap] = makeNode(ResultRelInfo);
 	InitResultRelInfo(im->rri[heap], rel, 0, NULL, 0);
 	ExecOpenIndices(im->rri[heap], false);
-	im->slot[heap] = table_slot_create(rel, NULL);
+	im->slots[heap] = palloc0(sizeof(TupleTableSlot *) * SW_IMPORT_SLOTS);
+	im->slot_lines[heap] = palloc0(sizeof(int64) * SW_IMPORT_SLOTS);
 	im->bistate[heap] = GetBulkInsertState();
 }
 
@@ -862,7 +1290,8 @@ close_heap(Import *im, int heap)
 	Relation	rel = im->rri[heap]->ri_RelationDesc;
 
 	FreeBulkInsertState(im->bistate[heap]);
-	ExecDropSingleTupleTableSlot(im->slot[heap]);
+	for (int i = 0; i < im->nslots_made[heap]; i++)
+		ExecDropSingleTupleTableSlot(im->slots[heap][i]);
 	ExecCloseIndices(im->rri[heap]);
 	table_close(rel, NoLock);
 }
@@ -893,6 +1322,10 @@ source_writes_import(PG_FUNCTION_ARGS)
 	HASHCTL		ctl;
 	int64		version;
 	int64		since;
+	int64		upper;
+	ErrorContextCallback context;
+	HASH_SEQ_STATUS status;
+	ImportedBatch *ib;
 	char	   *kind;
 	Snapshot	snapshot;
 	TupleDesc	desc;
@@ -903,6 +1336,11 @@ source_writes_import(PG_FUNCTION_ARGS)
 					   get_rel_name(relid));
 	sw_source_resolve(relid, &im.source, true);
 	PreventCommandIfReadOnly("import()");
+	if (im.source.moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" was moved", get_rel_name(relid)),
+				 errhint("Import into a new source table.")));
 	im.cxt = CurrentMemoryContext;
 	im.lines = get_rel_name(lines) ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(lines)),
 																get_rel_name(lines)) : NULL;
@@ -928,6 +1366,10 @@ source_writes_import(PG_FUNCTION_ARGS)
 	ctl.hcxt = CurrentMemoryContext;
 	im.batches = hash_create("source_writes imported batches", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	context.callback = import_context;
+	context.arg = &im;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
 	read_lines(&im, read_batches);
 	if (im.header == NULL)
 		bad_export(&im, "It has no header: it is not an export of source_writes.");
@@ -955,8 +1397,17 @@ source_writes_import(PG_FUNCTION_ARGS)
 	if (im.end == NULL)
 		bad_export(&im, "It has no end: it was cut short.");
 	check_count(&im, "batches", hash_get_num_entries(im.batches));
-	if (!int_field(&im, im.header, "since", &since))
-		bad_export(&im, "Its header has no \"since\".");
+	if (!int_field(&im, im.header, "since", &since) ||
+		!int_field(&im, im.header, "upper", &upper))
+		bad_export(&im, "Its header has no \"since\" or no \"upper\".");
+	hash_seq_init(&status, im.batches);
+	while ((ib = hash_seq_search(&status)) != NULL)
+		if (ib->ts >= upper)
+		{
+			hash_seq_term(&status);
+			bad_export(&im, psprintf("A batch has a \"ts\" of " INT64_FORMAT ", not before its \"upper\", " INT64_FORMAT ".",
+									 ib->ts, upper));
+		}
 
 	/* pass 2: the rows, offsets and keys */
 	desc = RelationGetDescr(im.ftrel);
@@ -964,6 +1415,8 @@ source_writes_import(PG_FUNCTION_ARGS)
 	im.ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
 	im.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	im.isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	im.texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
+	im.keys = column_keys(desc);
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -980,6 +1433,9 @@ source_writes_import(PG_FUNCTION_ARGS)
 	open_heap(&im, SW_CURRENT_HEAP, im.source.current_rel);
 	open_heap(&im, SW_HISTORY_HEAP, im.source.history_rel);
 	read_lines(&im, read_rows);
+	insert_rows(&im, SW_CURRENT_HEAP);
+	insert_rows(&im, SW_HISTORY_HEAP);
+	error_context_stack = context.previous;
 	close_heap(&im, SW_CURRENT_HEAP);
 	close_heap(&im, SW_HISTORY_HEAP);
 	FreeExecutorState(im.estate);

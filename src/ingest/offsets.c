@@ -74,6 +74,15 @@ source_writes_reset_offsets(PG_FUNCTION_ARGS)
 
 	/* keep the workers' batches out until we commit */
 	ftrel = relation_open(relid, ShareRowExclusiveLock);
+
+	/* a moved source commits no batch, and its offsets are the new one's */
+	sw_source_resolve(relid, &source, true);
+	if (source.moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" was moved", RelationGetRelationName(ftrel)),
+				 errdetail("Its log was exported with source_writes.export(..., fence => true): it takes no more writes."),
+				 errhint("Reset the offsets of the source table it was imported into.")));
 	st = sw_source_table(ftrel);
 	if (!sw_catalog_progress_has_identity())
 		ereport(ERROR,

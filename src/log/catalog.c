@@ -1504,15 +1504,27 @@ sw_catalog_advance_progress(Oid relid, int32 part, int64 from, int64 to, int64 l
 List *
 sw_catalog_progress(Oid relid)
 {
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	List	   *result = sw_catalog_progress_at(relid, snapshot);
+
+	UnregisterSnapshot(snapshot);
+	return result;
+}
+
+/*
+ * The same, read with a given snapshot: export() reads the offsets with
+ * the rows that they are the offsets of.
+ */
+List *
+sw_catalog_progress_at(Oid relid, Snapshot snapshot)
+{
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
 	List	   *result = NIL;
-	Snapshot	snapshot;
 
 	require_catalog();
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	rel = table_open(oids.progress, AccessShareLock);
 	ScanKeyInit(&key, Anum_p_source, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
@@ -1521,7 +1533,6 @@ sw_catalog_progress(Oid relid)
 		result = lappend(result, progress_from_tuple(rel, tuple));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	UnregisterSnapshot(snapshot);
 	return result;
 }
 

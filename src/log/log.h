@@ -235,6 +235,7 @@ typedef struct SwProgress
 
 extern PGDLLEXPORT bool sw_catalog_progress_has_identity(void);
 extern PGDLLEXPORT List *sw_catalog_progress(Oid relid);
+extern List *sw_catalog_progress_at(Oid relid, Snapshot snapshot);
 extern PGDLLEXPORT void sw_catalog_lock_progress(Oid relid);
 extern PGDLLEXPORT void sw_catalog_start_progress(Oid relid, int32 part, int64 next_offset,
 												  const char *topic, const char *cluster_id);

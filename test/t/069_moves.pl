@@ -38,13 +38,25 @@ my $servers = qq{
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
 	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
-	CREATE ROLE editor};
+	CREATE ROLE editor;
+	CREATE DOMAIN positive AS int CHECK (VALUE > 0)};
 my %create = (
+	odd => q{CREATE FOREIGN TABLE odd (id positive, a int[], b bytea, j json, jb jsonb, t text,
+	  n numeric(10,2), at timestamptz) SERVER hooks; CREATE INDEX odd_t ON odd (t)},
 	ev => q{CREATE FOREIGN TABLE ev (id int, v text) SERVER k OPTIONS (topic 'ev')},
 	pay => q{CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
 	  OPTIONS (idempotency_header 'Idempotency-Key')});
 sql_a($servers);
 sql_a("$create{ev}; $create{pay}; GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor");
+sql_a("$create{odd}; " . <<'SQL');
+INSERT INTO odd VALUES (1, '{1,NULL,3}', '\x00ff5c', '{"a": "\\"}', '{"b": [1, null]}',
+  E'back\\slash\nnew\tline \u00fc "q" \\N \u0001', 1.5, '2020-01-01 00:00:00+00'),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+  (3, '{}', '\x', '[]', 'null', '', 0, 'infinity');
+UPDATE odd SET t = 'second' WHERE id = 2;
+DELETE FROM odd WHERE id = 3;
+UPDATE odd SET n = 2.25 WHERE id = 1;
+SQL
 
 # a history on the old cluster: messages, deliveries, people's edits
 produce(1 .. 100);
@@ -93,6 +105,11 @@ $producer->finish;
 like($out, qr/^imported 6$/m, 'so does the webhook source: five deliveries, one edited')
   or diag($err);
 my ($pay_frontiers) = $out =~ /^frontiers (.*)$/m;
+($out, $err) = move('odd');
+like($out, qr/^imported 5$/m, 'values of many types move through the pipe') or diag($err);
+is(sql_b(sprintf($log, 'odd')), sql_a(sprintf($log, 'odd')), 'odd: updates() is the same');
+is(sql_b(q{SET enable_seqscan = off; SELECT id FROM odd WHERE t = 'second'}), '2',
+	'its index has the imported rows');
 
 # the same log, frontiers, positions and keys on the new cluster (the
 # Kafka source's up to the move: it goes on ingesting)
@@ -117,6 +134,31 @@ ok($a->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
 	WHERE backend_type LIKE 'source_writes kafka%'}), 'its worker stops');
 is(post($port_a, 'k9', '{"id": 9}'), '410 the table was moved: send to its new address',
 	'the old webhook source writes no delivery: 410');
+my $batches_ev = sql_a(q{SELECT count(*) FROM source_writes.batches WHERE source = 'ev'::regclass});
+($rc, $stdout, $stderr) = $a->psql('postgres', q{SELECT source_writes.reset_offsets('ev', 'earliest')});
+like($stderr, qr/source table "ev" was moved/, 'reset_offsets() of the old Kafka source is refused');
+is(sql_a(q{SELECT count(*) FROM source_writes.batches WHERE source = 'ev'::regclass}), $batches_ev,
+	'and writes no batch');
+
+# a fence in a transaction that writes to the table would lose its writes
+sql_a(q{CREATE FOREIGN TABLE f (id int) SERVER hooks; INSERT INTO f VALUES (1);
+	CREATE FUNCTION f_insert() RETURNS int LANGUAGE plpgsql
+	  AS 'BEGIN INSERT INTO f VALUES (4); RETURN 4; END'});
+($rc, $stdout, $stderr) = $a->psql('postgres', q{BEGIN; INSERT INTO f VALUES (2);
+	SELECT count(*) FROM source_writes.export('f', fence => true); COMMIT});
+like($stderr, qr/cannot fence source table "f" in a transaction that writes to it/,
+	'a fence after a write of its transaction is refused');
+($rc, $stdout, $stderr) = $a->psql('postgres', q{WITH e AS (SELECT count(*) FROM
+	source_writes.export('f', fence => true)), i AS (INSERT INTO f VALUES (3) RETURNING id)
+	SELECT (SELECT count FROM e), (SELECT id FROM i)});
+like($stderr, qr/cannot fence source table "f" in a transaction that writes to it/,
+	'so is one in a statement that writes to it');
+($rc, $stdout, $stderr) = $a->psql('postgres', q{SELECT n, f_insert() FROM
+	(SELECT count(*) n FROM source_writes.export('f', fence => true) OFFSET 0) e});
+like($stderr, qr/source table "f" was moved/, 'a write after the fence in its statement is refused');
+is(sql_a(q{SELECT string_agg(id::text, ',') FROM f}) . ' '
+	. sql_a(q{SELECT count(*) FROM source_writes.batches WHERE source = 'f'::regclass}), '1 1',
+	'none of them wrote');
 
 # the new Kafka source goes on from the exported offsets, exactly once
 produce(1001 .. 1010);
@@ -126,6 +168,22 @@ is(sql_b(q{SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || count(*) FILTE
 		FROM ev WHERE id <> 1000}),
 	'309 309 299', 'each message once, before, during and after the move (8 deleted, 1000 typed)');
 is(sql_b(q{SELECT v FROM ev WHERE id = 7}), 'fixed', "a person's edit moved with the log");
+
+# an export without fence reads the offsets with the rows' snapshot: a
+# batch that commits while it runs is in neither
+sql_a(q{CREATE FOREIGN TABLE ev2 (id int, v text) SERVER k OPTIONS (topic 'ev')});
+ok($a->poll_query_until('postgres', q{SELECT count(*) = 310 FROM ev2}), 'a second source reads the topic');
+my $reader = $a->background_psql('postgres');
+$reader->query_safe(q{BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM ev2});
+produce(2001 .. 2005);
+ok($a->poll_query_until('postgres', q{SELECT count(*) = 315 FROM ev2}), 'which goes on ingesting');
+is($reader->query_safe(q{SELECT sum((e::jsonb->>'next_offset')::bigint) || ' '
+		|| count(*) FILTER (WHERE e::jsonb ? 'row') FROM source_writes.export('ev2') e}),
+	$reader->query_safe(q{SELECT sum(next_offset) || ' ' || (SELECT count(*) FROM ev2)
+		FROM source_writes.progress WHERE source = 'ev2'::regclass}),
+	"an export's offsets are those of its rows");
+$reader->query_safe('COMMIT');
+$reader->quit;
 sql_b(q{GRANT SELECT, INSERT, UPDATE, DELETE ON ev, pay TO editor});
 
 # the new webhook source keeps the keys
@@ -167,8 +225,61 @@ like(import_lines('kev', @lines), qr/the export is of a webhook source, and "kev
 	'an export of another kind');
 like(import_lines('pay', @lines), qr/source table "pay" is not empty/, 'a table that is not empty');
 like(import_lines('other', 'not json'), qr/invalid input syntax for type json/, 'lines that are not JSON');
+
+# crafted exports: refused with what is wrong, and where
+my ($header) = grep { /"format"/ } @lines;
+my ($upper_other) = $header =~ /"upper": (\d+)/;
+my @two = (map { sprintf('{"batch": %d, "ts": %d, "origin": "user", "role": "postgres"}', $_, $upper_other - 3 + $_) } 1, 2);
+sub crafted
+{
+	my (@rows) = @_;
+	return import_lines('other', $header, @two, @rows,
+		sprintf('{"end": true, "batches": 2, "rows": %d, "progress": 0, "deliveries": 0}', scalar @rows));
+}
+like(crafted('{"row": true, "added": 2, "retracted": 1, "data": {"id": "1"}}'),
+	qr/A row is retracted by a batch that is not later than the one that added it/,
+	'a row retracted before it was added');
+like(crafted('{"row": true, "added": 1, "retracted": 1, "data": {"id": "1"}}'),
+	qr/A row is retracted by a batch that is not later/, 'a row retracted by the batch that added it');
+like(crafted('{"row": true, "added": 1, "data": ["1"]}'), qr/A row has its columns in an object "data"/,
+	'a row whose columns are not an object');
+like(crafted('{"row": true, "added": 1, "data": {"other": "1"}}'), qr/A row has no column "id"/,
+	'a row without a column');
+like(crafted('{"row": true, "added": 1.5, "data": {"id": "1"}}'), qr/"added" is 1.5, not an integer of 64 bits/,
+	'a batch id that is not an integer');
+like(crafted('{"row": true, "added": 1e30, "data": {"id": "1"}}'), qr/"added" is 1\d{30}, not an integer of 64 bits/,
+	'a batch id out of range');
+like(crafted('{"row": true, "added": 1, "part": 99999999999, "data": {"id": "1"}}'),
+	qr/"part" is 99999999999, out of range/, 'a partition out of range');
+like(crafted('{"row": true, "added": 1, "data": {"id": "x1"}}'),
+	qr/invalid input syntax for type integer: "x1"\nCONTEXT:  line 4 of the export in "public.lines"/,
+	'a column that its type does not take, with the line');
+like(import_lines('other', $header, '{"batch": 1, "ts": 9223372036854775807, "origin": "user", "role": "postgres"}',
+		'{"end": true, "batches": 1, "rows": 0, "progress": 0, "deliveries": 0}'),
+	qr/A batch has a "ts" of 9223372036854775807, not before its "upper"/, 'a batch after the upper');
+my $kafka_header = '{"format": "source_writes export", "version": 1, "kind": "kafka", "table": "kev", '
+  . '"since": 1, "upper": 2, "columns": [["id", "integer"]]}';
+my $kafka_end = '{"end": true, "batches": 0, "rows": 0, "progress": 2, "deliveries": 0}';
+like(import_lines('kev', $kafka_header, '{"progress": 0, "next_offset": 5, "topic": "nothing"}',
+		'{"progress": 0, "next_offset": 7, "topic": "nothing"}', $kafka_end),
+	qr/Partition 0 is there twice/, 'a partition twice');
+like(import_lines('kev', $kafka_header, '{"progress": 0, "next_offset": 5}',
+		'{"progress": 1, "next_offset": 7, "topic": "nothing"}', $kafka_end),
+	qr/A partition's progress has a "next_offset" and a "topic"/, 'a partition without its topic');
+is(sql_b(q{SELECT count(*) FROM source_writes.progress WHERE source = 'kev'::regclass}), '0',
+	'no offsets were written');
+sql_b(q{CREATE FOREIGN TABLE kup (id int) SERVER k OPTIONS (topic 'nothing', key 'id', envelope 'upsert')});
+(my $kup_header = $kafka_header) =~ s/"kev"/"kup"/;
+like(import_lines('kup', $kup_header, '{"batch": 1, "ts": 1, "origin": "kafka", "role": "postgres"}',
+		map({ qq({"row": true, "added": 1, "retracted": null, "part": 0, "pos": $_, "delivery": null, "data": {"id": "7"}}) } 1, 2),
+		'{"end": true, "batches": 1, "rows": 2, "progress": 0, "deliveries": 0}'),
+	qr/duplicate key value violates unique constraint.*\n.*\nCONTEXT:  line 4 of the export/,
+	'a key twice in an upsert source, with the line');
+is(sql_b(q{SELECT count(*) FROM kup}), '0', 'which has no rows');
+
 is(sql_b(q{SELECT count(*) FROM other}) . ' ' . sql_b(q{SELECT count(*) FROM source_writes.batches
 		WHERE source IN ('other'::regclass, 'wide'::regclass)}), '0 0', 'none wrote anything');
+is(sql_b(q{SELECT count(*) FROM source_writes.export(NULL)}), '0', 'the export of NULL is empty');
 is(import_lines('other', reverse @lines), '', 'the lines in any order');
 is(sql_b(q{SELECT id FROM other}), '1', 'are imported');
 
