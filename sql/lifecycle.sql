@@ -46,14 +46,14 @@ RETURNS TABLE (relation text, columns text) LANGUAGE sql AS $$
 $$;
 
 -- Are the hidden relations in step with the table?  Our own columns left
--- out ("$part", "$pos", "$delivery", "$batch", and "$retracted" in the
--- history), column k of a hidden relation is column k of the table: same
--- name and type (a domain's base type), dropped or not.
+-- out ("$part", "$pos", "$delivery" for webhooks, "$batch", and
+-- "$retracted" in the history), column k of a hidden relation is column k
+-- of the table: same name and type (a domain's base type), dropped or not.
 CREATE FUNCTION in_step(src regclass) RETURNS boolean LANGUAGE sql AS $$
   WITH hidden AS (
-    SELECT r.rel, r.nmeta
+    SELECT r.rel, r.nmeta + (st.kind = 'webhook')::int AS nmeta
     FROM source_writes.source_tables st
-    CROSS JOIN LATERAL (VALUES (st.current_rel, 4), (st.history_rel, 5)) AS r(rel, nmeta)
+    CROSS JOIN LATERAL (VALUES (st.current_rel, 3), (st.history_rel, 4)) AS r(rel, nmeta)
     WHERE st.relid = src),
   ours AS (
     SELECT a.attrelid, a.attnum FROM hidden

@@ -312,8 +312,8 @@ extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts)
  * and the provenance columns in a second run, where the update of the
  * extension added them.
  */
-#define SW_CURRENT_META		4	/* "$part", "$pos", "$delivery", "$batch" */
-#define SW_HISTORY_META		5	/* ... and "$retracted" */
+#define SW_CURRENT_META		4	/* "$part", "$pos", "$delivery" (webhooks), "$batch" */
+#define SW_HISTORY_META		5	/* ... and "$retracted": at most */
 #define SW_META_PART		"$part"
 #define SW_META_POS			"$pos"
 #define SW_META_DELIVERY	"$delivery"
@@ -351,6 +351,14 @@ sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
 		if (attnum >= layout->runs[i].before)
 			hidden += layout->runs[i].length;
 	return hidden;
+}
+
+/* does a relation have all of our columns that a source of its kind has? */
+static inline bool
+sw_layout_complete(const SwLayout *layout, SwKind kind)
+{
+	return layout->part != InvalidAttrNumber && layout->pos != InvalidAttrNumber &&
+		(kind != SW_KIND_WEBHOOK || layout->delivery != InvalidAttrNumber);
 }
 
 /* the foreign table's attnum of a hidden attnum, or 0 for one of ours */

@@ -66,8 +66,9 @@
 #include "options/options.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
-								   uint32 tag, int nmeta);
-static List *sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped);
+								   uint32 tag, bool history, SwKind kind);
+static List *sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind,
+								  List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
@@ -157,8 +158,8 @@ sw_storage_sync(Oid relid, List *retyped)
 			tag = (uint32) random();
 		source.relid = relid;
 		source.kind = st->kind;
-		source.current_rel = create_hidden_relation(ftrel, "current", tag, SW_CURRENT_META);
-		source.history_rel = create_hidden_relation(ftrel, "history", tag, SW_HISTORY_META);
+		source.current_rel = create_hidden_relation(ftrel, "current", tag, false, st->kind);
+		source.history_rel = create_hidden_relation(ftrel, "history", tag, true, st->kind);
 		/* nothing is written before creation: both start now */
 		frontiers.upper = frontiers.since = sw_now_ms();
 		frontiers.retain = st->retain_history_ms;
@@ -179,8 +180,8 @@ sw_storage_sync(Oid relid, List *retyped)
 		sw_storage_depend(relid, source.history_rel);
 	}
 
-	added = sync_hidden_relation(ftrel, source.current_rel, retyped);
-	(void) sync_hidden_relation(ftrel, source.history_rel, NIL);
+	added = sync_hidden_relation(ftrel, source.current_rel, st->kind, retyped);
+	(void) sync_hidden_relation(ftrel, source.history_rel, st->kind, NIL);
 	sync_key_index(ftrel, source.current_rel, st);
 	if (exists)
 		follow_retention(relid, st->retain_history_ms);
@@ -571,7 +572,7 @@ sw_storage_complete(Oid relid)
 		if (hidden == NULL)
 			return true;
 		complete = !sw_find_layout(RelationGetDescr(hidden), &layout) ||
-			layout.part != InvalidAttrNumber;
+			sw_layout_complete(&layout, source.kind);
 		relation_close(hidden, AccessShareLock);
 	}
 	if (complete)
@@ -879,7 +880,7 @@ storage_in_step(Relation ftrel, const SwSource *source, SwSourceTable *st)
 
 		in_step = hidden->rd_rel->relowner == ftrel->rd_rel->relowner &&
 			sw_check_layout(ftrel, hidden, &layout, true, &column) &&
-			layout.part != InvalidAttrNumber &&
+			sw_layout_complete(&layout, source->kind) &&
 			has_dependency(RelationGetRelid(ftrel), hiddenid);
 		if (in_step && i == 0)
 		{
@@ -1015,11 +1016,15 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
  * line up.
  */
 static Oid
-create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta)
+create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag,
+					   bool history, SwKind kind)
 {
 	Oid			nsp = get_namespace_oid(SW_INTERNAL_SCHEMA, false);
 	TupleDesc	ftdesc = RelationGetDescr(ftrel);
+	bool		delivery = kind == SW_KIND_WEBHOOK;
+	int			nmeta = 3 + delivery + history;
 	TupleDesc	desc = CreateTemplateTupleDesc(ftdesc->natts + nmeta);
+	AttrNumber	next = ftdesc->natts;
 	char		relname[NAMEDATALEN];
 	Oid			relid;
 
@@ -1049,17 +1054,24 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag, int nmeta
 			TupleDescInitEntryCollation(desc, k, att->attcollation);
 		}
 	}
-	/* where each row came from (NULL: no message), its batches */
-	TupleDescInitEntry(desc, ftdesc->natts + 1, SW_META_PART, INT4OID, -1, 0);
-	TupleDescInitEntry(desc, ftdesc->natts + 2, SW_META_POS, INT8OID, -1, 0);
-	TupleDescInitEntry(desc, ftdesc->natts + 3, SW_META_DELIVERY, TEXTOID, -1, 0);
-	TupleDescInitEntryCollation(desc, ftdesc->natts + 3, C_COLLATION_OID);
-	TupleDescInitEntry(desc, ftdesc->natts + 4, SW_META_BATCH, INT8OID, -1, 0);
-	TupleDescAttr(desc, ftdesc->natts + 3)->attnotnull = true;
-	if (nmeta == SW_HISTORY_META)
+	/*
+	 * Where each row came from (NULL: no message; a webhook delivery's key
+	 * only for webhooks, so that a Kafka row has no null to keep), then its
+	 * batches, "$batch" last of the current heap's.
+	 */
+	TupleDescInitEntry(desc, ++next, SW_META_PART, INT4OID, -1, 0);
+	TupleDescInitEntry(desc, ++next, SW_META_POS, INT8OID, -1, 0);
+	if (delivery)
 	{
-		TupleDescInitEntry(desc, ftdesc->natts + 5, SW_META_RETRACTED, INT8OID, -1, 0);
-		TupleDescAttr(desc, ftdesc->natts + 4)->attnotnull = true;
+		TupleDescInitEntry(desc, ++next, SW_META_DELIVERY, TEXTOID, -1, 0);
+		TupleDescInitEntryCollation(desc, next, C_COLLATION_OID);
+	}
+	TupleDescInitEntry(desc, ++next, SW_META_BATCH, INT8OID, -1, 0);
+	TupleDescAttr(desc, next - 1)->attnotnull = true;
+	if (history)
+	{
+		TupleDescInitEntry(desc, ++next, SW_META_RETRACTED, INT8OID, -1, 0);
+		TupleDescAttr(desc, next - 1)->attnotnull = true;
 	}
 
 	/*
@@ -1416,7 +1428,7 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
  * Returns the attnums of the table's columns it added.
  */
 static List *
-sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
+sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind, List *retyped)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
@@ -1523,9 +1535,10 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, List *retyped)
 											(Node *) makeColumnDef(SW_META_PART, INT4OID, -1, InvalidOid)));
 		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_POS,
 											(Node *) makeColumnDef(SW_META_POS, INT8OID, -1, InvalidOid)));
+	}
+	if (kind == SW_KIND_WEBHOOK && layout.delivery == InvalidAttrNumber)
 		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_DELIVERY,
 											(Node *) makeColumnDef(SW_META_DELIVERY, TEXTOID, -1, C_COLLATION_OID)));
-	}
 
 	table_close(hidden, NoLock);
 

@@ -54,7 +54,7 @@ is($node->safe_psql('postgres', q{
 	WHERE attrelid = (SELECT current_rel FROM source_writes.source_tables
 	                  WHERE relid = 'kept'::regclass)
 	  AND attnum > 0 AND NOT attisdropped}),
-	'id integer, note text, $part integer, $pos bigint, $delivery text, $batch bigint',
+	'id integer, note text, $part integer, $pos bigint, $batch bigint',
 	'the uncommitted ALTER left no trace in storage');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM kept'), '1000|500500',
 	'committed rows all there');
