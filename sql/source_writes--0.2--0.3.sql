@@ -55,3 +55,32 @@ CREATE TABLE source_writes.avro_schemas (
 );
 COMMENT ON TABLE source_writes.avro_schemas IS
   'Writers'' Avro schemas fetched from schema registries, by server and schema id';
+
+-- Batches rolled up into segments: once every batch of a range of a source
+-- has committed long enough ago for every snapshot to see it, compaction
+-- replaces the range's rows of source_writes.batches by one row here.  A
+-- segment keeps each batch's id and timestamp, packed as deltas (about a
+-- byte a batch), its origin and role as an index into the segment's
+-- dictionary of (origin, role) pairs, and where the batches wrote rows,
+-- merged.  The segments of a source cover disjoint ranges of timestamps,
+-- all before those of its batch rows.
+CREATE TABLE source_writes.batch_segments (
+    source      regclass NOT NULL,  -- the source table
+    ts_from     bigint NOT NULL,    -- the oldest and newest timestamps of its batches
+    ts_to       bigint NOT NULL,
+    batch_from  bigint NOT NULL,    -- the lowest and highest of their ids
+    batch_to    bigint NOT NULL,
+    nbatches    integer NOT NULL,   -- how many batches it holds
+    origins     text[] NOT NULL,    -- its dictionary: (origins[i], roles[i])
+    roles       name[] NOT NULL,
+    batches     bytea NOT NULL,     -- the batches' ids, timestamps and kinds, packed
+    xid         xid8 NOT NULL,      -- the transaction that rolled them up
+    current_file   oid,             -- where the batches wrote rows, merged, as
+    current_blocks bigint[],        -- in source_writes.batches
+    history_file   oid,
+    history_blocks bigint[]
+);
+CREATE INDEX batch_segments_source_ts ON source_writes.batch_segments (source, ts_to);
+COMMENT ON TABLE source_writes.batch_segments IS
+  'Committed batches of a source table rolled up into segments: their ids, timestamps, origins and roles, packed';
+SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_segments', '');

@@ -45,6 +45,7 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
+int			sw_segment_batches = 16384;
 int			sw_stamp_slots = 1024;
 #ifdef SW_BENCHMARK
 bool		sw_webhook_bench_discard = false;
@@ -276,6 +277,16 @@ _PG_init(void)
 							0, INT_MAX / 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("source_writes.segment_batches",
+							"Batches that compaction rolls up into one segment of the batch catalog.",
+							"Batches that every snapshot sees, all but the newest, are rolled up this many at a time.",
+							&sw_segment_batches,
+							16384,
+							1, PG_UINT16_MAX,
+							PGC_SUSET,
+							0,
 							NULL, NULL, NULL);
 
 #ifdef SW_BENCHMARK

@@ -41,9 +41,10 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	sw_written_blocks_init(&map->written[SW_CURRENT_HEAP]);
 	sw_written_blocks_init(&map->written[SW_HISTORY_HEAP]);
 	map->batches = sw_catalog_load_batches(relid, from, snapshot, until,
-										   map->written);
+										   map->written, &map->segments);
+	map->found = palloc(sizeof(SwBatch) * 2);
 	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
-	map->oldest_ts = PG_INT64_MAX;
+	map->oldest_ts = sw_segments_oldest(map->segments, from);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		map->oldest_ts = Min(map->oldest_ts, batch->ts);
@@ -56,19 +57,30 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * own (may_be_own, and the reader's transaction wrote the tuple), after.
  * The tuple's xmin says that, in parallel workers too: a current row that
  * the reader's transaction wrote was added by one of its batches, a
- * history row that it wrote was retracted by one.
+ * history row that it wrote was retracted by one.  A batch found in a
+ * segment is copied to map->found[which], which holds it until the next
+ * row.
  */
 static inline SwLogWhen
 batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
-		   bool may_be_own, const SwBatch **batch)
+		   bool may_be_own, int which, const SwBatch **batch)
 {
 	bool		isnull;
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
 
 	Assert(!isnull);
 	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
+	if (*batch == NULL && sw_segments_find(map->segments, id, &map->found[which]))
+		*batch = &map->found[which];
 	if (*batch != NULL)
+	{
+		if ((*batch)->ts < map->from)
+		{
+			*batch = NULL;
+			return SW_LOG_BEFORE;	/* in a segment that reaches from */
+		}
 		return (*batch)->ts < map->until ? SW_LOG_IN : SW_LOG_LATER;
+	}
 	if (may_be_own)
 	{
 		HeapTuple	tuple = ExecFetchSlotHeapTuple(hidden, false, NULL);
@@ -88,12 +100,12 @@ void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = batch_when(map, hidden, layout->meta, !history,
+	row->added = batch_when(map, hidden, layout->meta, !history, 0,
 							&row->added_batch);
 	row->retracted = SW_LOG_LATER;
 	row->retracted_batch = NULL;
 	if (history)
-		row->retracted = batch_when(map, hidden, layout->meta + 1, true,
+		row->retracted = batch_when(map, hidden, layout->meta + 1, true, 1,
 									&row->retracted_batch);
 }
 
