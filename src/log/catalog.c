@@ -1744,7 +1744,7 @@ add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls
 /*
  * Load the segments of a source that the MVCC snapshot sees and that hold
  * batches with ts >= from_ts into a set, in the caller's memory context:
- * their bounds, dictionaries and packed batches (about a byte a batch),
+ * their bounds and dictionaries; their packed batches are read and
  * unpacked only when a batch is looked up in them; and, if written is not
  * NULL, add where they wrote rows, as sw_catalog_load_batches() does.
  * NULL if there are none.
@@ -1805,7 +1805,7 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 			seg->origins[i] = parse_origin(TextDatumGetCString(origins[i]));
 			namestrcpy(&seg->roles[i], NameStr(*DatumGetName(roles[i])));
 		}
-		seg->packed = DatumGetByteaPCopy(values[Anum_s_batches - 1]);
+		seg->tid = tuple->t_self;
 		if (written)
 		{
 			bool		own = row_is_own(tuple, values[Anum_s_xid - 1]);
@@ -1825,10 +1825,36 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 }
 
 /*
+ * The packed batches of the segment row at tid, which a reader's snapshot
+ * that still runs saw (so it cannot have been pruned), in the caller's
+ * memory context.
+ */
+bytea *
+sw_catalog_segment_packed(ItemPointer tid)
+{
+	Relation	rel = table_open(oids.segments, AccessShareLock);
+	HeapTupleData tuple;
+	Buffer		buffer;
+	bool		isnull;
+	bytea	   *packed;
+
+	tuple.t_self = *tid;
+	if (!heap_fetch(rel, SnapshotAny, &tuple, &buffer, false))
+		elog(ERROR, "segment row (%u,%u) of source_writes.batch_segments is gone",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid));
+	packed = DatumGetByteaPCopy(heap_getattr(&tuple, Anum_s_batches,
+											 RelationGetDescr(rel), &isnull));
+	ReleaseBuffer(buffer);
+	table_close(rel, AccessShareLock);
+	return packed;
+}
+
+/*
  * The committed batches of a source with ts >= from_ts that the MVCC
  * snapshot sees, as a hash table from batch id to SwBatch in the caller's
  * memory context, of those that have their own rows, and (*segments) a set
- * of the segments that hold the others, NULL if none; and, if written is
+ * of the segments that hold the others, NULL if none (their bounds and
+ * dictionaries: their packed batches are read when needed); and, if written is
  * not NULL, where they wrote rows: in the current heap, those before
  * current_until; in the history, all.  (A segment may also hold batches
  * before from_ts: a lookup tells by their timestamps.)
@@ -2251,8 +2277,8 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 
 /*
  * Roll the oldest segment_batches batch rows of a source up into one
- * segment, if that many are settled (see batch_settled()) and older than a
- * settled batch row that stays: the newest batches stay rows, so that
+ * segment, if that many are settled (see batch_settled()), delay_ms older
+ * than its newest batch, and older than a settled batch row that stays: the newest batches stay rows, so that
  * every snapshot, old or new, finds its upper in the rows (snapshot_upper()
  * reads the newest batch a snapshot sees, and what it names as pending)
  * and the controller its stamp state.  Batches of one timestamp go
@@ -2260,7 +2286,7 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
  * many batches were rolled up: 0 when there were too few.
  */
 int
-sw_catalog_roll_up(Oid relid, int segment_batches)
+sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 {
 	Relation	rel;
 	Relation	index;
@@ -2269,6 +2295,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches)
 	HeapTuple	tuple;
 	TransactionId horizon;
 	int64		cutoff = PG_INT64_MIN;
+	int64		newest = PG_INT64_MIN;
 	int64		stop_ts = PG_INT64_MAX;
 	RollItem   *items;
 	int			n = 0;
@@ -2291,19 +2318,27 @@ sw_catalog_roll_up(Oid relid, int segment_batches)
 	index = index_open(oids.batches_ts, AccessShareLock);
 	horizon = GetOldestNonRemovableTransactionId(rel);
 
-	/* the newest settled batch row: it and those after it stay */
+	/*
+	 * The newest settled batch row: it and those after it stay, and so do
+	 * those less than delay_ms older than the newest batch.
+	 */
 	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, SnapshotAny, keys);
 	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
 	{
 		bool		dead;
+		bool		settled = batch_settled(scan, tuple, horizon, &dead);
+		bool		isnull;
+		int64		ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+													RelationGetDescr(rel), &isnull));
 
 		CHECK_FOR_INTERRUPTS();
-		if (batch_settled(scan, tuple, horizon, &dead))
+		if (dead)
+			continue;
+		if (newest == PG_INT64_MIN)
+			newest = ts;
+		if (settled)
 		{
-			bool		isnull;
-
-			cutoff = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
-												RelationGetDescr(rel), &isnull));
+			cutoff = Min(ts, newest - delay_ms);
 			break;
 		}
 	}

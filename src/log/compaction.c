@@ -166,7 +166,8 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 /*
  * Roll the oldest batch rows of a source up into a segment of
  * source_writes.batch_segments, source_writes.segment_batches of them, if
- * that many are settled (sw_catalog_roll_up()).  Takes the source's
+ * that many are settled and source_writes.segment_delay older than its
+ * newest batch (sw_catalog_roll_up()).  Takes the source's
  * compaction lock, which writers never take, until the end of the
  * transaction.  Returns how many batches were rolled up, or -1 when not
  * waiting and the table or its compaction is locked by someone else.
@@ -194,7 +195,7 @@ sw_roll_up(Oid relid, bool wait)
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes rollup",
 								ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
-	n = sw_catalog_roll_up(relid, sw_segment_batches);
+	n = sw_catalog_roll_up(relid, sw_segment_batches, sw_segment_delay);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 	return n;

@@ -196,7 +196,8 @@ extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 											Snapshot snapshot, int limit);
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
-extern int	sw_catalog_roll_up(Oid relid, int segment_batches);
+extern bytea *sw_catalog_segment_packed(ItemPointer tid);
+extern int	sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms);
 extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
 extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
@@ -387,6 +388,8 @@ extern bool sw_storage_place_indexes(Oid relid, Oid hiddenid, bool nowait);
 
 /* the batches per segment that a rollup makes (source_writes.segment_batches) */
 extern int	sw_segment_batches;
+/* how long (ms) batches stay rows first (source_writes.segment_delay) */
+extern int	sw_segment_delay;
 
 /* a segment a reader loaded: its bounds, dictionary and packed batches */
 typedef struct SwSegment
@@ -400,7 +403,8 @@ typedef struct SwSegment
 	int			nkinds;			/* its dictionary: (origin, role) pairs */
 	SwOrigin   *origins;
 	NameData   *roles;
-	bytea	   *packed;
+	ItemPointerData tid;		/* its row, whose packed batches are read
+								 * when it is unpacked */
 	/* unpacked, while it is among those a reader keeps so: */
 	int64	   *ids;
 	int64	   *ts;

@@ -273,11 +273,16 @@ sw_segments_finish(SwSegmentSet *set)
 	}
 }
 
-/* unpack a segment, making room among those unpacked if need be */
+/*
+ * Unpack a segment, making room among those unpacked if need be.  Its
+ * packed batches are read from its row then: the reader's snapshot, which
+ * saw the row, still runs, so the row is still there.
+ */
 static void
 unpack(SwSegmentSet *set, SwSegment *seg)
 {
 	MemoryContext old;
+	bytea	   *packed;
 
 	if (set->nunpacked == SW_SEGMENT_CACHE)
 	{
@@ -299,9 +304,11 @@ unpack(SwSegmentSet *set, SwSegment *seg)
 	seg->ts = palloc(sizeof(int64) * Max(seg->nbatches, 1));
 	seg->kinds = palloc(sizeof(uint16) * Max(seg->nbatches, 1));
 	MemoryContextSwitchTo(old);
-	sw_segment_unpack(seg->packed, seg->nbatches, seg->batch_from, seg->batch_to,
+	packed = sw_catalog_segment_packed(&seg->tid);
+	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
 					  seg->ts_from, seg->ts_to, seg->nkinds,
 					  seg->ids, seg->ts, seg->kinds);
+	pfree(packed);
 	set->nunpacked++;
 }
 

@@ -27,6 +27,7 @@ use SwTest;
 my $node = SwTest::node('segments', conf => q{
 source_writes.compaction_interval = 0
 source_writes.segment_batches = 10
+source_writes.segment_delay = 0
 restart_after_crash = on
 max_connections = 30
 log_statement = none
