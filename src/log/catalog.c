@@ -2276,6 +2276,38 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 }
 
 /*
+ * The newest timestamp in the segments of a source, as its compaction
+ * (holding the lock) sees them: committed, or made or deleted by itself;
+ * PG_INT64_MIN if there are none.
+ */
+static int64
+newest_segment_ts(Oid relid)
+{
+	Relation	rel = table_open(oids.segments, AccessShareLock);
+	Relation	index = index_open(oids.segments_ts, AccessShareLock);
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	int64		newest = PG_INT64_MIN;
+
+	ScanKeyInit(&key, Anum_s_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan_ordered(rel, index, SnapshotSelf, 1, &key);
+	tuple = systable_getnext_ordered(scan, BackwardScanDirection);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+
+		newest = DatumGetInt64(heap_getattr(tuple, Anum_s_ts_to,
+											RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return newest;
+}
+
+/*
  * Roll the oldest segment_batches batch rows of a source up into one
  * segment, if that many are settled (see batch_settled()), delay_ms older
  * than its newest batch, and older than a settled batch row that stays: the newest batches stay rows, so that
@@ -2291,7 +2323,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	Relation	rel;
 	Relation	index;
 	SysScanDesc scan;
-	ScanKeyData keys[2];
+	ScanKeyData keys[3];
 	HeapTuple	tuple;
 	TransactionId horizon;
 	int64		cutoff = PG_INT64_MIN;
@@ -2344,7 +2376,11 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	}
 	systable_endscan_ordered(scan);
 
-	/* the oldest before it, while they are settled */
+	/*
+	 * The oldest before it, while they are settled, after the newest
+	 * segment: the rows it and those before it took may not have been
+	 * vacuumed away yet.
+	 */
 	items = palloc(sizeof(RollItem) * (segment_batches + 1));
 	kind_origins = palloc(sizeof(SwOrigin) * (segment_batches + 1));
 	kind_roles = palloc(sizeof(NameData) * (segment_batches + 1));
@@ -2352,7 +2388,9 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 				ObjectIdGetDatum(relid));
 	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
 				Int64GetDatum(cutoff));
-	scan = systable_beginscan_ordered(rel, index, SnapshotAny, 2, keys);
+	ScanKeyInit(&keys[2], Anum_b_ts, BTGreaterStrategyNumber, F_INT8GT,
+				Int64GetDatum(newest_segment_ts(relid)));
+	scan = systable_beginscan_ordered(rel, index, SnapshotAny, 3, keys);
 	while (cutoff != PG_INT64_MIN &&
 		   HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection)))
 	{
@@ -2494,6 +2532,13 @@ sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
 		{
 			SegmentRow *seg = lfirst(lc);
 
+			if (n >= limit)
+				break;
+			if (seg->ts_to < before)
+			{
+				n += seg->nbatches;
+				continue;
+			}
 			unpack_segment_row(seg);
 			for (int i = 0; i < seg->nbatches; i++)
 				if (seg->ts[i] < before)
