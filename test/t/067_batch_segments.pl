@@ -15,6 +15,7 @@
 #   after the server was killed (-9) in a rollup's open transaction;
 #   in a database restored from pg_dump;
 #   with the supervisor rolling up on its own.
+# Dropping a source drops its segments.
 use strict;
 use warnings;
 
@@ -273,5 +274,15 @@ $node->reload;
 $node->safe_psql('postgres', q{
 	SELECT source_writes.compact('a'), source_writes.compact('b')});
 same_answers('after the supervisor rolled up');
+
+# 7. dropping a source drops its segments
+$node->safe_psql('postgres', 'DROP FOREIGN TABLE a');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments s
+	WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = s.source)}),
+	'0', 'the dropped source left no segment');
+ok($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments WHERE source = 'b'::regclass}) > 0,
+	'the other source kept its own');
 
 done_testing();
