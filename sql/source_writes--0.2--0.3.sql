@@ -78,7 +78,10 @@ CREATE TABLE source_writes.batch_segments (
     current_file   oid,             -- where the batches wrote rows, merged, as
     current_blocks bigint[],        -- in source_writes.batches
     history_file   oid,
-    history_blocks bigint[]
+    history_blocks bigint[],
+    current_chunks bigint[]         -- per 1024 batches in ts order: their newest
+                                    -- ts, n, and n <= 4 [from, to) pairs of the
+                                    -- current heap's blocks (10 values each)
 );
 CREATE INDEX batch_segments_source_ts ON source_writes.batch_segments (source, ts_to);
 COMMENT ON TABLE source_writes.batch_segments IS

@@ -187,7 +187,8 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	row_isnull = palloc(sizeof(bool) * Max(rowdesc->natts, 1));
 	for (int i = 0; i < SW_NUM_ORIGINS; i++)
 		origins[i] = CStringGetTextDatum(sw_origin_name(i));
-	map = sw_log_batches(relid, since, until, snapshot);
+	map = since == PG_INT64_MIN ? sw_log_batches(relid, since, until, snapshot)
+		: sw_log_window_batches(relid, since, until, snapshot);
 
 	sort_ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
 									  BTLessStrategyNumber);

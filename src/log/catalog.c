@@ -93,7 +93,8 @@ static const AttrNumber Anum_b_blocks[2] = {
 #define Anum_s_current_blocks 12
 #define Anum_s_history_file 13
 #define Anum_s_history_blocks 14
-#define Natts_s				14
+#define Anum_s_current_chunks 15
+#define Natts_s				15
 
 /* where a segment row keeps the blocks of its batches, by SwHeap */
 static const AttrNumber Anum_s_file[2] = {
@@ -107,6 +108,16 @@ static const AttrNumber Anum_s_blocks[2] = {
 
 /* the most ranges of blocks a segment keeps for each heap */
 #define SW_SEGMENT_RANGES	64
+
+/*
+ * A segment's current_chunks: for each SW_SEGMENT_CHUNK of its batches in
+ * timestamp order, the newest timestamp among them, how many ranges of
+ * blocks of the current heap they wrote, and those ranges, at most
+ * SW_CHUNK_RANGES [from, to) pairs (0 where fewer): SW_CHUNK_WIDTH values.
+ */
+#define SW_SEGMENT_CHUNK	1024
+#define SW_CHUNK_RANGES		4
+#define SW_CHUNK_WIDTH		(2 + 2 * SW_CHUNK_RANGES)
 
 /* columns of source_writes.progress */
 #define Anum_p_source		1
@@ -1742,16 +1753,74 @@ add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls
 }
 
 /*
+ * Add where the chunks of a segment row (see SW_SEGMENT_CHUNK) that hold
+ * batches with timestamps in [from_ts, until) wrote rows in the current
+ * heap to what was gathered.  A chunk's batches have timestamps from the
+ * newest of the chunk before (or the segment's ts_from) to its own newest.
+ */
+static void
+add_chunk_blocks(SwWrittenBlocks *written, Datum *values, bool *nulls,
+				 int64 ts_from, int64 from_ts, int64 until)
+{
+	Datum	   *c;
+	int			n;
+	int64		lo = ts_from;
+
+	if (!written->known)
+		return;
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_s_current_chunks - 1]),
+					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &c, NULL, &n);
+	if (n % SW_CHUNK_WIDTH != 0)
+	{
+		written->known = false;
+		return;
+	}
+	for (int k = 0; k < n / SW_CHUNK_WIDTH; k++)
+	{
+		Datum	   *chunk = &c[k * SW_CHUNK_WIDTH];
+		int64		hi = DatumGetInt64(chunk[0]);
+		int64		m = DatumGetInt64(chunk[1]);
+
+		if (hi >= from_ts && lo < until)
+		{
+			if (m < 0 || m > SW_CHUNK_RANGES ||
+				(m > 0 && (nulls[Anum_s_current_file - 1] ||
+						   (OidIsValid(written->file) &&
+							written->file != DatumGetObjectId(values[Anum_s_current_file - 1])))))
+			{
+				written->known = false;
+				return;
+			}
+			if (m > 0)
+				written->file = DatumGetObjectId(values[Anum_s_current_file - 1]);
+			if (written->npairs + m > written->maxpairs)
+			{
+				written->maxpairs = Max(2 * written->maxpairs, written->npairs + m);
+				written->pairs = repalloc(written->pairs,
+										  sizeof(BlockNumber) * 2 * written->maxpairs);
+			}
+			for (int i = 0; i < 2 * m; i++)
+				written->pairs[2 * written->npairs + i] =
+					(BlockNumber) DatumGetInt64(chunk[2 + i]);
+			written->npairs += m;
+		}
+		lo = hi;
+	}
+	pfree(c);
+}
+
+/*
  * Load the segments of a source that the MVCC snapshot sees and that hold
  * batches with ts >= from_ts into a set, in the caller's memory context:
  * their bounds and dictionaries; their packed batches are read and
  * unpacked only when a batch is looked up in them; and, if written is not
- * NULL, add where they wrote rows, as sw_catalog_load_batches() does.
- * NULL if there are none.
+ * NULL, add where they wrote rows, as sw_catalog_load_batches() does;
+ * those that begin before load_until.  NULL if there are none.
  */
 static SwSegmentSet *
 load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
-			  SwWrittenBlocks written[2])
+			  SwWrittenBlocks written[2], int64 load_until)
 {
 	SwSegmentSet *set = NULL;
 	Relation	rel;
@@ -1778,9 +1847,12 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 		int			nroles;
 
 		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		/* in order of ts_to, and so of ts_from: the ranges are disjoint */
+		if (DatumGetInt64(values[Anum_s_ts_from - 1]) >= load_until)
+			break;
 		if (set == NULL)
 			set = sw_segments_create();
-		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
 		seg = sw_segments_add(set);
 		seg->ts_from = DatumGetInt64(values[Anum_s_ts_from - 1]);
 		seg->ts_to = DatumGetInt64(values[Anum_s_ts_to - 1]);
@@ -1810,7 +1882,14 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 		{
 			bool		own = row_is_own(tuple, values[Anum_s_xid - 1]);
 
-			if (seg->ts_from < current_until)
+			/* of a segment that reaches past the range, its chunks' blocks */
+			if (seg->ts_from < current_until &&
+				(seg->ts_from < from_ts || seg->ts_to >= current_until) &&
+				own && !nulls[Anum_s_current_blocks - 1] &&
+				!nulls[Anum_s_current_chunks - 1])
+				add_chunk_blocks(&written[SW_CURRENT_HEAP], values, nulls,
+								 seg->ts_from, from_ts, current_until);
+			else if (seg->ts_from < current_until)
 				add_blocks(&written[SW_CURRENT_HEAP], Anum_s_file[SW_CURRENT_HEAP],
 						   Anum_s_blocks[SW_CURRENT_HEAP], values, nulls, own);
 			add_blocks(&written[SW_HISTORY_HEAP], Anum_s_file[SW_HISTORY_HEAP],
@@ -1857,18 +1936,20 @@ sw_catalog_segment_packed(ItemPointer tid)
  * dictionaries: their packed batches are read when needed); and, if written is
  * not NULL, where they wrote rows: in the current heap, those before
  * current_until; in the history, all.  (A segment may also hold batches
- * before from_ts: a lookup tells by their timestamps.)
+ * before from_ts: a lookup tells by their timestamps.)  Only the batches
+ * before load_until, and the segments that begin before it, are loaded:
+ * PG_INT64_MAX for all.
  */
 HTAB *
 sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 						int64 current_until, SwWrittenBlocks written[2],
-						SwSegmentSet **segments)
+						SwSegmentSet **segments, int64 load_until)
 {
 	Relation	rel;
 	HASHCTL		ctl;
 	HTAB	   *batches;
 	SysScanDesc scan;
-	ScanKeyData keys[2];
+	ScanKeyData keys[3];
 	HeapTuple	tuple;
 
 	Assert(IsMVCCSnapshot(snapshot));
@@ -1885,7 +1966,10 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 				ObjectIdGetDatum(relid));
 	ScanKeyInit(&keys[1], Anum_b_ts, BTGreaterEqualStrategyNumber, F_INT8GE,
 				Int64GetDatum(from_ts));
-	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 2, keys);
+	ScanKeyInit(&keys[2], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(load_until));
+	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny,
+							  load_until == PG_INT64_MAX ? 2 : 3, keys);
 	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
 	{
 		Datum		values[Natts_b];
@@ -1913,7 +1997,8 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	*segments = load_segments(relid, from_ts, snapshot, current_until, written);
+	*segments = load_segments(relid, from_ts, snapshot, current_until, written,
+							  load_until);
 	return batches;
 }
 
@@ -2206,33 +2291,18 @@ compare_gaps(const void *a, const void *b)
 }
 
 /*
- * Put where a rollup's batches wrote rows of a heap into a segment row:
- * their ranges sorted and merged where they overlap or touch, and where
- * there are more than SW_SEGMENT_RANGES, across the smallest gaps, so that
- * the segment names more blocks, never fewer; both columns null if it is
- * not known.
+ * Sort [from, to) pairs of blocks and merge them where they overlap or
+ * touch, and where there are more than max, across the smallest gaps, so
+ * that they name more blocks, never fewer; returns how many are left.
  */
-static void
-set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
-				   const RollItem *items, int n)
+static int
+merge_ranges(BlockNumber *p, int npairs, int max)
 {
-	SwWrittenBlocks written;
-	BlockNumber *p;
 	int			m = 0;
-	Datum	   *r;
 	BlockNumber threshold = 0;
 
-	sw_written_blocks_init(&written);
-	for (int i = 0; i < n; i++)
-		sw_written_blocks_add(&written, &items[i].blocks[heap]);
-	if (!written.known)
-	{
-		nulls[Anum_s_file[heap] - 1] = nulls[Anum_s_blocks[heap] - 1] = true;
-		return;
-	}
-	p = written.pairs;
-	qsort(p, written.npairs, 2 * sizeof(BlockNumber), compare_pairs);
-	for (int i = 0; i < written.npairs; i++)
+	qsort(p, npairs, 2 * sizeof(BlockNumber), compare_pairs);
+	for (int i = 0; i < npairs; i++)
 	{
 		if (m > 0 && p[2 * i] <= p[2 * m - 1])
 			p[2 * m - 1] = Max(p[2 * m - 1], p[2 * i + 1]);
@@ -2243,7 +2313,7 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 			m++;
 		}
 	}
-	if (m > SW_SEGMENT_RANGES)
+	if (m > max)
 	{
 		BlockNumber *gaps = palloc(sizeof(BlockNumber) * (m - 1));
 		int			k = 0;
@@ -2251,7 +2321,7 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 		for (int i = 1; i < m; i++)
 			gaps[i - 1] = p[2 * i] - p[2 * i - 1];
 		qsort(gaps, m - 1, sizeof(BlockNumber), compare_gaps);
-		threshold = gaps[m - SW_SEGMENT_RANGES - 1];
+		threshold = gaps[m - max - 1];
 		for (int i = 0; i < m; i++)
 		{
 			if (k > 0 && p[2 * i] - p[2 * k - 1] <= threshold)
@@ -2264,7 +2334,41 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 			}
 		}
 		m = k;
+		pfree(gaps);
 	}
+	return m;
+}
+
+/*
+ * Put where a rollup's batches wrote rows of a heap into a segment row:
+ * their ranges merged into at most SW_SEGMENT_RANGES; both columns null if
+ * it is not known.  Of the current heap, also where each chunk of
+ * SW_SEGMENT_CHUNK batches in timestamp order (items are in that order)
+ * wrote, in at most SW_CHUNK_RANGES ranges, after the newest timestamp of
+ * the chunk (see Anum_s_current_chunks), so that a reader of a few batches
+ * reads the blocks of their chunks, not of the whole segment.
+ */
+static void
+set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
+				   const RollItem *items, int n)
+{
+	SwWrittenBlocks written;
+	BlockNumber *p;
+	int			m;
+	Datum	   *r;
+
+	sw_written_blocks_init(&written);
+	for (int i = 0; i < n; i++)
+		sw_written_blocks_add(&written, &items[i].blocks[heap]);
+	if (heap == SW_CURRENT_HEAP)
+		nulls[Anum_s_current_chunks - 1] = true;
+	if (!written.known)
+	{
+		nulls[Anum_s_file[heap] - 1] = nulls[Anum_s_blocks[heap] - 1] = true;
+		return;
+	}
+	p = written.pairs;
+	m = merge_ranges(p, written.npairs, SW_SEGMENT_RANGES);
 	r = palloc(sizeof(Datum) * Max(2 * m, 1));
 	for (int i = 0; i < 2 * m; i++)
 		r[i] = Int64GetDatum(p[i]);
@@ -2273,6 +2377,31 @@ set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
 	values[Anum_s_blocks[heap] - 1] = PointerGetDatum(
 		construct_array(r, 2 * m, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
 						TYPALIGN_DOUBLE));
+
+	if (heap == SW_CURRENT_HEAP)
+	{
+		int			nchunks = (n + SW_SEGMENT_CHUNK - 1) / SW_SEGMENT_CHUNK;
+		Datum	   *c = palloc0(sizeof(Datum) * nchunks * SW_CHUNK_WIDTH);
+
+		for (int k = 0; k < nchunks; k++)
+		{
+			int			end = Min(n, (k + 1) * SW_SEGMENT_CHUNK);
+			Datum	   *chunk = &c[k * SW_CHUNK_WIDTH];
+
+			written.npairs = 0;
+			for (int i = k * SW_SEGMENT_CHUNK; i < end; i++)
+				sw_written_blocks_add(&written, &items[i].blocks[heap]);
+			m = merge_ranges(written.pairs, written.npairs, SW_CHUNK_RANGES);
+			chunk[0] = Int64GetDatum(items[end - 1].ts);
+			chunk[1] = Int64GetDatum(m);
+			for (int i = 0; i < SW_CHUNK_WIDTH - 2; i++)
+				chunk[2 + i] = Int64GetDatum(i < 2 * m ? written.pairs[i] : 0);
+		}
+		nulls[Anum_s_current_chunks - 1] = false;
+		values[Anum_s_current_chunks - 1] = PointerGetDatum(
+			construct_array(c, nchunks * SW_CHUNK_WIDTH, INT8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
 }
 
 /*

@@ -190,7 +190,8 @@ extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 									 int64 current_until,
 									 SwWrittenBlocks written[2],
-									 struct SwSegmentSet **segments);
+									 struct SwSegmentSet **segments,
+									 int64 load_until);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 										int64 to, int64 lost);
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
@@ -483,6 +484,8 @@ typedef struct SwLogRow
 
 extern SwBatchMap *sw_log_batches(Oid relid, int64 from, int64 until,
 								  Snapshot snapshot);
+extern SwBatchMap *sw_log_window_batches(Oid relid, int64 from, int64 until,
+										 Snapshot snapshot);
 extern void sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 					   const SwLayout *layout, bool history, SwLogRow *row);
 

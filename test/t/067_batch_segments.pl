@@ -15,6 +15,8 @@
 #   after the server was killed (-9) in a rollup's open transaction;
 #   in a database restored from pg_dump;
 #   with the supervisor rolling up on its own.
+# Two more, c and d, only ever get rows inserted: their history is empty,
+# and updates() of a window of batches reads only the batches in it.
 # Dropping a source drops its segments.
 use strict;
 use warnings;
@@ -40,7 +42,9 @@ $node->safe_psql('postgres', q{
 	  OPTIONS (type 'kafka', brokers 'localhost:9092');
 	CREATE FOREIGN TABLE a (id int, n int) SERVER k OPTIONS (topic 'a');
 	CREATE FOREIGN TABLE b (id int, n int) SERVER k OPTIONS (topic 'b');
-	GRANT ALL ON a, b TO alice, bob;
+	CREATE FOREIGN TABLE c (id int, n int) SERVER k OPTIONS (topic 'c');
+	CREATE FOREIGN TABLE d (id int, n int) SERVER k OPTIONS (topic 'd');
+	GRANT ALL ON a, b, c, d TO alice, bob;
 
 	-- each transaction writes the same to a and b; one in three as alice
 	-- and then as the owner (two batches, one timestamp)
@@ -50,6 +54,8 @@ $node->safe_psql('postgres', q{
 	    IF i % 3 = 0 THEN SET ROLE alice; ELSIF i % 3 = 1 THEN SET ROLE bob; END IF;
 	    INSERT INTO a VALUES (i, 0);
 	    INSERT INTO b VALUES (i, 0);
+	    INSERT INTO c VALUES (i, 0);
+	    INSERT INTO d VALUES (i, 0);
 	    RESET ROLE;
 	    IF i % 3 = 0 THEN
 	      UPDATE a SET n = n + 1 WHERE id % 7 = i % 7;
@@ -86,16 +92,19 @@ $node->safe_psql('postgres', q{
 	  RETURN coalesce(r, '');
 	END $$;
 
-	-- every answer about a table at the readable times of b: its
-	-- contents as of each, its updates from every 25th, between two, and
-	-- all of them
-	CREATE FUNCTION answers(tbl regclass) RETURNS text LANGUAGE sql AS $$
-	  WITH f AS (SELECT since, upper FROM source_writes.frontiers('b')),
+	-- every answer about a table at the readable times of ref: its
+	-- contents as of each, its updates from every 25th, and in the window
+	-- of 5 batches from there, between two, and all of them
+	CREATE FUNCTION answers(tbl regclass, ref regclass) RETURNS text LANGUAGE sql AS $$
+	  WITH f AS (SELECT since, upper FROM source_writes.frontiers(ref)),
 	  t AS (SELECT DISTINCT u.ts FROM source_writes.updates(NULL::b) u, f
 	        WHERE u.ts >= f.since AND u.ts < f.upper),
-	  n AS (SELECT ts, row_number() OVER (ORDER BY ts) AS i FROM t)
+	  n AS (SELECT ts, lead(ts, 5) OVER (ORDER BY ts) AS ts5,
+	               row_number() OVER (ORDER BY ts) AS i FROM t)
 	  SELECT string_agg(ts || ' as of: ' || contents_at(tbl, ts), E'\n' ORDER BY ts)
-	    || E'\nfrom:\n' || coalesce((SELECT string_agg(ts || ': ' || log_of(tbl, ts, NULL), E'\n' ORDER BY ts)
+	    || E'\nfrom:\n' || coalesce((SELECT string_agg(ts || ': ' || log_of(tbl, ts, NULL)
+	                                                 || E'\nto ' || ts5 || ': ' || log_of(tbl, ts, ts5),
+	                                                 E'\n' ORDER BY ts)
 	                                 FROM n WHERE i % 25 = 1), '')
 	    || E'\nbetween:\n' || coalesce((SELECT log_of(tbl, min(ts) + 1, max(ts)) FROM t), '')
 	    || E'\nall:\n' || log_of(tbl, NULL, NULL)
@@ -103,16 +112,18 @@ $node->safe_psql('postgres', q{
 	$$;
 });
 
-# a and b answer the same; returns the answers
+# a and b answer the same, and so do c and d; returns a's answers
 sub same_answers
 {
 	my ($label, $db) = @_;
 	$db //= 'postgres';
-	my $a = $node->safe_psql($db, q{SELECT answers('a')});
-	my $b = $node->safe_psql($db, q{SELECT answers('b')});
-	$b =~ s/ b / a /g;    # (nothing names the table in the rows)
+	my $a = $node->safe_psql($db, q{SELECT answers('a', 'b')});
+	my $b = $node->safe_psql($db, q{SELECT answers('b', 'b')});
 	ok(length($a) > 100, "$label: there are answers");
 	is($a, $b, "$label: a (rolled up) answers as b (batch rows) does");
+	is($node->safe_psql($db, q{SELECT answers('c', 'd')}),
+	   $node->safe_psql($db, q{SELECT answers('d', 'd')}),
+	   "$label: c (append-only, rolled up) answers as d does");
 	is($node->safe_psql($db, q{
 		SELECT upper FROM source_writes.sources WHERE source = 'a'::regclass}),
 	   $node->safe_psql($db, q{
@@ -125,9 +136,9 @@ sub same_answers
 # the beginning, which gives the rows of folded batches at one time.)
 my $compact_both = q{
 	SET source_writes.segment_batches = 65535;
-	SELECT source_writes.compact('b');
+	SELECT source_writes.compact('b'), source_writes.compact('d');
 	RESET source_writes.segment_batches;
-	SELECT source_writes.compact('a');
+	SELECT source_writes.compact('a'), source_writes.compact('c');
 };
 
 # a keeps as many batches, in rows and segments, as b in rows
@@ -155,7 +166,7 @@ sub catalog_of
 # 1. a rollup of 300 transactions' batches
 $node->safe_psql('postgres', 'CALL churn(1, 300)');
 my $before = same_answers('before any rollup');
-is($node->safe_psql('postgres', q{SELECT source_writes.compact('a')}), '0',
+is($node->safe_psql('postgres', q{SELECT source_writes.compact('a'), source_writes.compact('c')}), '0|0',
 	'compact() deletes no history (none is out of retention)');
 my $cat = catalog_of('a');
 ok($cat =~ /^(\d+) rows, (\d+) segments of (\d+)$/ && $1 <= 20 && $2 >= 30,
@@ -226,7 +237,8 @@ same_answers('after retention and compaction');
 $node->safe_psql('postgres', 'CALL churn(400, 100)');
 $node->safe_psql('postgres', q{
 	SET source_writes.segment_batches = 65535;
-	SELECT source_writes.compact('a'), source_writes.compact('b');
+	SELECT source_writes.compact('a'), source_writes.compact('b'),
+	       source_writes.compact('c'), source_writes.compact('d');
 });
 my $pre_crash = same_answers('before the crash');
 my $pre_catalog = catalog_of('a');
@@ -244,7 +256,7 @@ SwTest::wait_for_restart($node, $from);
 eval { $session->quit };
 is(catalog_of('a'), $pre_catalog, 'after the crash the catalog is as before the rollup');
 is(same_answers('after the crash'), $pre_crash, 'and answers the same');
-$node->safe_psql('postgres', q{SELECT source_writes.compact('a')});
+$node->safe_psql('postgres', q{SELECT source_writes.compact('a'), source_writes.compact('c')});
 is(same_answers('after the rollup that committed'), $pre_crash, 'still the same');
 same_batches('the rollup after the crash');
 
@@ -272,17 +284,34 @@ $node->append_conf('postgresql.conf', "source_writes.compaction_interval = 0\n")
 $node->reload;
 # both compacted to the same since (the supervisor may have done one only)
 $node->safe_psql('postgres', q{
-	SELECT source_writes.compact('a'), source_writes.compact('b')});
+	SELECT source_writes.compact('a'), source_writes.compact('b'),
+	       source_writes.compact('c'), source_writes.compact('d')});
 same_answers('after the supervisor rolled up');
 
-# 7. dropping a source drops its segments
+# 7. segments of several chunks (1024 batches each): a window of a few
+# batches reads the blocks of its chunks only, and answers the same
+$node->safe_psql('postgres', 'CALL churn(1000, 2600)');
+$node->safe_psql('postgres', q{
+	SET source_writes.segment_batches = 65535;
+	SELECT source_writes.compact('b'), source_writes.compact('d');
+	SET source_writes.segment_batches = 2500;
+	SELECT source_writes.compact('a'), source_writes.compact('c');
+});
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments
+	WHERE source = 'c'::regclass AND nbatches > 2000
+	  AND array_length(current_chunks, 1) = 30}), '1',
+	'c has a segment of 3 chunks');
+same_answers('segments of several chunks');
+
+# 8. dropping a source drops its segments
 $node->safe_psql('postgres', 'DROP FOREIGN TABLE a');
 is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM source_writes.batch_segments s
 	WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = s.source)}),
 	'0', 'the dropped source left no segment');
 ok($node->safe_psql('postgres', q{
-	SELECT count(*) FROM source_writes.batch_segments WHERE source = 'b'::regclass}) > 0,
-	'the other source kept its own');
+	SELECT count(*) FROM source_writes.batch_segments WHERE source = 'c'::regclass}) > 0,
+	'another source kept its own');
 
 done_testing();
