@@ -92,9 +92,9 @@ CREATE TABLE source_writes.batch_segments (
     current_blocks bigint[],        -- in source_writes.batches
     history_file   oid,
     history_blocks bigint[],
-    current_chunks bigint[]         -- per 1024 batches in ts order: their newest
-                                    -- ts, n, and n <= 4 [from, to) pairs of the
-                                    -- current heap's blocks (10 values each)
+    current_chunks bigint[]         -- per 256 batches in ts order: their newest
+                                    -- ts, n, and n <= 2 [from, to) pairs of the
+                                    -- current heap's blocks (6 values each)
 );
 CREATE INDEX batch_segments_source_ts ON source_writes.batch_segments (source, ts_to);
 COMMENT ON TABLE source_writes.batch_segments IS

@@ -45,7 +45,7 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
-int			sw_segment_batches = 16384;
+int			sw_segment_batches = 4096;
 int			sw_segment_delay = 600000;
 int			sw_stamp_slots = 1024;
 #ifdef SW_BENCHMARK
@@ -284,7 +284,7 @@ _PG_init(void)
 							"Batches that compaction rolls up into one segment of the batch catalog.",
 							"Batches that every snapshot sees, all but the newest, are rolled up this many at a time.",
 							&sw_segment_batches,
-							16384,
+							4096,
 							1, PG_UINT16_MAX,
 							PGC_SUSET,
 							0,

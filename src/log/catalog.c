@@ -115,8 +115,8 @@ static const AttrNumber Anum_s_blocks[2] = {
  * blocks of the current heap they wrote, and those ranges, at most
  * SW_CHUNK_RANGES [from, to) pairs (0 where fewer): SW_CHUNK_WIDTH values.
  */
-#define SW_SEGMENT_CHUNK	1024
-#define SW_CHUNK_RANGES		4
+#define SW_SEGMENT_CHUNK	256
+#define SW_CHUNK_RANGES		2
 #define SW_CHUNK_WIDTH		(2 + 2 * SW_CHUNK_RANGES)
 
 /* columns of source_writes.progress */

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * compaction.c
- *		  Deleting the history that no readable time needs
+ *		  Deleting the history that no readable time needs, and rolling
+ *		  batches up into segments
  *
  * See doc/internals.md, "Reading the log" (Compaction).
  *

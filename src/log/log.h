@@ -392,7 +392,7 @@ extern int	sw_segment_batches;
 /* how long (ms) batches stay rows first (source_writes.segment_delay) */
 extern int	sw_segment_delay;
 
-/* a segment a reader loaded: its bounds, dictionary and packed batches */
+/* a segment a reader loaded: its bounds and dictionary; its batches, unpacked */
 typedef struct SwSegment
 {
 	int64		batch_from;		/* its lowest and highest batch ids */
@@ -612,7 +612,8 @@ extern void sw_constraints_check(Relation ftrel);
 
 /*
  * compaction.c
- * Deleting the history that no readable time needs
+ * Deleting the history that no readable time needs, and rolling batches
+ * up into segments
  */
 
 extern int	sw_roll_up(Oid relid, bool wait);

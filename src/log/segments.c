@@ -99,21 +99,6 @@ put_runs(StringInfo buf, int n, const uint64 *values)
 	}
 }
 
-static void
-get_runs(Unpacker *u, int n, uint64 *values)
-{
-	for (int i = 0; i < n;)
-	{
-		uint64		v = get_varint(u);
-		uint64		len = get_varint(u);
-
-		if (len == 0 || len > (uint64) (n - i))
-			corrupt();
-		while (len-- > 0)
-			values[i++] = v;
-	}
-}
-
 /*
  * Pack the batches of a segment, sorted by id (distinct), as the deltas
  * of their ids (runs of equal deltas), of their timestamps in id order
@@ -170,7 +155,6 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 				  int64 *ids, int64 *ts, uint16 *kinds)
 {
 	Unpacker	u;
-	uint64	   *values = palloc(sizeof(uint64) * Max(n, 1));
 	int64		prev;
 
 	u.p = (const uint8 *) VARDATA_ANY(packed);
@@ -178,14 +162,22 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	if (u.p >= u.end || *u.p++ != SW_SEGMENT_FORMAT)
 		corrupt();
 
-	get_runs(&u, n, values);
+	/* runs of id deltas, straight into the ids */
 	prev = batch_from;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n;)
 	{
-		if ((i > 0 && values[i] == 0) || values[i] > (uint64) (batch_to - prev))
+		uint64		delta = get_varint(&u);
+		uint64		len = get_varint(&u);
+
+		if (len == 0 || len > (uint64) (n - i) ||
+			(delta == 0 && (i > 0 || len > 1)) ||
+			(delta > 0 && (uint64) (batch_to - prev) / delta < len))
 			corrupt();
-		ids[i] = prev + (int64) values[i];
-		prev = ids[i];
+		while (len-- > 0)
+		{
+			prev += (int64) delta;
+			ids[i++] = prev;
+		}
 	}
 	if (n > 0 && (ids[0] != batch_from || ids[n - 1] != batch_to))
 		corrupt();
@@ -199,16 +191,18 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 		prev = ts[i];
 	}
 
-	get_runs(&u, n, values);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n;)
 	{
-		if (values[i] >= (uint64) nkinds)
+		uint64		kind = get_varint(&u);
+		uint64		len = get_varint(&u);
+
+		if (len == 0 || len > (uint64) (n - i) || kind >= (uint64) nkinds)
 			corrupt();
-		kinds[i] = (uint16) values[i];
+		while (len-- > 0)
+			kinds[i++] = (uint16) kind;
 	}
 	if (u.p != u.end)
 		corrupt();
-	pfree(values);
 }
 
 /*
