@@ -37,6 +37,7 @@ OBJS = \
 	src/log/deliveries.o \
 	src/log/layout.o \
 	src/log/log.o \
+	src/log/segments.o \
 	src/log/stamps.o \
 	src/log/storage.o \
 	src/log/subxact.o \

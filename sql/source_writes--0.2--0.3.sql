@@ -142,3 +142,35 @@ AS 'MODULE_PATHNAME', 'source_writes_import'
 LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION source_writes.import(regclass, regclass) IS
   'Load the lines of an export (the first column of table lines) into an empty source table of the same columns; returns the rows imported';
+
+-- Batches rolled up into segments: once every batch of a range of a source
+-- has committed long enough ago for every snapshot to see it, compaction
+-- replaces the range's rows of source_writes.batches by one row here.  A
+-- segment keeps each batch's id and timestamp, packed as deltas (about a
+-- byte a batch), its origin and role as an index into the segment's
+-- dictionary of (origin, role) pairs, and where the batches wrote rows,
+-- merged.  The segments of a source cover disjoint ranges of timestamps,
+-- all before those of its batch rows.
+CREATE TABLE source_writes.batch_segments (
+    source      regclass NOT NULL,  -- the source table
+    ts_from     bigint NOT NULL,    -- the oldest and newest timestamps of its batches
+    ts_to       bigint NOT NULL,
+    batch_from  bigint NOT NULL,    -- the lowest and highest of their ids
+    batch_to    bigint NOT NULL,
+    nbatches    integer NOT NULL,   -- how many batches it holds
+    origins     text[] NOT NULL,    -- its dictionary: (origins[i], roles[i])
+    roles       name[] NOT NULL,
+    batches     bytea NOT NULL,     -- the batches' ids, timestamps and kinds, packed
+    xid         xid8 NOT NULL,      -- the transaction that rolled them up
+    current_file   oid,             -- where the batches wrote rows, merged, as
+    current_blocks bigint[],        -- in source_writes.batches
+    history_file   oid,
+    history_blocks bigint[],
+    current_chunks bigint[]         -- per 256 batches in ts order: their newest
+                                    -- ts, n, and n <= 2 [from, to) pairs of the
+                                    -- current heap's blocks (6 values each)
+);
+CREATE INDEX batch_segments_source_ts ON source_writes.batch_segments (source, ts_to);
+COMMENT ON TABLE source_writes.batch_segments IS
+  'Committed batches of a source table rolled up into segments: their ids, timestamps, origins and roles, packed';
+SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_segments', '');

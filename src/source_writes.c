@@ -45,6 +45,8 @@ char	   *sw_webhook_listen = NULL;
 char	   *sw_webhook_ssl_cert_file = NULL;
 char	   *sw_webhook_ssl_key_file = NULL;
 int			sw_compaction_interval = 60;
+int			sw_segment_batches = 4096;
+int			sw_segment_delay = 600000;
 int			sw_stamp_slots = 1024;
 #ifdef SW_BENCHMARK
 bool		sw_webhook_bench_discard = false;
@@ -276,6 +278,26 @@ _PG_init(void)
 							0, INT_MAX / 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("source_writes.segment_batches",
+							"Batches that compaction rolls up into one segment of the batch catalog.",
+							"Batches that every snapshot sees, all but the newest, are rolled up this many at a time.",
+							&sw_segment_batches,
+							4096,
+							1, PG_UINT16_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("source_writes.segment_delay",
+							"How long a batch stays a row of the batch catalog before compaction may roll it up.",
+							"Counted in the source's batch timestamps, back from its newest batch.",
+							&sw_segment_delay,
+							600000,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 #ifdef SW_BENCHMARK

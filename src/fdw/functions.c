@@ -228,7 +228,8 @@ source_writes_updates(PG_FUNCTION_ARGS)
 	row_isnull = palloc(sizeof(bool) * Max(rowdesc->natts, 1));
 	for (int i = 0; i < SW_NUM_ORIGINS; i++)
 		origins[i] = CStringGetTextDatum(sw_origin_name(i));
-	map = sw_log_batches(relid, since, until, snapshot);
+	map = since == PG_INT64_MIN ? sw_log_batches(relid, since, until, snapshot)
+		: sw_log_window_batches(relid, since, until, snapshot);
 
 	sort_ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
 									  BTLessStrategyNumber);
@@ -310,10 +311,11 @@ PG_FUNCTION_INFO_V1(source_writes_compact);
 
 /*
  * compact(regclass) -> bigint: delete the history of a source that no
- * readable time needs, now, in the caller's transaction; returns how many
- * rows it deleted.  Needs the right to delete from the table.  Writers of
- * the source are not held up, even while the caller's transaction stays
- * open.
+ * readable time needs, and roll up the batches that every snapshot sees
+ * into segments, now, in the caller's transaction; returns how many
+ * history rows it deleted.  Needs the right to delete from the table.
+ * Writers of the source are not held up, even while the caller's
+ * transaction stays open.
  */
 Datum
 source_writes_compact(PG_FUNCTION_ARGS)
@@ -324,5 +326,7 @@ source_writes_compact(PG_FUNCTION_ARGS)
 
 	check_source_privilege(relid, ACL_DELETE);
 	(void) sw_compact(relid, true, 0, 0, &removed, &next);
+	while (sw_roll_up(relid, true) > 0)
+		CHECK_FOR_INTERRUPTS();
 	PG_RETURN_INT64(removed);
 }

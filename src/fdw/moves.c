@@ -208,6 +208,13 @@ put_batch(Export *ex, const SwBatch *batch)
 	ex->nbatches++;
 }
 
+/* a batch of a segment (sw_segments_each()) */
+static void
+put_segment_batch(const SwBatch *batch, void *arg)
+{
+	put_batch((Export *) arg, batch);
+}
+
 /* a batch id of a row, or null for one the export has not (folded) */
 static void
 put_row_batch(StringInfo s, const char *name, SwLogWhen when, const SwBatch *batch)
@@ -427,6 +434,8 @@ source_writes_export(PG_FUNCTION_ARGS)
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		put_batch(&ex, batch);
+	/* those rolled up into segments (older than the rows') */
+	sw_segments_each(map->segments, put_segment_batch, &ex);
 
 	/* the row versions in it */
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
@@ -1252,6 +1261,7 @@ source_is_empty(Import *im, Snapshot snapshot)
 	SwBatchMap *map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
 
 	empty = hash_get_num_entries(map->batches) == 0 &&
+		(map->segments == NULL || map->segments->n == 0) &&
 		sw_catalog_progress(relid) == NIL &&
 		sw_deliveries_of(relid, snapshot) == NIL;
 	for (int i = 0; i < 2 && empty; i++)

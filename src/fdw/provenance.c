@@ -148,6 +148,8 @@ batch_values(ProvenanceRead *pr, const SwBatch *batch, Datum *values, bool *null
 	values[2] = NameGetDatum(&batch->role);
 	values[3] = FullTransactionIdGetDatum(batch->xid);
 	nulls[2] = nulls[3] = batch == &pr->folded;
+	/* a batch rolled up into a segment keeps no transaction */
+	nulls[3] |= !FullTransactionIdIsValid(batch->xid);
 }
 
 /* a column of ours in a hidden row, if it has it */

@@ -78,6 +78,47 @@ static const AttrNumber Anum_b_blocks[2] = {
 	[SW_HISTORY_HEAP] = Anum_b_history_blocks
 };
 
+/* columns of source_writes.batch_segments (from 0.3 on) */
+#define Anum_s_source		1
+#define Anum_s_ts_from		2
+#define Anum_s_ts_to		3
+#define Anum_s_batch_from	4
+#define Anum_s_batch_to		5
+#define Anum_s_nbatches		6
+#define Anum_s_origins		7
+#define Anum_s_roles		8
+#define Anum_s_batches		9
+#define Anum_s_xid			10
+#define Anum_s_current_file 11
+#define Anum_s_current_blocks 12
+#define Anum_s_history_file 13
+#define Anum_s_history_blocks 14
+#define Anum_s_current_chunks 15
+#define Natts_s				15
+
+/* where a segment row keeps the blocks of its batches, by SwHeap */
+static const AttrNumber Anum_s_file[2] = {
+	[SW_CURRENT_HEAP] = Anum_s_current_file,
+	[SW_HISTORY_HEAP] = Anum_s_history_file
+};
+static const AttrNumber Anum_s_blocks[2] = {
+	[SW_CURRENT_HEAP] = Anum_s_current_blocks,
+	[SW_HISTORY_HEAP] = Anum_s_history_blocks
+};
+
+/* the most ranges of blocks a segment keeps for each heap */
+#define SW_SEGMENT_RANGES	64
+
+/*
+ * A segment's current_chunks: for each SW_SEGMENT_CHUNK of its batches in
+ * timestamp order, the newest timestamp among them, how many ranges of
+ * blocks of the current heap they wrote, and those ranges, at most
+ * SW_CHUNK_RANGES [from, to) pairs (0 where fewer): SW_CHUNK_WIDTH values.
+ */
+#define SW_SEGMENT_CHUNK	256
+#define SW_CHUNK_RANGES		2
+#define SW_CHUNK_WIDTH		(2 + 2 * SW_CHUNK_RANGES)
+
 /* columns of source_writes.progress */
 #define Anum_p_source		1
 #define Anum_p_part			2
@@ -107,6 +148,8 @@ typedef struct SwCatalogOids
 	Oid			source_tables_pkey;
 	Oid			batches;
 	Oid			batches_ts;		/* index on (source, ts) */
+	Oid			segments;		/* batch_segments, from 0.3 on: not required */
+	Oid			segments_ts;	/* index on (source, ts_to) */
 	Oid			progress;
 	Oid			progress_pkey;
 	Oid			errors;
@@ -215,6 +258,10 @@ resolve_catalog(void)
 	oids.batches = member_relation(extension, nsp, "batches");
 	oids.batches_ts = member_index(oids.batches, nsp, "batches_source_ts");
 	oids.batch_ids = member_relation(extension, nsp, "batch_ids");
+	oids.segments = member_relation(extension, nsp, "batch_segments");
+	oids.segments_ts = member_index(oids.segments, nsp, "batch_segments_source_ts");
+	if (!OidIsValid(oids.segments_ts))
+		oids.segments = InvalidOid;
 	oids.progress = member_relation(extension, nsp, "progress");
 	oids.progress_pkey = member_index(oids.progress, nsp, "progress_pkey");
 	oids.errors = member_relation(extension, nsp, "errors");
@@ -1175,6 +1222,8 @@ sw_catalog_delete(Oid relid)
 	sw_catalog_lock_source(relid);
 	delete_rows(oids.source_tables, oids.source_tables_pkey, relid);
 	delete_rows(oids.batches, oids.batches_ts, relid);
+	if (OidIsValid(oids.segments))
+		delete_rows(oids.segments, oids.segments_ts, relid);
 	delete_rows(oids.progress, oids.progress_pkey, relid);
 	delete_rows(oids.errors, oids.errors_source, relid);
 	delete_rows(oids.deliveries, oids.deliveries_pkey, relid);
@@ -1702,20 +1751,21 @@ sw_written_blocks_add(SwWrittenBlocks *written, const SwBlockRanges *ranges)
 }
 
 /*
- * Add where a batch row says its batch wrote rows in a hidden heap to what
- * was gathered; a row that does not say, or was restored from a dump (own
- * is false: the blocks were another heap's), makes it unknown.
+ * Add where a catalog row (of a batch, or of a segment, whose columns file
+ * and blocks are given) says its batches wrote rows in a hidden heap to
+ * what was gathered; a row that does not say, or was restored from a dump
+ * (own is false: the blocks were another heap's), makes it unknown.  A
+ * batch row has at most SW_MAX_BLOCK_RANGES ranges, a segment row more.
  */
 static void
-add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls,
-			   bool own)
+add_blocks(SwWrittenBlocks *written, AttrNumber file_att, AttrNumber blocks_att,
+		   Datum *values, bool *nulls, bool own)
 {
-	int			file = Anum_b_file[heap] - 1;
-	int			blocks = Anum_b_blocks[heap] - 1;
+	int			file = file_att - 1;
+	int			blocks = blocks_att - 1;
 	ArrayType  *array;
 	Datum	   *r;
 	int			n;
-	SwBlockRanges ranges;
 
 	if (!written->known)
 		return;
@@ -1727,39 +1777,236 @@ add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls
 	array = DatumGetArrayTypeP(values[blocks]);
 	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &r, NULL, &n);
-	if (n % 2 != 0 || n > 2 * SW_MAX_BLOCK_RANGES || (n > 0 && nulls[file]))
-		ranges.n = -1;
+	if (n % 2 != 0 || (n > 0 && nulls[file]) ||
+		(n > 0 && OidIsValid(written->file) &&
+		 written->file != DatumGetObjectId(values[file])))
+		written->known = false;
 	else
 	{
-		ranges.file = n > 0 ? DatumGetObjectId(values[file]) : InvalidOid;
-		ranges.n = n / 2;
-		for (int i = 0; i < ranges.n; i++)
+		if (n > 0)
+			written->file = DatumGetObjectId(values[file]);
+		if (written->npairs + n / 2 > written->maxpairs)
 		{
-			ranges.from[i] = (BlockNumber) DatumGetInt64(r[2 * i]);
-			ranges.to[i] = (BlockNumber) DatumGetInt64(r[2 * i + 1]);
+			written->maxpairs = Max(2 * written->maxpairs, written->npairs + n / 2);
+			written->pairs = repalloc(written->pairs,
+									  sizeof(BlockNumber) * 2 * written->maxpairs);
 		}
+		for (int i = 0; i < n; i++)
+			written->pairs[2 * written->npairs + i] = (BlockNumber) DatumGetInt64(r[i]);
+		written->npairs += n / 2;
 	}
-	sw_written_blocks_add(written, &ranges);
 	pfree(r);
 	if ((Pointer) array != DatumGetPointer(values[blocks]))
 		pfree(array);
 }
 
+/* the same, of a batch row */
+static void
+add_row_blocks(SwWrittenBlocks *written, SwHeap heap, Datum *values, bool *nulls,
+			   bool own)
+{
+	add_blocks(written, Anum_b_file[heap], Anum_b_blocks[heap], values, nulls,
+			   own);
+}
+
+/*
+ * Add where the chunks of a segment row (see SW_SEGMENT_CHUNK) that hold
+ * batches with timestamps in [from_ts, until) wrote rows in the current
+ * heap to what was gathered.  A chunk's batches have timestamps from the
+ * newest of the chunk before (or the segment's ts_from) to its own newest.
+ */
+static void
+add_chunk_blocks(SwWrittenBlocks *written, Datum *values, bool *nulls,
+				 int64 ts_from, int64 from_ts, int64 until)
+{
+	Datum	   *c;
+	int			n;
+	int64		lo = ts_from;
+
+	if (!written->known)
+		return;
+	deconstruct_array(DatumGetArrayTypeP(values[Anum_s_current_chunks - 1]),
+					  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &c, NULL, &n);
+	if (n % SW_CHUNK_WIDTH != 0)
+	{
+		written->known = false;
+		return;
+	}
+	for (int k = 0; k < n / SW_CHUNK_WIDTH; k++)
+	{
+		Datum	   *chunk = &c[k * SW_CHUNK_WIDTH];
+		int64		hi = DatumGetInt64(chunk[0]);
+		int64		m = DatumGetInt64(chunk[1]);
+
+		if (hi >= from_ts && lo < until)
+		{
+			if (m < 0 || m > SW_CHUNK_RANGES ||
+				(m > 0 && (nulls[Anum_s_current_file - 1] ||
+						   (OidIsValid(written->file) &&
+							written->file != DatumGetObjectId(values[Anum_s_current_file - 1])))))
+			{
+				written->known = false;
+				return;
+			}
+			if (m > 0)
+				written->file = DatumGetObjectId(values[Anum_s_current_file - 1]);
+			if (written->npairs + m > written->maxpairs)
+			{
+				written->maxpairs = Max(2 * written->maxpairs, written->npairs + m);
+				written->pairs = repalloc(written->pairs,
+										  sizeof(BlockNumber) * 2 * written->maxpairs);
+			}
+			for (int i = 0; i < 2 * m; i++)
+				written->pairs[2 * written->npairs + i] =
+					(BlockNumber) DatumGetInt64(chunk[2 + i]);
+			written->npairs += m;
+		}
+		lo = hi;
+	}
+	pfree(c);
+}
+
+/*
+ * Load the segments of a source that the MVCC snapshot sees and that hold
+ * batches with ts >= from_ts into a set, in the caller's memory context:
+ * their bounds and dictionaries; their packed batches are read and
+ * unpacked only when a batch is looked up in them; and, if written is not
+ * NULL, add where they wrote rows, as sw_catalog_load_batches() does;
+ * those that begin before load_until.  NULL if there are none.
+ */
+static SwSegmentSet *
+load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
+			  SwWrittenBlocks written[2], int64 load_until)
+{
+	SwSegmentSet *set = NULL;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+
+	if (!OidIsValid(oids.segments))
+		return NULL;
+	rel = table_open(oids.segments, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_s_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_s_ts_to, BTGreaterEqualStrategyNumber, F_INT8GE,
+				Int64GetDatum(from_ts));
+	scan = systable_beginscan(rel, oids.segments_ts, true, SnapshotAny, 2, keys);
+	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
+	{
+		Datum		values[Natts_s];
+		bool		nulls[Natts_s];
+		SwSegment  *seg;
+		Datum	   *origins;
+		Datum	   *roles;
+		int			norigins;
+		int			nroles;
+
+		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, nulls);
+		/* in order of ts_to, and so of ts_from: the ranges are disjoint */
+		if (DatumGetInt64(values[Anum_s_ts_from - 1]) >= load_until)
+			break;
+		if (set == NULL)
+			set = sw_segments_create();
+		seg = sw_segments_add(set);
+		seg->ts_from = DatumGetInt64(values[Anum_s_ts_from - 1]);
+		seg->ts_to = DatumGetInt64(values[Anum_s_ts_to - 1]);
+		seg->batch_from = DatumGetInt64(values[Anum_s_batch_from - 1]);
+		seg->batch_to = DatumGetInt64(values[Anum_s_batch_to - 1]);
+		seg->nbatches = DatumGetInt32(values[Anum_s_nbatches - 1]);
+		deconstruct_array(DatumGetArrayTypeP(values[Anum_s_origins - 1]),
+						  TEXTOID, -1, false, TYPALIGN_INT,
+						  &origins, NULL, &norigins);
+		deconstruct_array(DatumGetArrayTypeP(values[Anum_s_roles - 1]),
+						  NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR,
+						  &roles, NULL, &nroles);
+		if (norigins != nroles || norigins == 0 || norigins > PG_UINT16_MAX ||
+			seg->nbatches <= 0)
+			elog(ERROR, "segment of source table %u has %d origins, %d roles and %d batches",
+				 relid, norigins, nroles, seg->nbatches);
+		seg->nkinds = norigins;
+		seg->origins = palloc(sizeof(SwOrigin) * norigins);
+		seg->roles = palloc(sizeof(NameData) * norigins);
+		for (int i = 0; i < norigins; i++)
+		{
+			seg->origins[i] = parse_origin(TextDatumGetCString(origins[i]));
+			namestrcpy(&seg->roles[i], NameStr(*DatumGetName(roles[i])));
+		}
+		seg->tid = tuple->t_self;
+		if (written)
+		{
+			bool		own = row_is_own(tuple, values[Anum_s_xid - 1]);
+
+			/* of a segment that reaches past the range, its chunks' blocks */
+			if (seg->ts_from < current_until &&
+				(seg->ts_from < from_ts || seg->ts_to >= current_until) &&
+				own && !nulls[Anum_s_current_blocks - 1] &&
+				!nulls[Anum_s_current_chunks - 1])
+				add_chunk_blocks(&written[SW_CURRENT_HEAP], values, nulls,
+								 seg->ts_from, from_ts, current_until);
+			else if (seg->ts_from < current_until)
+				add_blocks(&written[SW_CURRENT_HEAP], Anum_s_file[SW_CURRENT_HEAP],
+						   Anum_s_blocks[SW_CURRENT_HEAP], values, nulls, own);
+			add_blocks(&written[SW_HISTORY_HEAP], Anum_s_file[SW_HISTORY_HEAP],
+					   Anum_s_blocks[SW_HISTORY_HEAP], values, nulls, own);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (set)
+		sw_segments_finish(set);
+	return set;
+}
+
+/*
+ * The packed batches of the segment row at tid, which a reader's snapshot
+ * that still runs saw (so it cannot have been pruned), in the caller's
+ * memory context.
+ */
+bytea *
+sw_catalog_segment_packed(ItemPointer tid)
+{
+	Relation	rel = table_open(oids.segments, AccessShareLock);
+	HeapTupleData tuple;
+	Buffer		buffer;
+	bool		isnull;
+	bytea	   *packed;
+
+	tuple.t_self = *tid;
+	if (!heap_fetch(rel, SnapshotAny, &tuple, &buffer, false))
+		elog(ERROR, "segment row (%u,%u) of source_writes.batch_segments is gone",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid));
+	packed = DatumGetByteaPCopy(heap_getattr(&tuple, Anum_s_batches,
+											 RelationGetDescr(rel), &isnull));
+	ReleaseBuffer(buffer);
+	table_close(rel, AccessShareLock);
+	return packed;
+}
+
 /*
  * The committed batches of a source with ts >= from_ts that the MVCC
  * snapshot sees, as a hash table from batch id to SwBatch in the caller's
- * memory context; and, if written is not NULL, where they wrote rows: in
- * the current heap, those before current_until; in the history, all.
+ * memory context, of those that have their own rows, and (*segments) a set
+ * of the segments that hold the others, NULL if none (their bounds and
+ * dictionaries: their packed batches are read when needed); and, if written is
+ * not NULL, where they wrote rows: in the current heap, those before
+ * current_until; in the history, all.  (A segment may also hold batches
+ * before from_ts: a lookup tells by their timestamps.)  Only the batches
+ * before load_until, and the segments that begin before it, are loaded:
+ * PG_INT64_MAX for all.
  */
 HTAB *
 sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
-						int64 current_until, SwWrittenBlocks written[2])
+						int64 current_until, SwWrittenBlocks written[2],
+						SwSegmentSet **segments, int64 load_until)
 {
 	Relation	rel;
 	HASHCTL		ctl;
 	HTAB	   *batches;
 	SysScanDesc scan;
-	ScanKeyData keys[2];
+	ScanKeyData keys[3];
 	HeapTuple	tuple;
 
 	Assert(IsMVCCSnapshot(snapshot));
@@ -1776,7 +2023,10 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 				ObjectIdGetDatum(relid));
 	ScanKeyInit(&keys[1], Anum_b_ts, BTGreaterEqualStrategyNumber, F_INT8GE,
 				Int64GetDatum(from_ts));
-	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny, 2, keys);
+	ScanKeyInit(&keys[2], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(load_until));
+	scan = systable_beginscan(rel, oids.batches_ts, true, SnapshotAny,
+							  load_until == PG_INT64_MAX ? 2 : 3, keys);
 	while (HeapTupleIsValid(tuple = next_visible(scan, snapshot)))
 	{
 		Datum		values[Natts_b];
@@ -1805,7 +2055,636 @@ sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	*segments = load_segments(relid, from_ts, snapshot, current_until, written,
+							  load_until);
 	return batches;
+}
+
+/*
+ * A row of source_writes.batch_segments, as compaction reads it: a copy of
+ * the tuple, its bounds and, once unpacked, its batches.
+ */
+typedef struct SegmentRow
+{
+	HeapTuple	tuple;
+	int64		ts_from;
+	int64		ts_to;
+	int64		batch_from;
+	int64		batch_to;
+	int			nbatches;
+	int			nkinds;
+	int64	   *ids;			/* NULL until unpacked */
+	int64	   *ts;
+	uint16	   *kinds;
+} SegmentRow;
+
+/*
+ * The segments of a source with batches before a time, that the MVCC
+ * snapshot sees, oldest first, as SegmentRows in the caller's memory
+ * context (not unpacked).  Segments cover disjoint ranges of timestamps,
+ * so these are those whose ts_from is before it.
+ */
+static List *
+segments_before(Oid relid, int64 before, Snapshot snapshot)
+{
+	List	   *segs = NIL;
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	if (!OidIsValid(oids.segments))
+		return NIL;
+	rel = table_open(oids.segments, AccessShareLock);
+	index = index_open(oids.segments_ts, AccessShareLock);
+	ScanKeyInit(&key, Anum_s_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan_ordered(rel, index, SnapshotAny, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		SegmentRow *seg;
+		bool		isnull;
+		ArrayType  *origins;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!tuple_visible(scan, tuple, snapshot))
+			continue;
+		if (DatumGetInt64(heap_getattr(tuple, Anum_s_ts_from, desc, &isnull)) >= before)
+			break;
+		seg = palloc0(sizeof(SegmentRow));
+		seg->tuple = heap_copytuple(tuple);
+		seg->ts_from = DatumGetInt64(heap_getattr(tuple, Anum_s_ts_from, desc, &isnull));
+		seg->ts_to = DatumGetInt64(heap_getattr(tuple, Anum_s_ts_to, desc, &isnull));
+		seg->batch_from = DatumGetInt64(heap_getattr(tuple, Anum_s_batch_from, desc, &isnull));
+		seg->batch_to = DatumGetInt64(heap_getattr(tuple, Anum_s_batch_to, desc, &isnull));
+		seg->nbatches = DatumGetInt32(heap_getattr(tuple, Anum_s_nbatches, desc, &isnull));
+		origins = DatumGetArrayTypeP(heap_getattr(tuple, Anum_s_origins, desc, &isnull));
+		seg->nkinds = ArrayGetNItems(ARR_NDIM(origins), ARR_DIMS(origins));
+		segs = lappend(segs, seg);
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return segs;
+}
+
+/* unpack the batches of a SegmentRow */
+static void
+unpack_segment_row(SegmentRow *seg)
+{
+	bool		isnull;
+	Relation	rel;
+	bytea	   *packed;
+
+	if (seg->ids != NULL)
+		return;
+	rel = table_open(oids.segments, AccessShareLock);
+	packed = DatumGetByteaPP(heap_getattr(seg->tuple, Anum_s_batches,
+										  RelationGetDescr(rel), &isnull));
+	table_close(rel, AccessShareLock);
+	if (seg->nbatches <= 0)
+		elog(ERROR, "a segment of source_writes.batch_segments has no batches");
+	seg->ids = palloc(sizeof(int64) * seg->nbatches);
+	seg->ts = palloc(sizeof(int64) * seg->nbatches);
+	seg->kinds = palloc(sizeof(uint16) * seg->nbatches);
+	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
+					  seg->ts_from, seg->ts_to, seg->nkinds,
+					  seg->ids, seg->ts, seg->kinds);
+}
+
+/* delete a catalog row that compaction read with its snapshot */
+static void
+delete_compacted(Relation rel, ItemPointer tid, Snapshot snapshot, Oid relid)
+{
+	TM_FailureData tmfd;
+
+	/* an earlier compaction in this same command may have deleted it */
+	switch (table_tuple_delete(rel, tid, GetCurrentCommandId(true), snapshot,
+							   InvalidSnapshot, true, &tmfd, false))
+	{
+		case TM_Ok:
+		case TM_SelfModified:
+			break;
+		default:
+			elog(ERROR, "could not fold a batch of source table %u", relid);
+	}
+}
+
+/*
+ * Fold the batches of a source's segments before since, as
+ * sw_catalog_fold_batches() folds its batch rows: only the newest batches
+ * before since are kept, if no batch row before since was (row_kept).
+ * Segments are older than every batch row, so when a row was kept, every
+ * segment before since goes; if not, the newest segment that reaches
+ * before since keeps its newest batches before since (it is written again
+ * without the others) and the older ones go.  Returns how many batches it
+ * deleted.
+ */
+static int64
+fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
+{
+	List	   *segs = segments_before(relid, since, snapshot);
+	Relation	rel;
+	int64		n = 0;
+	ListCell   *lc;
+
+	if (segs == NIL)
+		return 0;
+	rel = table_open(oids.segments, RowExclusiveLock);
+	foreach(lc, segs)
+	{
+		SegmentRow *seg = lfirst(lc);
+		bool		last = lnext(segs, lc) == NULL;
+		int64		keep_ts = PG_INT64_MIN;
+		int			kept = 0;
+		int64	   *ids;
+		int64	   *ts;
+		uint16	   *kinds;
+		Datum		values[Natts_s];
+		bool		nulls[Natts_s];
+		HeapTuple	tuple;
+
+		CHECK_FOR_INTERRUPTS();
+		if ((!last || row_kept) && seg->ts_to < since)
+		{
+			delete_compacted(rel, &seg->tuple->t_self, snapshot, relid);
+			n += seg->nbatches;
+			continue;
+		}
+
+		/* the newest segment before since: keep its batches from since on */
+		unpack_segment_row(seg);
+		ids = palloc(sizeof(int64) * seg->nbatches);
+		ts = palloc(sizeof(int64) * seg->nbatches);
+		kinds = palloc(sizeof(uint16) * seg->nbatches);
+		if (!row_kept)
+			for (int i = 0; i < seg->nbatches; i++)
+				if (seg->ts[i] < since && seg->ts[i] > keep_ts)
+					keep_ts = seg->ts[i];
+		for (int i = 0; i < seg->nbatches; i++)
+			if (seg->ts[i] >= since || seg->ts[i] == keep_ts)
+			{
+				ids[kept] = seg->ids[i];
+				ts[kept] = seg->ts[i];
+				kinds[kept] = seg->kinds[i];
+				kept++;
+			}
+		if (kept == seg->nbatches)
+			continue;
+		delete_compacted(rel, &seg->tuple->t_self, snapshot, relid);
+		n += seg->nbatches - kept;
+		if (kept == 0)
+			continue;
+
+		heap_deform_tuple(seg->tuple, RelationGetDescr(rel), values, nulls);
+		values[Anum_s_ts_to - 1] = Int64GetDatum(seg->ts_to);
+		values[Anum_s_batch_from - 1] = Int64GetDatum(ids[0]);
+		values[Anum_s_batch_to - 1] = Int64GetDatum(ids[kept - 1]);
+		values[Anum_s_nbatches - 1] = Int32GetDatum(kept);
+		{
+			int64		ts_from = ts[0];
+
+			for (int i = 1; i < kept; i++)
+				ts_from = Min(ts_from, ts[i]);
+			values[Anum_s_ts_from - 1] = Int64GetDatum(ts_from);
+			values[Anum_s_batches - 1] = PointerGetDatum(
+				sw_segment_pack(kept, ids, ts, kinds, ids[0], ts_from));
+		}
+		/* the blocks stay those of all of them: more, never fewer */
+		if (row_is_own(seg->tuple, values[Anum_s_xid - 1]))
+			values[Anum_s_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+		tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+		CatalogTupleInsert(rel, tuple);
+		heap_freetuple(tuple);
+	}
+	table_close(rel, RowExclusiveLock);
+	return n;
+}
+
+/* a batch row that a rollup takes */
+typedef struct RollItem
+{
+	ItemPointerData tid;
+	int64		id;
+	int64		ts;
+	uint16		kind;
+	SwBlockRanges blocks[2];
+} RollItem;
+
+static int
+compare_items(const void *a, const void *b)
+{
+	const RollItem *x = a;
+	const RollItem *y = b;
+
+	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
+}
+
+/*
+ * Is a batch row settled: inserted by a transaction that committed before
+ * every snapshot anyone holds or will take (its xmin precedes the horizon),
+ * and not deleted?  Then every snapshot sees it, as it would see its batch
+ * in a segment.  *dead tells a row that no snapshot taken from now on
+ * sees (aborted, or deleted by a committed fold or rollup, or by ours).
+ */
+static bool
+batch_settled(SysScanDesc scan, HeapTuple tuple, TransactionId horizon, bool *dead)
+{
+	Buffer		buffer = ((BufferHeapTupleTableSlot *) scan->slot)->buffer;
+	HTSV_Result result;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	result = HeapTupleSatisfiesVacuum(tuple, horizon, buffer);
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	/* rolled up or folded already, earlier in this transaction */
+	*dead = result == HEAPTUPLE_DEAD || result == HEAPTUPLE_RECENTLY_DEAD ||
+		(result == HEAPTUPLE_DELETE_IN_PROGRESS &&
+		 TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)));
+	return result == HEAPTUPLE_LIVE &&
+		TransactionIdPrecedes(HeapTupleHeaderGetXmin(tuple->t_data), horizon);
+}
+
+/*
+ * Turn a batch row's blocks of a heap into ranges, n -1 when not known.
+ */
+static void
+row_ranges(Datum *values, bool *nulls, SwHeap heap, bool own, SwBlockRanges *ranges)
+{
+	SwWrittenBlocks written;
+
+	sw_written_blocks_init(&written);
+	add_row_blocks(&written, heap, values, nulls, own);
+	ranges->n = -1;
+	if (written.known && written.npairs <= SW_MAX_BLOCK_RANGES)
+	{
+		ranges->file = written.file;
+		ranges->n = written.npairs;
+		for (int i = 0; i < written.npairs; i++)
+		{
+			ranges->from[i] = written.pairs[2 * i];
+			ranges->to[i] = written.pairs[2 * i + 1];
+		}
+	}
+	pfree(written.pairs);
+}
+
+static int
+compare_pairs(const void *a, const void *b)
+{
+	BlockNumber x = *(const BlockNumber *) a;
+	BlockNumber y = *(const BlockNumber *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+static int
+compare_gaps(const void *a, const void *b)
+{
+	BlockNumber x = *(const BlockNumber *) a;
+	BlockNumber y = *(const BlockNumber *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Sort [from, to) pairs of blocks and merge them where they overlap or
+ * touch, and where there are more than max, across the smallest gaps, so
+ * that they name more blocks, never fewer; returns how many are left.
+ */
+static int
+merge_ranges(BlockNumber *p, int npairs, int max)
+{
+	int			m = 0;
+	BlockNumber threshold = 0;
+
+	qsort(p, npairs, 2 * sizeof(BlockNumber), compare_pairs);
+	for (int i = 0; i < npairs; i++)
+	{
+		if (m > 0 && p[2 * i] <= p[2 * m - 1])
+			p[2 * m - 1] = Max(p[2 * m - 1], p[2 * i + 1]);
+		else
+		{
+			p[2 * m] = p[2 * i];
+			p[2 * m + 1] = p[2 * i + 1];
+			m++;
+		}
+	}
+	if (m > max)
+	{
+		BlockNumber *gaps = palloc(sizeof(BlockNumber) * (m - 1));
+		int			k = 0;
+
+		for (int i = 1; i < m; i++)
+			gaps[i - 1] = p[2 * i] - p[2 * i - 1];
+		qsort(gaps, m - 1, sizeof(BlockNumber), compare_gaps);
+		threshold = gaps[m - max - 1];
+		for (int i = 0; i < m; i++)
+		{
+			if (k > 0 && p[2 * i] - p[2 * k - 1] <= threshold)
+				p[2 * k - 1] = p[2 * i + 1];
+			else
+			{
+				p[2 * k] = p[2 * i];
+				p[2 * k + 1] = p[2 * i + 1];
+				k++;
+			}
+		}
+		m = k;
+		pfree(gaps);
+	}
+	return m;
+}
+
+/*
+ * Put where a rollup's batches wrote rows of a heap into a segment row:
+ * their ranges merged into at most SW_SEGMENT_RANGES; both columns null if
+ * it is not known.  Of the current heap, also where each chunk of
+ * SW_SEGMENT_CHUNK batches in timestamp order (items are in that order)
+ * wrote, in at most SW_CHUNK_RANGES ranges, after the newest timestamp of
+ * the chunk (see Anum_s_current_chunks), so that a reader of a few batches
+ * reads the blocks of their chunks, not of the whole segment.
+ */
+static void
+set_segment_blocks(Datum *values, bool *nulls, SwHeap heap,
+				   const RollItem *items, int n)
+{
+	SwWrittenBlocks written;
+	BlockNumber *p;
+	int			m;
+	Datum	   *r;
+
+	sw_written_blocks_init(&written);
+	for (int i = 0; i < n; i++)
+		sw_written_blocks_add(&written, &items[i].blocks[heap]);
+	if (heap == SW_CURRENT_HEAP)
+		nulls[Anum_s_current_chunks - 1] = true;
+	if (!written.known)
+	{
+		nulls[Anum_s_file[heap] - 1] = nulls[Anum_s_blocks[heap] - 1] = true;
+		return;
+	}
+	p = written.pairs;
+	m = merge_ranges(p, written.npairs, SW_SEGMENT_RANGES);
+	r = palloc(sizeof(Datum) * Max(2 * m, 1));
+	for (int i = 0; i < 2 * m; i++)
+		r[i] = Int64GetDatum(p[i]);
+	nulls[Anum_s_file[heap] - 1] = m == 0;
+	values[Anum_s_file[heap] - 1] = ObjectIdGetDatum(written.file);
+	values[Anum_s_blocks[heap] - 1] = PointerGetDatum(
+		construct_array(r, 2 * m, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+						TYPALIGN_DOUBLE));
+
+	if (heap == SW_CURRENT_HEAP)
+	{
+		int			nchunks = (n + SW_SEGMENT_CHUNK - 1) / SW_SEGMENT_CHUNK;
+		Datum	   *c = palloc0(sizeof(Datum) * nchunks * SW_CHUNK_WIDTH);
+
+		for (int k = 0; k < nchunks; k++)
+		{
+			int			end = Min(n, (k + 1) * SW_SEGMENT_CHUNK);
+			Datum	   *chunk = &c[k * SW_CHUNK_WIDTH];
+
+			written.npairs = 0;
+			for (int i = k * SW_SEGMENT_CHUNK; i < end; i++)
+				sw_written_blocks_add(&written, &items[i].blocks[heap]);
+			m = merge_ranges(written.pairs, written.npairs, SW_CHUNK_RANGES);
+			chunk[0] = Int64GetDatum(items[end - 1].ts);
+			chunk[1] = Int64GetDatum(m);
+			for (int i = 0; i < SW_CHUNK_WIDTH - 2; i++)
+				chunk[2 + i] = Int64GetDatum(i < 2 * m ? written.pairs[i] : 0);
+		}
+		nulls[Anum_s_current_chunks - 1] = false;
+		values[Anum_s_current_chunks - 1] = PointerGetDatum(
+			construct_array(c, nchunks * SW_CHUNK_WIDTH, INT8OID, sizeof(int64),
+							FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	}
+}
+
+/*
+ * The newest timestamp in the segments of a source, as its compaction
+ * (holding the lock) sees them: committed, or made or deleted by itself;
+ * PG_INT64_MIN if there are none.
+ */
+static int64
+newest_segment_ts(Oid relid)
+{
+	Relation	rel = table_open(oids.segments, AccessShareLock);
+	Relation	index = index_open(oids.segments_ts, AccessShareLock);
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	int64		newest = PG_INT64_MIN;
+
+	ScanKeyInit(&key, Anum_s_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan_ordered(rel, index, SnapshotSelf, 1, &key);
+	tuple = systable_getnext_ordered(scan, BackwardScanDirection);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+
+		newest = DatumGetInt64(heap_getattr(tuple, Anum_s_ts_to,
+											RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return newest;
+}
+
+/*
+ * Roll the oldest segment_batches batch rows of a source up into one
+ * segment, if that many are settled (see batch_settled()), delay_ms older
+ * than its newest batch, and older than a settled batch row that stays: the newest batches stay rows, so that
+ * every snapshot, old or new, finds its upper in the rows (snapshot_upper()
+ * reads the newest batch a snapshot sees, and what it names as pending)
+ * and the controller its stamp state.  Batches of one timestamp go
+ * together.  The caller holds the source's compaction lock.  Returns how
+ * many batches were rolled up: 0 when there were too few.
+ */
+int
+sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
+{
+	Relation	rel;
+	Relation	index;
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tuple;
+	TransactionId horizon;
+	int64		cutoff = PG_INT64_MIN;
+	int64		newest = PG_INT64_MIN;
+	int64		stop_ts = PG_INT64_MAX;
+	RollItem   *items;
+	int			n = 0;
+	int			nkinds = 0;
+	SwOrigin   *kind_origins;
+	NameData   *kind_roles;
+	int64	   *ids;
+	int64	   *ts;
+	uint16	   *kinds;
+	int64		ts_from;
+	int64		ts_to;
+	Datum		values[Natts_s];
+	bool		nulls[Natts_s] = {0};
+	Datum	   *d;
+
+	require_catalog();
+	if (!OidIsValid(oids.segments) || segment_batches < 1)
+		return 0;
+	rel = table_open(oids.batches, RowExclusiveLock);
+	index = index_open(oids.batches_ts, AccessShareLock);
+	horizon = GetOldestNonRemovableTransactionId(rel);
+
+	/*
+	 * The newest settled batch row: it and those after it stay, and so do
+	 * those less than delay_ms older than the newest batch.
+	 */
+	scan = begin_batches_backward(rel, index, relid, PG_INT64_MAX, SnapshotAny, keys);
+	while (HeapTupleIsValid(tuple = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		bool		dead;
+		bool		settled = batch_settled(scan, tuple, horizon, &dead);
+		bool		isnull;
+		int64		ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+													RelationGetDescr(rel), &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		if (dead)
+			continue;
+		if (newest == PG_INT64_MIN)
+			newest = ts;
+		if (settled)
+		{
+			cutoff = Min(ts, newest - delay_ms);
+			break;
+		}
+	}
+	systable_endscan_ordered(scan);
+
+	/*
+	 * The oldest before it, while they are settled, after the newest
+	 * segment: the rows it and those before it took may not have been
+	 * vacuumed away yet.
+	 */
+	items = palloc(sizeof(RollItem) * (segment_batches + 1));
+	kind_origins = palloc(sizeof(SwOrigin) * (segment_batches + 1));
+	kind_roles = palloc(sizeof(NameData) * (segment_batches + 1));
+	ScanKeyInit(&keys[0], Anum_b_source, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&keys[1], Anum_b_ts, BTLessStrategyNumber, F_INT8LT,
+				Int64GetDatum(cutoff));
+	ScanKeyInit(&keys[2], Anum_b_ts, BTGreaterStrategyNumber, F_INT8GT,
+				Int64GetDatum(newest_segment_ts(relid)));
+	scan = systable_beginscan_ordered(rel, index, SnapshotAny, 3, keys);
+	while (cutoff != PG_INT64_MIN &&
+		   HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		Datum		bvalues[Natts_b];
+		bool		bnulls[Natts_b];
+		bool		dead;
+		bool		own;
+		RollItem   *item;
+		SwOrigin	origin;
+		Name		role;
+		int			k;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!batch_settled(scan, tuple, horizon, &dead))
+		{
+			bool		isnull;
+
+			if (dead)
+				continue;
+			stop_ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+												 RelationGetDescr(rel), &isnull));
+			break;
+		}
+		heap_deform_tuple(tuple, RelationGetDescr(rel), bvalues, bnulls);
+		if (n == segment_batches)
+		{
+			stop_ts = DatumGetInt64(bvalues[Anum_b_ts - 1]);
+			break;
+		}
+		item = &items[n++];
+		item->tid = tuple->t_self;
+		item->id = DatumGetInt64(bvalues[Anum_b_batch - 1]);
+		item->ts = DatumGetInt64(bvalues[Anum_b_ts - 1]);
+		own = row_is_own(tuple, bvalues[Anum_b_xid - 1]);
+		row_ranges(bvalues, bnulls, SW_CURRENT_HEAP, own, &item->blocks[SW_CURRENT_HEAP]);
+		row_ranges(bvalues, bnulls, SW_HISTORY_HEAP, own, &item->blocks[SW_HISTORY_HEAP]);
+		origin = parse_origin(TextDatumGetCString(bvalues[Anum_b_origin - 1]));
+		role = DatumGetName(bvalues[Anum_b_role - 1]);
+		for (k = nkinds - 1; k >= 0; k--)
+			if (kind_origins[k] == origin &&
+				strcmp(NameStr(kind_roles[k]), NameStr(*role)) == 0)
+				break;
+		if (k < 0)
+		{
+			k = nkinds++;
+			kind_origins[k] = origin;
+			namestrcpy(&kind_roles[k], NameStr(*role));
+		}
+		item->kind = (uint16) k;
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+
+	/* a segment is full or not made; it ends before the first batch left */
+	if (n < segment_batches)
+		n = 0;
+	while (n > 0 && items[n - 1].ts >= stop_ts)
+		n--;
+	if (n == 0)
+	{
+		table_close(rel, RowExclusiveLock);
+		return 0;
+	}
+	ts_from = items[0].ts;
+	ts_to = items[n - 1].ts;
+
+	/* by id, for lookups */
+	qsort(items, n, sizeof(RollItem), compare_items);
+	ids = palloc(sizeof(int64) * n);
+	ts = palloc(sizeof(int64) * n);
+	kinds = palloc(sizeof(uint16) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0 && items[i].id == items[i - 1].id)
+			elog(ERROR, "source table %u has two batches " INT64_FORMAT,
+				 relid, items[i].id);
+		ids[i] = items[i].id;
+		ts[i] = items[i].ts;
+		kinds[i] = items[i].kind;
+	}
+
+	values[Anum_s_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_s_ts_from - 1] = Int64GetDatum(ts_from);
+	values[Anum_s_ts_to - 1] = Int64GetDatum(ts_to);
+	values[Anum_s_batch_from - 1] = Int64GetDatum(ids[0]);
+	values[Anum_s_batch_to - 1] = Int64GetDatum(ids[n - 1]);
+	values[Anum_s_nbatches - 1] = Int32GetDatum(n);
+	d = palloc(sizeof(Datum) * nkinds);
+	for (int k = 0; k < nkinds; k++)
+		d[k] = CStringGetTextDatum(origin_names[kind_origins[k]]);
+	values[Anum_s_origins - 1] = PointerGetDatum(
+		construct_array(d, nkinds, TEXTOID, -1, false, TYPALIGN_INT));
+	for (int k = 0; k < nkinds; k++)
+		d[k] = NameGetDatum(&kind_roles[k]);
+	values[Anum_s_roles - 1] = PointerGetDatum(
+		construct_array(d, nkinds, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+	values[Anum_s_batches - 1] = PointerGetDatum(
+		sw_segment_pack(n, ids, ts, kinds, ids[0], ts_from));
+	values[Anum_s_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	set_segment_blocks(values, nulls, SW_CURRENT_HEAP, items, n);
+	set_segment_blocks(values, nulls, SW_HISTORY_HEAP, items, n);
+	insert_row(oids.segments, values, nulls);
+
+	for (int i = 0; i < n; i++)
+		CatalogTupleDelete(rel, &items[i].tid);
+	table_close(rel, RowExclusiveLock);
+	return n;
 }
 
 /*
@@ -1831,13 +2710,38 @@ sw_catalog_count_batches_before(Oid relid, int64 before, Snapshot snapshot,
 	systable_endscan_ordered(scan);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
+	if (n < limit)
+	{
+		List	   *segs = segments_before(relid, before, snapshot);
+		ListCell   *lc;
+
+		foreach(lc, segs)
+		{
+			SegmentRow *seg = lfirst(lc);
+
+			if (n >= limit)
+				break;
+			if (seg->ts_to < before)
+			{
+				n += seg->nbatches;
+				continue;
+			}
+			unpack_segment_row(seg);
+			for (int i = 0; i < seg->nbatches; i++)
+				if (seg->ts[i] < before)
+					n++;
+		}
+		n = Min(n, limit);
+	}
 	return n;
 }
 
 /*
- * Fold the batches of a source before since into the newest of them: the
+ * Fold the batches of a source before since into the newest of them (the
+ * newest timestamp's: a transaction that wrote as two roles has two): the
  * others are deleted, so that the batches kept are those of the retained
- * history, and one more.  Rows that a deleted batch added are taken for
+ * history, and those of one more timestamp, whether they are batch rows or
+ * in segments.  Rows that a deleted batch added are taken for
  * added before since by every reader of the log (see log.c); those it
  * retracted, compaction has deleted.  The caller holds the source's
  * compaction lock and passes the snapshot it compacted with.  Returns how
@@ -1853,6 +2757,7 @@ sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
 	HeapTuple	tuple;
 	int64		n = 0;
 	bool		newest = true;
+	int64		kept = 0;
 
 	require_catalog();
 	rel = table_open(oids.batches, RowExclusiveLock);
@@ -1861,11 +2766,15 @@ sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
 	while (HeapTupleIsValid(tuple = next_visible_backward(scan, snapshot)))
 	{
 		TM_FailureData tmfd;
+		bool		isnull;
+		int64		ts = DatumGetInt64(heap_getattr(tuple, Anum_b_ts,
+													RelationGetDescr(rel), &isnull));
 
 		CHECK_FOR_INTERRUPTS();
-		if (newest)
+		if (newest || ts == kept)
 		{
 			newest = false;
+			kept = ts;
 			continue;
 		}
 		/* an earlier compaction in this same command may have folded it */
@@ -1884,7 +2793,7 @@ sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot)
 	systable_endscan_ordered(scan);
 	index_close(index, AccessShareLock);
 	table_close(rel, RowExclusiveLock);
-	return n;
+	return n + fold_segments(relid, since, snapshot, !newest);
 }
 
 const char *

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * compaction.c
- *		  Deleting the history that no readable time needs
+ *		  Deleting the history that no readable time needs, and rolling
+ *		  batches up into segments
  *
  * See doc/internals.md, "Reading the log" (Compaction).
  *
@@ -161,4 +162,42 @@ sw_compact(Oid relid, bool wait, BlockNumber start, BlockNumber nblocks,
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 	return true;
+}
+
+/*
+ * Roll the oldest batch rows of a source up into a segment of
+ * source_writes.batch_segments, source_writes.segment_batches of them, if
+ * that many are settled and source_writes.segment_delay older than its
+ * newest batch (sw_catalog_roll_up()).  Takes the source's
+ * compaction lock, which writers never take, until the end of the
+ * transaction.  Returns how many batches were rolled up, or -1 when not
+ * waiting and the table or its compaction is locked by someone else.
+ */
+int
+sw_roll_up(Oid relid, bool wait)
+{
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	int			n;
+
+	PreventCommandIfReadOnly("source_writes.compact()");
+	if (wait)
+		LockRelationOid(relid, AccessShareLock);
+	else if (!ConditionalLockRelationOid(relid, AccessShareLock))
+		return -1;
+	/* the table may have been dropped while we waited */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	{
+		UnlockRelationOid(relid, AccessShareLock);
+		return 0;
+	}
+	if (!sw_catalog_lock_compaction(relid, wait))
+		return -1;
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes rollup",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	n = sw_catalog_roll_up(relid, sw_segment_batches, sw_segment_delay);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+	return n;
 }

@@ -24,12 +24,12 @@
 #include "log/log.h"
 
 /*
- * The committed batches of a source with ts >= from that the MVCC
- * snapshot sees, in the caller's memory context, for a reader of the range
- * [from, until).
+ * The committed batches of a source with ts >= from (and < load_until)
+ * that the MVCC snapshot sees, in the caller's memory context, for a
+ * reader of the range [from, until).
  */
-SwBatchMap *
-sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
+static SwBatchMap *
+load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until)
 {
 	SwBatchMap *map = palloc(sizeof(SwBatchMap));
 	HASH_SEQ_STATUS status;
@@ -41,13 +41,54 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	sw_written_blocks_init(&map->written[SW_CURRENT_HEAP]);
 	sw_written_blocks_init(&map->written[SW_HISTORY_HEAP]);
 	map->batches = sw_catalog_load_batches(relid, from, snapshot, until,
-										   map->written);
+										   map->written, &map->segments,
+										   load_until);
+	map->found = palloc(sizeof(SwBatch) * 2);
 	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
-	map->oldest_ts = PG_INT64_MAX;
+	map->oldest_ts = sw_segments_oldest(map->segments, from);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		map->oldest_ts = Min(map->oldest_ts, batch->ts);
 	return map;
+}
+
+/*
+ * The committed batches of a source with ts >= from that the MVCC
+ * snapshot sees, in the caller's memory context, for a reader of the range
+ * [from, until).
+ */
+SwBatchMap *
+sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
+{
+	return load_map(relid, from, until, snapshot, PG_INT64_MAX);
+}
+
+/*
+ * The same, for a reader of the window [from, until) (from not
+ * PG_INT64_MIN) that takes a row for in it only if a batch in it added or
+ * retracted the row (updates() with since), and tells the batches before
+ * the window from those after it in no other way.  When the source has no
+ * history rows (an append-only source: a webhook's, say), the batches
+ * after the window are not loaded: they would only say where history rows
+ * are.  (With none, its heap has no block; one that a snapshot sees was
+ * in a block before the snapshot was taken, and VACUUM does not truncate
+ * a block with a row that a snapshot still sees.)  A batch after the
+ * window then looks before it.
+ */
+SwBatchMap *
+sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
+{
+	SwSource	source;
+	Relation	history;
+	bool		empty;
+
+	Assert(from != PG_INT64_MIN);
+	sw_source_require(relid, &source);
+	history = table_open(source.history_rel, AccessShareLock);
+	empty = RelationGetNumberOfBlocks(history) == 0;
+	table_close(history, AccessShareLock);
+	return load_map(relid, from, until, snapshot,
+					empty && until != PG_INT64_MAX ? until : PG_INT64_MAX);
 }
 
 /*
@@ -56,19 +97,30 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * own (may_be_own, and the reader's transaction wrote the tuple), after.
  * The tuple's xmin says that, in parallel workers too: a current row that
  * the reader's transaction wrote was added by one of its batches, a
- * history row that it wrote was retracted by one.
+ * history row that it wrote was retracted by one.  A batch found in a
+ * segment is copied to map->found[which], which holds it until the next
+ * row.
  */
 static inline SwLogWhen
 batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
-		   bool may_be_own, const SwBatch **batch)
+		   bool may_be_own, int which, const SwBatch **batch)
 {
 	bool		isnull;
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
 
 	Assert(!isnull);
 	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
+	if (*batch == NULL && sw_segments_find(map->segments, id, &map->found[which]))
+		*batch = &map->found[which];
 	if (*batch != NULL)
+	{
+		if ((*batch)->ts < map->from)
+		{
+			*batch = NULL;
+			return SW_LOG_BEFORE;	/* in a segment that reaches from */
+		}
 		return (*batch)->ts < map->until ? SW_LOG_IN : SW_LOG_LATER;
+	}
 	if (may_be_own)
 	{
 		HeapTuple	tuple = ExecFetchSlotHeapTuple(hidden, false, NULL);
@@ -88,12 +140,12 @@ void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = batch_when(map, hidden, layout->batch, !history,
+	row->added = batch_when(map, hidden, layout->batch, !history, 0,
 							&row->added_batch);
 	row->retracted = SW_LOG_LATER;
 	row->retracted_batch = NULL;
 	if (history)
-		row->retracted = batch_when(map, hidden, layout->retracted, true,
+		row->retracted = batch_when(map, hidden, layout->retracted, true, 1,
 									&row->retracted_batch);
 }
 

@@ -126,6 +126,8 @@ extern void sw_written_blocks_init(SwWrittenBlocks *written);
 extern void sw_written_blocks_add(SwWrittenBlocks *written,
 								  const SwBlockRanges *ranges);
 
+struct SwSegmentSet;				/* segments.c */
+
 /* a committed batch, as source_writes.batches keeps it */
 typedef struct SwBatch
 {
@@ -192,12 +194,16 @@ extern void sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 									const SwBlockRanges blocks[2]);
 extern HTAB *sw_catalog_load_batches(Oid relid, int64 from_ts, Snapshot snapshot,
 									 int64 current_until,
-									 SwWrittenBlocks written[2]);
+									 SwWrittenBlocks written[2],
+									 struct SwSegmentSet **segments,
+									 int64 load_until);
 extern void sw_catalog_advance_progress(Oid relid, int32 part, int64 from,
 										int64 to, int64 lost);
 extern int	sw_catalog_count_batches_before(Oid relid, int64 before,
 											Snapshot snapshot, int limit);
 extern int64 sw_catalog_fold_batches(Oid relid, int64 since, Snapshot snapshot);
+extern bytea *sw_catalog_segment_packed(ItemPointer tid);
+extern int	sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms);
 extern PGDLLEXPORT const char *sw_origin_name(SwOrigin origin);
 extern SwOrigin sw_origin_of(const char *name);
 extern Oid	sw_catalog_table_oid(void);
@@ -440,6 +446,63 @@ extern void sw_storage_place_index(Oid relid, Oid hiddenid, Oid indexid);
 extern bool sw_storage_place_indexes(Oid relid, Oid hiddenid, bool nowait);
 
 /*
+ * segments.c
+ * Batches rolled up into segments of source_writes.batch_segments
+ */
+
+/* the batches per segment that a rollup makes (source_writes.segment_batches) */
+extern int	sw_segment_batches;
+/* how long (ms) batches stay rows first (source_writes.segment_delay) */
+extern int	sw_segment_delay;
+
+/* a segment a reader loaded: its bounds and dictionary; its batches, unpacked */
+typedef struct SwSegment
+{
+	int64		batch_from;		/* its lowest and highest batch ids */
+	int64		batch_to;
+	int64		ts_from;		/* its oldest and newest timestamps */
+	int64		ts_to;
+	int64		max_to;			/* the highest batch_to of it and those before */
+	int			nbatches;
+	int			nkinds;			/* its dictionary: (origin, role) pairs */
+	SwOrigin   *origins;
+	NameData   *roles;
+	ItemPointerData tid;		/* its row, whose packed batches are read
+								 * when it is unpacked */
+	/* unpacked, while it is among those a reader keeps so: */
+	int64	   *ids;
+	int64	   *ts;
+	uint16	   *kinds;
+	uint64		used;			/* when it was last looked in */
+} SwSegment;
+
+/* the segments a reader loaded, sorted by batch_from */
+typedef struct SwSegmentSet
+{
+	MemoryContext cxt;
+	int			n;
+	int			max;
+	SwSegment  *segs;
+	int			nunpacked;
+	uint64		clock;
+	int			last;			/* where the last batch was found, or -1 */
+} SwSegmentSet;
+
+extern bytea *sw_segment_pack(int n, const int64 *ids, const int64 *ts,
+							  const uint16 *kinds, int64 batch_from,
+							  int64 ts_from);
+extern void sw_segment_unpack(const bytea *packed, int n, int64 batch_from,
+							  int64 batch_to, int64 ts_from, int64 ts_to,
+							  int nkinds, int64 *ids, int64 *ts, uint16 *kinds);
+extern SwSegmentSet *sw_segments_create(void);
+extern SwSegment *sw_segments_add(SwSegmentSet *set);
+extern void sw_segments_finish(SwSegmentSet *set);
+extern bool sw_segments_find(SwSegmentSet *set, int64 id, SwBatch *batch);
+extern int64 sw_segments_oldest(SwSegmentSet *set, int64 from);
+extern void sw_segments_each(SwSegmentSet *set,
+							 void (*fn) (const SwBatch *batch, void *arg), void *arg);
+
+/*
  * log.c
  * Reading a source's log out of its hidden relations
  */
@@ -451,7 +514,10 @@ extern bool sw_storage_place_indexes(Oid relid, Oid hiddenid, bool nowait);
 typedef struct SwBatchMap
 {
 	Oid			relid;
-	HTAB	   *batches;		/* batch id -> SwBatch */
+	HTAB	   *batches;		/* batch id -> SwBatch, of those not rolled up */
+	SwSegmentSet *segments;		/* the segments with batches from from on */
+	SwBatch    *found;			/* where batches found in segments go: two,
+								 * for the row's addition and retraction */
 	int64		from;
 	int64		until;
 	SwWrittenBlocks written[2]; /* where they wrote rows, by SwHeap: in the
@@ -483,6 +549,8 @@ typedef struct SwLogRow
 
 extern SwBatchMap *sw_log_batches(Oid relid, int64 from, int64 until,
 								  Snapshot snapshot);
+extern SwBatchMap *sw_log_window_batches(Oid relid, int64 from, int64 until,
+										 Snapshot snapshot);
 extern void sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 					   const SwLayout *layout, bool history, SwLogRow *row);
 
@@ -629,9 +697,11 @@ extern void sw_constraints_check(Relation ftrel);
 
 /*
  * compaction.c
- * Deleting the history that no readable time needs
+ * Deleting the history that no readable time needs, and rolling batches
+ * up into segments
  */
 
+extern int	sw_roll_up(Oid relid, bool wait);
 extern bool sw_compact(Oid relid, bool wait, BlockNumber start,
 					   BlockNumber nblocks, int64 *removed, BlockNumber *next);
 

@@ -206,8 +206,48 @@ complete_storage(Oid relid)
 }
 
 /*
- * One compaction pass over the sources of the database (which also
- * completes the storage of those an update left as it was).
+ * Roll up one segment of a source's batches in its own transaction;
+ * returns how many batches it rolled up (0 when there are too few, it was
+ * locked, or failed: the error is logged).
+ */
+static int
+roll_up_segment(Oid relid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorContextCallback errcallback;
+	int			n = 0;
+
+	errcallback.callback = compaction_error_callback;
+	errcallback.arg = &relid;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "rolling up batches of a source table");
+		n = Max(sw_roll_up(relid, false), 0);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		log_and_abort();
+		n = 0;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	error_context_stack = errcallback.previous;
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return n;
+}
+
+/*
+ * One compaction pass over the sources of the database: the storage of
+ * those an update left as it was, the history that no readable time
+ * needs, then the batches to roll up into segments.
  */
 static void
 compaction_pass(void)
@@ -228,6 +268,13 @@ compaction_pass(void)
 			next = compact_chunk(lfirst_oid(lc), next);
 			sw_report_stats();	/* autovacuum sees the deletes as they go */
 		} while (next != InvalidBlockNumber);
+
+		do
+		{
+			CHECK_FOR_INTERRUPTS();
+			supervise_workers(false);
+		} while (roll_up_segment(lfirst_oid(lc)) > 0);
+		sw_report_stats();
 	}
 }
 

@@ -59,8 +59,11 @@ UPDATE odd SET n = 2.25 WHERE id = 1;
 SQL
 
 # a history on the old cluster: messages, deliveries, people's edits
-produce(1 .. 100);
-sql_a(q{SELECT source_writes.wait_for('ev')});
+for my $chunk (0 .. 3)
+{
+	produce(25 * $chunk + 1 .. 25 * $chunk + 25);
+	sql_a(q{SELECT source_writes.wait_for('ev')});
+}
 ok($a->poll_query_until('postgres', q{SELECT state = 'listening' FROM source_writes.sources
 	WHERE source = 'pay'::regclass}), 'the old webhook server listens');
 is(post($port_a, "k$_", qq({"id": $_, "note": "n$_"})), '200 1 row', "delivery k$_") for 1 .. 5;
@@ -69,6 +72,12 @@ sql_a(q{SET ROLE editor;
 	DELETE FROM ev WHERE id = 8;
 	INSERT INTO ev VALUES (1000, 'typed');
 	UPDATE pay SET note = 'fixed' WHERE id = 2});
+
+# most of the old log rolled up into segments of the batch catalog
+is(sql_a(q{SET source_writes.segment_batches = 2; SET source_writes.segment_delay = 0;
+	SELECT source_writes.compact('ev') >= 0, source_writes.compact('pay') >= 0;
+	SELECT count(*) > 0 FROM source_writes.batch_segments WHERE source = 'ev'::regclass}),
+	"t|t\nt", 'the old Kafka source has segments');
 
 # the log of a source, as text, to compare across clusters
 my $log = q{SELECT string_agg(ts || ' ' || diff || ' ' || origin || ' ' || coalesce(role::text, '-')
