@@ -1926,6 +1926,8 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 			seg->nbatches <= 0)
 			elog(ERROR, "segment of source table %u has %d origins, %d roles and %d batches",
 				 relid, norigins, nroles, seg->nbatches);
+		sw_segment_check(seg->nbatches, seg->batch_from, seg->batch_to,
+						 seg->ts_from, seg->ts_to);
 		seg->nkinds = norigins;
 		seg->origins = palloc(sizeof(SwOrigin) * norigins);
 		seg->roles = palloc(sizeof(NameData) * norigins);
@@ -2122,6 +2124,8 @@ segments_before(Oid relid, int64 before, Snapshot snapshot)
 		seg->nbatches = DatumGetInt32(heap_getattr(tuple, Anum_s_nbatches, desc, &isnull));
 		origins = DatumGetArrayTypeP(heap_getattr(tuple, Anum_s_origins, desc, &isnull));
 		seg->nkinds = ArrayGetNItems(ARR_NDIM(origins), ARR_DIMS(origins));
+		sw_segment_check(seg->nbatches, seg->batch_from, seg->batch_to,
+						 seg->ts_from, seg->ts_to);
 		segs = lappend(segs, seg);
 	}
 	systable_endscan_ordered(scan);

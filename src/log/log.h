@@ -491,6 +491,8 @@ typedef struct SwSegmentSet
 extern bytea *sw_segment_pack(int n, const int64 *ids, const int64 *ts,
 							  const uint16 *kinds, int64 batch_from,
 							  int64 ts_from);
+extern void sw_segment_check(int n, int64 batch_from, int64 batch_to,
+							 int64 ts_from, int64 ts_to);
 extern void sw_segment_unpack(const bytea *packed, int n, int64 batch_from,
 							  int64 batch_to, int64 ts_from, int64 ts_to,
 							  int nkinds, int64 *ids, int64 *ts, uint16 *kinds);

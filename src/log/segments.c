@@ -15,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -147,6 +148,21 @@ sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 }
 
 /*
+ * Check the bounds of a segment row (a superuser may have written them):
+ * some batches, ids and timestamps in order, and room between its lowest
+ * and highest id for its n distinct ids.  Readers then compute offsets
+ * from batch_from without overflow.
+ */
+void
+sw_segment_check(int n, int64 batch_from, int64 batch_to, int64 ts_from,
+				 int64 ts_to)
+{
+	if (n <= 0 || batch_from > batch_to || ts_from > ts_to ||
+		(uint64) batch_to - (uint64) batch_from < (uint64) (n - 1))
+		corrupt();
+}
+
+/*
  * Unpack a segment of n batches into arrays of n: its ids (ascending),
  * timestamps and kinds, each checked against the segment's bounds.
  */
@@ -158,12 +174,13 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	Unpacker	u;
 	int64		prev;
 
+	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
 	u.p = (const uint8 *) VARDATA_ANY(packed);
 	u.end = u.p + VARSIZE_ANY_EXHDR(packed);
 	if (u.p >= u.end || *u.p++ != SW_SEGMENT_FORMAT)
 		corrupt();
 
-	/* runs of id deltas, straight into the ids */
+	/* runs of id deltas, straight into the ids; prev stays <= batch_to */
 	prev = batch_from;
 	for (int i = 0; i < n;)
 	{
@@ -172,11 +189,11 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 
 		if (len == 0 || len > (uint64) (n - i) ||
 			(delta == 0 && (i > 0 || len > 1)) ||
-			(delta > 0 && (uint64) (batch_to - prev) / delta < len))
+			(delta > 0 && ((uint64) batch_to - (uint64) prev) / delta < len))
 			corrupt();
 		while (len-- > 0)
 		{
-			prev += (int64) delta;
+			prev = (int64) ((uint64) prev + delta);
 			ids[i++] = prev;
 		}
 	}
@@ -186,8 +203,8 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	prev = ts_from;
 	for (int i = 0; i < n; i++)
 	{
-		ts[i] = prev + unzigzag(get_varint(&u));
-		if (ts[i] < ts_from || ts[i] > ts_to)
+		if (pg_add_s64_overflow(prev, unzigzag(get_varint(&u)), &ts[i]) ||
+			ts[i] < ts_from || ts[i] > ts_to)
 			corrupt();
 		prev = ts[i];
 	}
@@ -318,8 +335,12 @@ find_in(SwSegmentSet *set, SwSegment *seg, int64 id)
 		unpack(set, seg);
 	seg->used = ++set->clock;
 
-	/* the ids of a source alone in its database follow each other */
-	if (id - seg->batch_from < seg->nbatches && seg->ids[id - seg->batch_from] == id)
+	/*
+	 * The ids of a source alone in its database follow each other.  The
+	 * caller checked id >= batch_from, so the unsigned difference is exact.
+	 */
+	if ((uint64) id - (uint64) seg->batch_from < (uint64) seg->nbatches &&
+		seg->ids[id - seg->batch_from] == id)
 		return (int) (id - seg->batch_from);
 	hi = seg->nbatches - 1;
 	while (lo <= hi)

@@ -1,0 +1,93 @@
+# Hostile rows of source_writes.batch_segments (a superuser can write
+# them): a reader errors, it never crashes or reads past its arrays.  A
+# segment whose batch_from is far below its batch_to once made the
+# lookup of a batch id overflow (id - batch_from) and index its array of
+# ids far out of bounds (a crash); one whose bounds are out of order was
+# read as if its batches were not there.
+use strict;
+use warnings;
+
+use Math::BigInt;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $node = SwTest::node('segattack', conf => q{
+source_writes.compaction_interval = 0
+source_writes.segment_batches = 2
+source_writes.segment_delay = 0
+restart_after_crash = off
+});
+$node->safe_psql('postgres', q{
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers 'localhost:9092');
+	CREATE FOREIGN TABLE t (id int) SERVER k OPTIONS (topic 't');
+	-- batch ids near 2^62, where id - batch_from can overflow
+	SELECT setval('source_writes.batch_ids', 4611686018427387904);
+});
+$node->safe_psql('postgres', "INSERT INTO t VALUES ($_)") for 1 .. 5;
+$node->safe_psql('postgres', "SELECT source_writes.compact('t')");
+my ($from, $to, $n) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT batch_from, batch_to, nbatches FROM source_writes.batch_segments
+	ORDER BY ts_to LIMIT 1});
+is($n, 2, 'a segment of two batches');
+my $before = $node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM t');
+is($before, '1,2,3,4,5', 'read through the segments');
+
+# an unsigned varint, as segments.c writes them, in hex
+sub varint
+{
+	my $v = Math::BigInt->new(shift);
+	my $hex = '';
+	while ($v >= 128)
+	{
+		$hex .= sprintf('%02x', ($v % 128)->numify | 0x80);
+		$v = $v / 128;
+	}
+	return $hex . sprintf('%02x', $v->numify);
+}
+
+# a packed segment of ids [$lo, $hi], both at ts_from, of kind 0
+sub packed
+{
+	my ($lo, $hi) = @_;
+	my $delta = Math::BigInt->new($hi) - Math::BigInt->new($lo);
+	$delta += Math::BigInt->new(2)**64 if $delta < 0;
+	return '\x01' . varint(0) . varint(1) . varint($delta) . varint(1)
+	  . '0000' . varint(0) . varint(2);
+}
+
+# each hostile segment replaces the first; a reader must not crash, and
+# must error on bounds out of order.  (Bounds in order whose ids are not
+# the batches' are consistent: those batches are then taken for folded.)
+my @attacks = (
+	[ 'batch_from far below batch_to (id - batch_from overflows)', 0,
+	  -Math::BigInt->new(2)**62 - Math::BigInt->new(2)**41, $to ],
+	[ 'batch_from the lowest bigint', 0,
+	  Math::BigInt->new(-2)**63, $to ],
+	[ 'batch_from above batch_to', 1, $to, $from ],
+);
+for my $a (@attacks)
+{
+	my ($name, $corrupt, $lo, $hi) = @$a;
+	my $bytes = packed($lo, $hi);
+	$node->safe_psql('postgres', qq{
+		UPDATE source_writes.batch_segments SET batch_from = $lo, batch_to = $hi,
+		  batches = '$bytes'
+		WHERE source = 't'::regclass AND ts_to =
+		  (SELECT min(ts_to) FROM source_writes.batch_segments);});
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT count(*) FROM source_writes.updates(NULL::t)");
+	unlike($err, qr/terminated abnormally/, "$name: the reader does not crash");
+	if ($corrupt)
+	{
+		isnt($ret, 0, "$name: the reader fails");
+		like($err, qr/segment of source_writes.batch_segments is corrupt/,
+			"$name: as corrupt");
+	}
+	is($node->safe_psql('postgres', 'SELECT 1'), '1', "$name: the server runs on");
+}
+ok(!grep(/terminated by signal/, slurp_file($node->logfile)),
+	'no backend crashed');
+
+done_testing();
