@@ -2078,6 +2078,7 @@ typedef struct SegmentRow
 	int64	   *ids;			/* NULL until unpacked */
 	int64	   *ts;
 	uint16	   *kinds;
+	uint64	   *xids;
 } SegmentRow;
 
 /*
@@ -2153,9 +2154,10 @@ unpack_segment_row(SegmentRow *seg)
 	seg->ids = palloc(sizeof(int64) * seg->nbatches);
 	seg->ts = palloc(sizeof(int64) * seg->nbatches);
 	seg->kinds = palloc(sizeof(uint16) * seg->nbatches);
+	seg->xids = palloc(sizeof(uint64) * seg->nbatches);
 	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
 					  seg->ts_from, seg->ts_to, seg->nkinds,
-					  seg->ids, seg->ts, seg->kinds);
+					  seg->ids, seg->ts, seg->kinds, seg->xids);
 }
 
 /* delete a catalog row that compaction read with its snapshot */
@@ -2206,6 +2208,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 		int64	   *ids;
 		int64	   *ts;
 		uint16	   *kinds;
+		uint64	   *xids;
 		Datum		values[Natts_s];
 		bool		nulls[Natts_s];
 		HeapTuple	tuple;
@@ -2223,6 +2226,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 		ids = palloc(sizeof(int64) * seg->nbatches);
 		ts = palloc(sizeof(int64) * seg->nbatches);
 		kinds = palloc(sizeof(uint16) * seg->nbatches);
+		xids = palloc(sizeof(uint64) * seg->nbatches);
 		if (!row_kept)
 			for (int i = 0; i < seg->nbatches; i++)
 				if (seg->ts[i] < since && seg->ts[i] > keep_ts)
@@ -2233,6 +2237,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 				ids[kept] = seg->ids[i];
 				ts[kept] = seg->ts[i];
 				kinds[kept] = seg->kinds[i];
+				xids[kept] = seg->xids[i];
 				kept++;
 			}
 		if (kept == seg->nbatches)
@@ -2254,7 +2259,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 				ts_from = Min(ts_from, ts[i]);
 			values[Anum_s_ts_from - 1] = Int64GetDatum(ts_from);
 			values[Anum_s_batches - 1] = PointerGetDatum(
-				sw_segment_pack(kept, ids, ts, kinds, ids[0], ts_from));
+				sw_segment_pack(kept, ids, ts, kinds, xids, ids[0], ts_from));
 		}
 		/* the blocks stay those of all of them: more, never fewer */
 		if (row_is_own(seg->tuple, values[Anum_s_xid - 1]))
@@ -2274,6 +2279,7 @@ typedef struct RollItem
 	int64		id;
 	int64		ts;
 	uint16		kind;
+	uint64		xid;			/* its transaction, as the row has it */
 	SwBlockRanges blocks[2];
 } RollItem;
 
@@ -2528,6 +2534,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	int64	   *ids;
 	int64	   *ts;
 	uint16	   *kinds;
+	uint64	   *xids;
 	int64		ts_from;
 	int64		ts_to;
 	Datum		values[Natts_s];
@@ -2615,6 +2622,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 		item->tid = tuple->t_self;
 		item->id = DatumGetInt64(bvalues[Anum_b_batch - 1]);
 		item->ts = DatumGetInt64(bvalues[Anum_b_ts - 1]);
+		item->xid = U64FromFullTransactionId(DatumGetFullTransactionId(bvalues[Anum_b_xid - 1]));
 		own = row_is_own(tuple, bvalues[Anum_b_xid - 1]);
 		row_ranges(bvalues, bnulls, SW_CURRENT_HEAP, own, &item->blocks[SW_CURRENT_HEAP]);
 		row_ranges(bvalues, bnulls, SW_HISTORY_HEAP, own, &item->blocks[SW_HISTORY_HEAP]);
@@ -2653,6 +2661,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	ids = palloc(sizeof(int64) * n);
 	ts = palloc(sizeof(int64) * n);
 	kinds = palloc(sizeof(uint16) * n);
+	xids = palloc(sizeof(uint64) * n);
 	for (int i = 0; i < n; i++)
 	{
 		if (i > 0 && items[i].id == items[i - 1].id)
@@ -2661,6 +2670,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 		ids[i] = items[i].id;
 		ts[i] = items[i].ts;
 		kinds[i] = items[i].kind;
+		xids[i] = items[i].xid;
 	}
 
 	values[Anum_s_source - 1] = ObjectIdGetDatum(relid);
@@ -2679,7 +2689,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	values[Anum_s_roles - 1] = PointerGetDatum(
 		construct_array(d, nkinds, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
 	values[Anum_s_batches - 1] = PointerGetDatum(
-		sw_segment_pack(n, ids, ts, kinds, ids[0], ts_from));
+		sw_segment_pack(n, ids, ts, kinds, xids, ids[0], ts_from));
 	values[Anum_s_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 	set_segment_blocks(values, nulls, SW_CURRENT_HEAP, items, n);
 	set_segment_blocks(values, nulls, SW_HISTORY_HEAP, items, n);

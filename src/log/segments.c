@@ -21,8 +21,11 @@
 
 #include "log/log.h"
 
-/* the version of the packed form, its first byte */
-#define SW_SEGMENT_FORMAT	1
+/*
+ * The version of the packed form, its first byte.  Version 1 had no
+ * section of transactions: its batches read as of no transaction.
+ */
+#define SW_SEGMENT_FORMAT	2
 
 /* how many segments a reader keeps unpacked at once */
 #define SW_SEGMENT_CACHE	8
@@ -104,15 +107,19 @@ put_runs(StringInfo buf, int n, const uint64 *values)
 /*
  * Pack the batches of a segment, sorted by id (distinct), as the deltas
  * of their ids (runs of equal deltas), of their timestamps in id order
- * (zigzag varints) and runs of their kinds (indexes into the segment's
- * dictionary of origin and role), in three sections one after the other.
- * The ids and timestamps start from the segment's first id and first
- * timestamp.  A source whose batches follow each other in the sequence
- * costs about a byte a batch, the delta of its timestamp.
+ * (zigzag varints), runs of their kinds (indexes into the segment's
+ * dictionary of origin and role) and runs of their transactions (0 for
+ * none, else 1 + the zigzag delta from the transaction before), in four
+ * sections one after the other.  The ids and timestamps start from the
+ * segment's first id and first timestamp, the transactions from 0.  A
+ * source whose batches follow each other in the sequence costs about two
+ * bytes a batch, the deltas of its timestamp and of its transaction (the
+ * transactions a blame() or history() reports, kept as the batch rows
+ * had them).
  */
 bytea *
 sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
-				int64 batch_from, int64 ts_from)
+				const uint64 *xids, int64 batch_from, int64 ts_from)
 {
 	StringInfoData buf;
 	uint64	   *values = palloc(sizeof(uint64) * Max(n, 1));
@@ -142,6 +149,19 @@ sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 		values[i] = kinds[i];
 	put_runs(&buf, n, values);
 
+	prev = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (xids[i] == 0)
+			values[i] = 0;
+		else
+		{
+			values[i] = zigzag((int64) (xids[i] - (uint64) prev)) + 1;
+			prev = (int64) xids[i];
+		}
+	}
+	put_runs(&buf, n, values);
+
 	pfree(values);
 	SET_VARSIZE(buf.data, buf.len);
 	return (bytea *) buf.data;
@@ -164,20 +184,26 @@ sw_segment_check(int n, int64 batch_from, int64 batch_to, int64 ts_from,
 
 /*
  * Unpack a segment of n batches into arrays of n: its ids (ascending),
- * timestamps and kinds, each checked against the segment's bounds.
+ * timestamps, kinds and full transaction ids (0 for none), each checked
+ * against the segment's bounds.
  */
 void
 sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 				  int64 ts_from, int64 ts_to, int nkinds,
-				  int64 *ids, int64 *ts, uint16 *kinds)
+				  int64 *ids, int64 *ts, uint16 *kinds, uint64 *xids)
 {
 	Unpacker	u;
 	int64		prev;
+	uint8		format;
+	uint64		prev_xid = 0;
 
 	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
 	u.p = (const uint8 *) VARDATA_ANY(packed);
 	u.end = u.p + VARSIZE_ANY_EXHDR(packed);
-	if (u.p >= u.end || *u.p++ != SW_SEGMENT_FORMAT)
+	if (u.p >= u.end)
+		corrupt();
+	format = *u.p++;
+	if (format != 1 && format != SW_SEGMENT_FORMAT)
 		corrupt();
 
 	/* runs of id deltas, straight into the ids; prev stays <= batch_to */
@@ -218,6 +244,21 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 			corrupt();
 		while (len-- > 0)
 			kinds[i++] = (uint16) kind;
+	}
+
+	for (int i = 0; i < n;)
+	{
+		uint64		v = format == 1 ? 0 : get_varint(&u);
+		uint64		len = format == 1 ? (uint64) n : get_varint(&u);
+
+		if (len == 0 || len > (uint64) (n - i))
+			corrupt();
+		while (len-- > 0)
+		{
+			if (v != 0)
+				prev_xid += (uint64) unzigzag(v - 1);
+			xids[i++] = v == 0 ? 0 : prev_xid;
+		}
 	}
 	if (u.p != u.end)
 		corrupt();
@@ -307,19 +348,22 @@ unpack(SwSegmentSet *set, SwSegment *seg)
 		pfree(victim->ids);
 		pfree(victim->ts);
 		pfree(victim->kinds);
+		pfree(victim->xids);
 		victim->ids = victim->ts = NULL;
 		victim->kinds = NULL;
+		victim->xids = NULL;
 		set->nunpacked--;
 	}
 	old = MemoryContextSwitchTo(set->cxt);
 	seg->ids = palloc(sizeof(int64) * Max(seg->nbatches, 1));
 	seg->ts = palloc(sizeof(int64) * Max(seg->nbatches, 1));
 	seg->kinds = palloc(sizeof(uint16) * Max(seg->nbatches, 1));
+	seg->xids = palloc(sizeof(uint64) * Max(seg->nbatches, 1));
 	MemoryContextSwitchTo(old);
 	packed = sw_catalog_segment_packed(&seg->tid);
 	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
 					  seg->ts_from, seg->ts_to, seg->nkinds,
-					  seg->ids, seg->ts, seg->kinds);
+					  seg->ids, seg->ts, seg->kinds, seg->xids);
 	pfree(packed);
 	set->nunpacked++;
 }
@@ -412,7 +456,7 @@ sw_segments_find(SwSegmentSet *set, int64 id, SwBatch *batch)
 	batch->ts = seg->ts[k];
 	batch->origin = seg->origins[seg->kinds[k]];
 	memcpy(&batch->role, &seg->roles[seg->kinds[k]], sizeof(NameData));
-	batch->xid = InvalidFullTransactionId;	/* a segment keeps none */
+	batch->xid = FullTransactionIdFromU64(seg->xids[k]);
 	return true;
 }
 
@@ -439,7 +483,7 @@ sw_segments_each(SwSegmentSet *set, void (*fn) (const SwBatch *batch, void *arg)
 			batch.ts = seg->ts[k];
 			batch.origin = seg->origins[seg->kinds[k]];
 			memcpy(&batch.role, &seg->roles[seg->kinds[k]], sizeof(NameData));
-			batch.xid = InvalidFullTransactionId;
+			batch.xid = FullTransactionIdFromU64(seg->xids[k]);
 			fn(&batch, arg);
 		}
 	}

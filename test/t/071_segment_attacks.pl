@@ -1,5 +1,6 @@
-# Hostile rows of source_writes.batch_segments (a superuser can write
-# them): a reader errors, it never crashes or reads past its arrays.  A
+# Segments under attack.  A rolled-up batch keeps its transaction:
+# blame() answers the same before and after the rollup.  Hostile rows of
+# source_writes.batch_segments (a superuser can write them): a reader errors, it never crashes or reads past its arrays.  A
 # segment whose batch_from is far below its batch_to once made the
 # lookup of a batch id overflow (id - batch_from) and index its array of
 # ids far out of bounds (a crash); one whose bounds are out of order was
@@ -26,10 +27,16 @@ $node->safe_psql('postgres', q{
 	SELECT setval('source_writes.batch_ids', 4611686018427387904);
 });
 $node->safe_psql('postgres', "INSERT INTO t VALUES ($_)") for 1 .. 5;
+my $blame = q{SELECT string_agg((data).id || ' ' || coalesce(xid::text, 'none'), ','
+	ORDER BY (data).id) FROM source_writes.blame(NULL::t)};
+my $blamed = $node->safe_psql('postgres', $blame);
+like($blamed, qr/^1 \d+,2 \d+,3 \d+,4 \d+,5 \d+$/, 'blame() names the transactions');
 $node->safe_psql('postgres', "SELECT source_writes.compact('t')");
+is($node->safe_psql('postgres', $blame), $blamed,
+	'blame() names the same transactions once they are rolled up');
 my ($from, $to, $n) = split /\|/, $node->safe_psql('postgres', q{
 	SELECT batch_from, batch_to, nbatches FROM source_writes.batch_segments
-	ORDER BY ts_to LIMIT 1});
+	WHERE source = 't'::regclass ORDER BY ts_to LIMIT 1});
 is($n, 2, 'a segment of two batches');
 my $before = $node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM t');
 is($before, '1,2,3,4,5', 'read through the segments');
@@ -75,7 +82,8 @@ for my $a (@attacks)
 		UPDATE source_writes.batch_segments SET batch_from = $lo, batch_to = $hi,
 		  batches = '$bytes'
 		WHERE source = 't'::regclass AND ts_to =
-		  (SELECT min(ts_to) FROM source_writes.batch_segments);});
+		  (SELECT min(ts_to) FROM source_writes.batch_segments
+		   WHERE source = 't'::regclass);});
 	my ($ret, $out, $err) = $node->psql('postgres',
 		"SELECT count(*) FROM source_writes.updates(NULL::t)");
 	unlike($err, qr/terminated abnormally/, "$name: the reader does not crash");
