@@ -2527,6 +2527,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	int64		newest = PG_INT64_MIN;
 	int64		stop_ts = PG_INT64_MAX;
 	RollItem   *items;
+	RollItem   *byid;
 	int			n = 0;
 	int			nkinds = 0;
 	SwOrigin   *kind_origins;
@@ -2656,21 +2657,28 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	ts_from = items[0].ts;
 	ts_to = items[n - 1].ts;
 
-	/* by id, for lookups */
-	qsort(items, n, sizeof(RollItem), compare_items);
+	/*
+	 * By id, for lookups: a copy, for items stay in timestamp order for
+	 * the chunks of set_segment_blocks() (ids do not follow timestamps: a
+	 * transaction takes its batch id when it first writes, its timestamp
+	 * when it commits).
+	 */
+	byid = palloc(sizeof(RollItem) * n);
+	memcpy(byid, items, sizeof(RollItem) * n);
+	qsort(byid, n, sizeof(RollItem), compare_items);
 	ids = palloc(sizeof(int64) * n);
 	ts = palloc(sizeof(int64) * n);
 	kinds = palloc(sizeof(uint16) * n);
 	xids = palloc(sizeof(uint64) * n);
 	for (int i = 0; i < n; i++)
 	{
-		if (i > 0 && items[i].id == items[i - 1].id)
+		if (i > 0 && byid[i].id == byid[i - 1].id)
 			elog(ERROR, "source table %u has two batches " INT64_FORMAT,
-				 relid, items[i].id);
-		ids[i] = items[i].id;
-		ts[i] = items[i].ts;
-		kinds[i] = items[i].kind;
-		xids[i] = items[i].xid;
+				 relid, byid[i].id);
+		ids[i] = byid[i].id;
+		ts[i] = byid[i].ts;
+		kinds[i] = byid[i].kind;
+		xids[i] = byid[i].xid;
 	}
 
 	values[Anum_s_source - 1] = ObjectIdGetDatum(relid);

@@ -8,6 +8,7 @@
 use strict;
 use warnings;
 
+use IPC::Run;
 use Math::BigInt;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -63,6 +64,48 @@ sub packed
 	return '\x01' . varint(0) . varint(1) . varint($delta) . varint(1)
 	  . '0000' . varint(0) . varint(2);
 }
+
+# A batch whose id is lower than those of the batches stamped before it
+# (its transaction wrote first and committed last): a segment's chunks
+# of 256 batches are in timestamp order, and updates() of a window at
+# its timestamp reads the blocks of the chunks that reach the window.
+# Rows of 3000 bytes, two a block, so that chunks have blocks apart.
+$node->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE u (id int, pad text) SERVER k OPTIONS (topic 'u');
+	CREATE PROCEDURE fill(first int, k int) LANGUAGE plpgsql AS $$
+	BEGIN
+	  FOR i IN first..first + k - 1 LOOP
+	    INSERT INTO u VALUES (i, repeat('x', 3000));
+	    COMMIT;
+	  END LOOP;
+	END $$;
+});
+my ($in, $out, $err) = ('', '', '');
+my $h = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', '-' ],
+	'<', \$in, '>', \$out, '2>', \$err);
+$in .= "BEGIN; INSERT INTO u VALUES (0, repeat('a', 3000)); SELECT 'written';\n";
+$h->pump until $out =~ /written/;
+$node->safe_psql('postgres', 'CALL fill(1, 300)');
+$in .= "COMMIT; SELECT 'committed';\n";
+$h->pump until $out =~ /committed/;
+$in .= "\\q\n";
+$h->finish;
+$node->safe_psql('postgres', 'CALL fill(301, 400)');
+my $ts0 = $node->safe_psql('postgres', q{
+	SELECT ts FROM source_writes.blame(NULL::u) WHERE (data).id = 0});
+my $window = qq{SELECT string_agg((data).id::text, ',')
+	FROM source_writes.updates(NULL::u, $ts0, $ts0 + 1)};
+is($node->safe_psql('postgres', $window), '0', 'the window has the late batch');
+$node->safe_psql('postgres', q{
+	SET source_writes.segment_batches = 512;
+	SELECT source_writes.compact('u')});
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments s
+	WHERE source = 'u'::regclass AND ts_from < } . $ts0 . q{ AND ts_to > } . $ts0),
+	'1', 'rolled up into a segment around it');
+is($node->safe_psql('postgres', $window), '0',
+	'the window has the late batch once rolled up');
 
 # each hostile segment replaces the first; a reader must not crash, and
 # must error on bounds out of order.  (Bounds in order whose ids are not
