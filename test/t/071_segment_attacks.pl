@@ -107,6 +107,40 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', $window), '0',
 	'the window has the late batch once rolled up');
 
+# A REPEATABLE READ reader whose snapshot was taken before a rollup reads
+# after it commits: the rolled-up batches were settled for its snapshot
+# too, and it still sees them as rows; its answers do not change, and a
+# new snapshot gives the same ones from the segment.
+$node->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE v (id int) SERVER k OPTIONS (topic 'v');
+	CREATE FUNCTION v_answers() RETURNS text LANGUAGE sql AS $$
+	  SELECT coalesce(string_agg(ts || ':' || diff || ':' || (data).id, ','
+	                             ORDER BY ts, (data).id), '')
+	  FROM source_writes.updates(NULL::v)
+	$$;
+});
+$node->safe_psql('postgres', "INSERT INTO v VALUES ($_)") for 1 .. 6;
+$node->safe_psql('postgres', 'DELETE FROM v WHERE id = 2');
+my $expected = $node->safe_psql('postgres', 'SELECT v_answers()');
+($in, $out, $err) = ('', '', '');
+$h = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', '-' ],
+	'<', \$in, '>', \$out, '2>', \$err);
+$in .= "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'first ' || v_answers();\n";
+$h->pump until $out =~ /first .*\n/;
+like($out, qr/^first \Q$expected\E$/m, 'the reader reads before the rollup');
+$node->safe_psql('postgres', "SELECT source_writes.compact('v')");
+ok($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments WHERE source = 'v'::regclass}) > 0,
+	'rolled up while the reader runs');
+$in .= "SELECT 'second ' || v_answers(); COMMIT;\n";
+$h->pump until $out =~ /second .*\n/;
+like($out, qr/^second \Q$expected\E$/m, 'the reader reads the same after the rollup');
+$in .= "\\q\n";
+$h->finish;
+is($node->safe_psql('postgres', 'SELECT v_answers()'), $expected,
+	'a new snapshot reads the same from the segments');
+
 # each hostile segment replaces the first; a reader must not crash, and
 # must error on bounds out of order.  (Bounds in order whose ids are not
 # the batches' are consistent: those batches are then taken for folded.)
