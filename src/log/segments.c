@@ -104,18 +104,44 @@ put_runs(StringInfo buf, int n, const uint64 *values)
 	}
 }
 
+/* how the section of transactions is written: put_runs(), or short runs */
+#define SW_XIDS_RUNS		0
+#define SW_XIDS_SHORT		1
+
+/*
+ * Put runs of equal values below 2^63, each as one varint of the value
+ * shifted left, its low bit set if the run's length (above 1) follows:
+ * a byte for a value below 64 alone, as most transaction deltas are.
+ */
+static void
+put_short_runs(StringInfo buf, int n, const uint64 *values)
+{
+	for (int i = 0; i < n;)
+	{
+		int			j = i + 1;
+
+		while (j < n && values[j] == values[i])
+			j++;
+		put_varint(buf, (values[i] << 1) | (j - i > 1 ? 1 : 0));
+		if (j - i > 1)
+			put_varint(buf, j - i);
+		i = j;
+	}
+}
+
 /*
  * Pack the batches of a segment, sorted by id (distinct), as the deltas
  * of their ids (runs of equal deltas), of their timestamps in id order
  * (zigzag varints), runs of their kinds (indexes into the segment's
- * dictionary of origin and role) and runs of their transactions (0 for
- * none, else 1 + the zigzag delta from the transaction before), in four
- * sections one after the other.  The ids and timestamps start from the
- * segment's first id and first timestamp, the transactions from 0.  A
- * source whose batches follow each other in the sequence costs about two
- * bytes a batch, the deltas of its timestamp and of its transaction (the
- * transactions a blame() or history() reports, kept as the batch rows
- * had them).
+ * dictionary of origin and role) and of their transactions (0 for none,
+ * else 1 + the zigzag delta from the transaction before; a byte says how
+ * these runs are written), in four sections one after the other.  The
+ * ids and timestamps start from the segment's first id and first
+ * timestamp, the transactions from 0.  A source whose batches follow each
+ * other in the sequence costs about a byte a batch for its timestamps,
+ * and up to one more for its transactions (those blame() and history()
+ * report, kept as the batch rows had them): next to nothing when they
+ * follow each other too.
  */
 bytea *
 sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
@@ -124,6 +150,7 @@ sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 	StringInfoData buf;
 	uint64	   *values = palloc(sizeof(uint64) * Max(n, 1));
 	int64		prev;
+	bool		short_runs = true;
 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);
@@ -159,8 +186,14 @@ sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 			values[i] = zigzag((int64) (xids[i] - (uint64) prev)) + 1;
 			prev = (int64) xids[i];
 		}
+		if (values[i] >= (UINT64CONST(1) << 63))
+			short_runs = false;
 	}
-	put_runs(&buf, n, values);
+	appendStringInfoCharMacro(&buf, (char) (short_runs ? SW_XIDS_SHORT : SW_XIDS_RUNS));
+	if (short_runs)
+		put_short_runs(&buf, n, values);
+	else
+		put_runs(&buf, n, values);
 
 	pfree(values);
 	SET_VARSIZE(buf.data, buf.len);
@@ -195,6 +228,7 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	Unpacker	u;
 	int64		prev;
 	uint8		format;
+	uint8		xids_form = SW_XIDS_RUNS;
 	uint64		prev_xid = 0;
 
 	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
@@ -246,10 +280,32 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 			kinds[i++] = (uint16) kind;
 	}
 
+	if (format != 1)
+	{
+		if (u.p >= u.end)
+			corrupt();
+		xids_form = *u.p++;
+		if (xids_form != SW_XIDS_RUNS && xids_form != SW_XIDS_SHORT)
+			corrupt();
+	}
 	for (int i = 0; i < n;)
 	{
-		uint64		v = format == 1 ? 0 : get_varint(&u);
-		uint64		len = format == 1 ? (uint64) n : get_varint(&u);
+		uint64		v = 0;
+		uint64		len = (uint64) n;
+
+		if (format != 1 && xids_form == SW_XIDS_RUNS)
+		{
+			v = get_varint(&u);
+			len = get_varint(&u);
+		}
+		else if (format != 1)
+		{
+			v = get_varint(&u);
+			len = (v & 1) ? get_varint(&u) : 1;
+			if ((v & 1) && len < 2)
+				corrupt();
+			v >>= 1;
+		}
 
 		if (len == 0 || len > (uint64) (n - i))
 			corrupt();

@@ -32,6 +32,17 @@ my $blame = q{SELECT string_agg((data).id || ' ' || coalesce(xid::text, 'none'),
 	ORDER BY (data).id) FROM source_writes.blame(NULL::t)};
 my $blamed = $node->safe_psql('postgres', $blame);
 like($blamed, qr/^1 \d+,2 \d+,3 \d+,4 \d+,5 \d+$/, 'blame() names the transactions');
+# and transactions far apart, as a restored dump's rows may name (the
+# deltas do not fit the packed form's short runs): the first two batches
+is($node->safe_psql('postgres', q{
+	UPDATE source_writes.batches b SET xid = x.xid::xid8
+	FROM (VALUES (1, '9223372036854775807'), (2, '3')) x(id, xid)
+	WHERE b.source = 't'::regclass AND b.batch =
+	  (SELECT batch FROM source_writes.batches WHERE source = 't'::regclass
+	   ORDER BY ts OFFSET x.id - 1 LIMIT 1)}), '', 'transactions far apart');
+$blamed = $node->safe_psql('postgres', $blame);
+like($blamed, qr/^1 9223372036854775807,2 3,3 \d+,4 \d+,5 \d+$/,
+	'blame() names them');
 $node->safe_psql('postgres', "SELECT source_writes.compact('t')");
 is($node->safe_psql('postgres', $blame), $blamed,
 	'blame() names the same transactions once they are rolled up');
