@@ -148,7 +148,7 @@ batch_values(ProvenanceRead *pr, const SwBatch *batch, Datum *values, bool *null
 	values[2] = NameGetDatum(&batch->role);
 	values[3] = FullTransactionIdGetDatum(batch->xid);
 	nulls[2] = nulls[3] = batch == &pr->folded;
-	/* a batch rolled up into a segment keeps no transaction */
+	/* a batch rolled up into a segment of format 1 kept no transaction */
 	nulls[3] |= !FullTransactionIdIsValid(batch->xid);
 }
 

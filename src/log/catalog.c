@@ -1926,6 +1926,8 @@ load_segments(Oid relid, int64 from_ts, Snapshot snapshot, int64 current_until,
 			seg->nbatches <= 0)
 			elog(ERROR, "segment of source table %u has %d origins, %d roles and %d batches",
 				 relid, norigins, nroles, seg->nbatches);
+		sw_segment_check(seg->nbatches, seg->batch_from, seg->batch_to,
+						 seg->ts_from, seg->ts_to);
 		seg->nkinds = norigins;
 		seg->origins = palloc(sizeof(SwOrigin) * norigins);
 		seg->roles = palloc(sizeof(NameData) * norigins);
@@ -2076,6 +2078,7 @@ typedef struct SegmentRow
 	int64	   *ids;			/* NULL until unpacked */
 	int64	   *ts;
 	uint16	   *kinds;
+	uint64	   *xids;
 } SegmentRow;
 
 /*
@@ -2122,6 +2125,8 @@ segments_before(Oid relid, int64 before, Snapshot snapshot)
 		seg->nbatches = DatumGetInt32(heap_getattr(tuple, Anum_s_nbatches, desc, &isnull));
 		origins = DatumGetArrayTypeP(heap_getattr(tuple, Anum_s_origins, desc, &isnull));
 		seg->nkinds = ArrayGetNItems(ARR_NDIM(origins), ARR_DIMS(origins));
+		sw_segment_check(seg->nbatches, seg->batch_from, seg->batch_to,
+						 seg->ts_from, seg->ts_to);
 		segs = lappend(segs, seg);
 	}
 	systable_endscan_ordered(scan);
@@ -2149,9 +2154,10 @@ unpack_segment_row(SegmentRow *seg)
 	seg->ids = palloc(sizeof(int64) * seg->nbatches);
 	seg->ts = palloc(sizeof(int64) * seg->nbatches);
 	seg->kinds = palloc(sizeof(uint16) * seg->nbatches);
+	seg->xids = palloc(sizeof(uint64) * seg->nbatches);
 	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
 					  seg->ts_from, seg->ts_to, seg->nkinds,
-					  seg->ids, seg->ts, seg->kinds);
+					  seg->ids, seg->ts, seg->kinds, seg->xids);
 }
 
 /* delete a catalog row that compaction read with its snapshot */
@@ -2202,6 +2208,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 		int64	   *ids;
 		int64	   *ts;
 		uint16	   *kinds;
+		uint64	   *xids;
 		Datum		values[Natts_s];
 		bool		nulls[Natts_s];
 		HeapTuple	tuple;
@@ -2219,6 +2226,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 		ids = palloc(sizeof(int64) * seg->nbatches);
 		ts = palloc(sizeof(int64) * seg->nbatches);
 		kinds = palloc(sizeof(uint16) * seg->nbatches);
+		xids = palloc(sizeof(uint64) * seg->nbatches);
 		if (!row_kept)
 			for (int i = 0; i < seg->nbatches; i++)
 				if (seg->ts[i] < since && seg->ts[i] > keep_ts)
@@ -2229,6 +2237,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 				ids[kept] = seg->ids[i];
 				ts[kept] = seg->ts[i];
 				kinds[kept] = seg->kinds[i];
+				xids[kept] = seg->xids[i];
 				kept++;
 			}
 		if (kept == seg->nbatches)
@@ -2250,7 +2259,7 @@ fold_segments(Oid relid, int64 since, Snapshot snapshot, bool row_kept)
 				ts_from = Min(ts_from, ts[i]);
 			values[Anum_s_ts_from - 1] = Int64GetDatum(ts_from);
 			values[Anum_s_batches - 1] = PointerGetDatum(
-				sw_segment_pack(kept, ids, ts, kinds, ids[0], ts_from));
+				sw_segment_pack(kept, ids, ts, kinds, xids, ids[0], ts_from));
 		}
 		/* the blocks stay those of all of them: more, never fewer */
 		if (row_is_own(seg->tuple, values[Anum_s_xid - 1]))
@@ -2270,6 +2279,7 @@ typedef struct RollItem
 	int64		id;
 	int64		ts;
 	uint16		kind;
+	uint64		xid;			/* its transaction, as the row has it */
 	SwBlockRanges blocks[2];
 } RollItem;
 
@@ -2517,6 +2527,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	int64		newest = PG_INT64_MIN;
 	int64		stop_ts = PG_INT64_MAX;
 	RollItem   *items;
+	RollItem   *byid;
 	int			n = 0;
 	int			nkinds = 0;
 	SwOrigin   *kind_origins;
@@ -2524,6 +2535,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	int64	   *ids;
 	int64	   *ts;
 	uint16	   *kinds;
+	uint64	   *xids;
 	int64		ts_from;
 	int64		ts_to;
 	Datum		values[Natts_s];
@@ -2611,6 +2623,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 		item->tid = tuple->t_self;
 		item->id = DatumGetInt64(bvalues[Anum_b_batch - 1]);
 		item->ts = DatumGetInt64(bvalues[Anum_b_ts - 1]);
+		item->xid = U64FromFullTransactionId(DatumGetFullTransactionId(bvalues[Anum_b_xid - 1]));
 		own = row_is_own(tuple, bvalues[Anum_b_xid - 1]);
 		row_ranges(bvalues, bnulls, SW_CURRENT_HEAP, own, &item->blocks[SW_CURRENT_HEAP]);
 		row_ranges(bvalues, bnulls, SW_HISTORY_HEAP, own, &item->blocks[SW_HISTORY_HEAP]);
@@ -2644,19 +2657,28 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	ts_from = items[0].ts;
 	ts_to = items[n - 1].ts;
 
-	/* by id, for lookups */
-	qsort(items, n, sizeof(RollItem), compare_items);
+	/*
+	 * By id, for lookups: a copy, for items stay in timestamp order for
+	 * the chunks of set_segment_blocks() (ids do not follow timestamps: a
+	 * transaction takes its batch id when it first writes, its timestamp
+	 * when it commits).
+	 */
+	byid = palloc(sizeof(RollItem) * n);
+	memcpy(byid, items, sizeof(RollItem) * n);
+	qsort(byid, n, sizeof(RollItem), compare_items);
 	ids = palloc(sizeof(int64) * n);
 	ts = palloc(sizeof(int64) * n);
 	kinds = palloc(sizeof(uint16) * n);
+	xids = palloc(sizeof(uint64) * n);
 	for (int i = 0; i < n; i++)
 	{
-		if (i > 0 && items[i].id == items[i - 1].id)
+		if (i > 0 && byid[i].id == byid[i - 1].id)
 			elog(ERROR, "source table %u has two batches " INT64_FORMAT,
-				 relid, items[i].id);
-		ids[i] = items[i].id;
-		ts[i] = items[i].ts;
-		kinds[i] = items[i].kind;
+				 relid, byid[i].id);
+		ids[i] = byid[i].id;
+		ts[i] = byid[i].ts;
+		kinds[i] = byid[i].kind;
+		xids[i] = byid[i].xid;
 	}
 
 	values[Anum_s_source - 1] = ObjectIdGetDatum(relid);
@@ -2675,7 +2697,7 @@ sw_catalog_roll_up(Oid relid, int segment_batches, int64 delay_ms)
 	values[Anum_s_roles - 1] = PointerGetDatum(
 		construct_array(d, nkinds, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
 	values[Anum_s_batches - 1] = PointerGetDatum(
-		sw_segment_pack(n, ids, ts, kinds, ids[0], ts_from));
+		sw_segment_pack(n, ids, ts, kinds, xids, ids[0], ts_from));
 	values[Anum_s_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 	set_segment_blocks(values, nulls, SW_CURRENT_HEAP, items, n);
 	set_segment_blocks(values, nulls, SW_HISTORY_HEAP, items, n);

@@ -473,6 +473,7 @@ typedef struct SwSegment
 	int64	   *ids;
 	int64	   *ts;
 	uint16	   *kinds;
+	uint64	   *xids;			/* full transaction ids, 0 for none */
 	uint64		used;			/* when it was last looked in */
 } SwSegment;
 
@@ -489,11 +490,14 @@ typedef struct SwSegmentSet
 } SwSegmentSet;
 
 extern bytea *sw_segment_pack(int n, const int64 *ids, const int64 *ts,
-							  const uint16 *kinds, int64 batch_from,
-							  int64 ts_from);
+							  const uint16 *kinds, const uint64 *xids,
+							  int64 batch_from, int64 ts_from);
+extern void sw_segment_check(int n, int64 batch_from, int64 batch_to,
+							 int64 ts_from, int64 ts_to);
 extern void sw_segment_unpack(const bytea *packed, int n, int64 batch_from,
 							  int64 batch_to, int64 ts_from, int64 ts_to,
-							  int nkinds, int64 *ids, int64 *ts, uint16 *kinds);
+							  int nkinds, int64 *ids, int64 *ts, uint16 *kinds,
+							  uint64 *xids);
 extern SwSegmentSet *sw_segments_create(void);
 extern SwSegment *sw_segments_add(SwSegmentSet *set);
 extern void sw_segments_finish(SwSegmentSet *set);

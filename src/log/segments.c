@@ -15,13 +15,17 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "log/log.h"
 
-/* the version of the packed form, its first byte */
-#define SW_SEGMENT_FORMAT	1
+/*
+ * The version of the packed form, its first byte.  Version 1 had no
+ * section of transactions: its batches read as of no transaction.
+ */
+#define SW_SEGMENT_FORMAT	2
 
 /* how many segments a reader keeps unpacked at once */
 #define SW_SEGMENT_CACHE	8
@@ -100,22 +104,53 @@ put_runs(StringInfo buf, int n, const uint64 *values)
 	}
 }
 
+/* how the section of transactions is written: put_runs(), or short runs */
+#define SW_XIDS_RUNS		0
+#define SW_XIDS_SHORT		1
+
+/*
+ * Put runs of equal values below 2^63, each as one varint of the value
+ * shifted left, its low bit set if the run's length (above 1) follows:
+ * a byte for a value below 64 alone, as most transaction deltas are.
+ */
+static void
+put_short_runs(StringInfo buf, int n, const uint64 *values)
+{
+	for (int i = 0; i < n;)
+	{
+		int			j = i + 1;
+
+		while (j < n && values[j] == values[i])
+			j++;
+		put_varint(buf, (values[i] << 1) | (j - i > 1 ? 1 : 0));
+		if (j - i > 1)
+			put_varint(buf, j - i);
+		i = j;
+	}
+}
+
 /*
  * Pack the batches of a segment, sorted by id (distinct), as the deltas
  * of their ids (runs of equal deltas), of their timestamps in id order
- * (zigzag varints) and runs of their kinds (indexes into the segment's
- * dictionary of origin and role), in three sections one after the other.
- * The ids and timestamps start from the segment's first id and first
- * timestamp.  A source whose batches follow each other in the sequence
- * costs about a byte a batch, the delta of its timestamp.
+ * (zigzag varints), runs of their kinds (indexes into the segment's
+ * dictionary of origin and role) and of their transactions (0 for none,
+ * else 1 + the zigzag delta from the transaction before; a byte says how
+ * these runs are written), in four sections one after the other.  The
+ * ids and timestamps start from the segment's first id and first
+ * timestamp, the transactions from 0.  A source whose batches follow each
+ * other in the sequence costs about a byte a batch for its timestamps,
+ * and up to one more for its transactions (those blame() and history()
+ * report, kept as the batch rows had them): next to nothing when they
+ * follow each other too.
  */
 bytea *
 sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
-				int64 batch_from, int64 ts_from)
+				const uint64 *xids, int64 batch_from, int64 ts_from)
 {
 	StringInfoData buf;
 	uint64	   *values = palloc(sizeof(uint64) * Max(n, 1));
 	int64		prev;
+	bool		short_runs = true;
 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);
@@ -141,29 +176,71 @@ sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 		values[i] = kinds[i];
 	put_runs(&buf, n, values);
 
+	prev = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (xids[i] == 0)
+			values[i] = 0;
+		else
+		{
+			values[i] = zigzag((int64) (xids[i] - (uint64) prev)) + 1;
+			prev = (int64) xids[i];
+		}
+		if (values[i] >= (UINT64CONST(1) << 63))
+			short_runs = false;
+	}
+	appendStringInfoCharMacro(&buf, (char) (short_runs ? SW_XIDS_SHORT : SW_XIDS_RUNS));
+	if (short_runs)
+		put_short_runs(&buf, n, values);
+	else
+		put_runs(&buf, n, values);
+
 	pfree(values);
 	SET_VARSIZE(buf.data, buf.len);
 	return (bytea *) buf.data;
 }
 
 /*
+ * Check the bounds of a segment row (a superuser may have written them):
+ * some batches, ids and timestamps in order, and room between its lowest
+ * and highest id for its n distinct ids.  Readers then compute offsets
+ * from batch_from without overflow.
+ */
+void
+sw_segment_check(int n, int64 batch_from, int64 batch_to, int64 ts_from,
+				 int64 ts_to)
+{
+	if (n <= 0 || batch_from > batch_to || ts_from > ts_to ||
+		(uint64) batch_to - (uint64) batch_from < (uint64) (n - 1))
+		corrupt();
+}
+
+/*
  * Unpack a segment of n batches into arrays of n: its ids (ascending),
- * timestamps and kinds, each checked against the segment's bounds.
+ * timestamps, kinds and full transaction ids (0 for none), each checked
+ * against the segment's bounds.
  */
 void
 sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 				  int64 ts_from, int64 ts_to, int nkinds,
-				  int64 *ids, int64 *ts, uint16 *kinds)
+				  int64 *ids, int64 *ts, uint16 *kinds, uint64 *xids)
 {
 	Unpacker	u;
 	int64		prev;
+	uint8		format;
+	uint8		xids_form = SW_XIDS_RUNS;
+	uint64		prev_xid = 0;
 
+	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
 	u.p = (const uint8 *) VARDATA_ANY(packed);
 	u.end = u.p + VARSIZE_ANY_EXHDR(packed);
-	if (u.p >= u.end || *u.p++ != SW_SEGMENT_FORMAT)
+	if (u.p >= u.end)
+		corrupt();
+	format = *u.p++;
+	if (format != 1 && format != SW_SEGMENT_FORMAT)
 		corrupt();
 
-	/* runs of id deltas, straight into the ids */
+	/* runs of id deltas, straight into the ids; prev stays <= batch_to */
 	prev = batch_from;
 	for (int i = 0; i < n;)
 	{
@@ -172,11 +249,11 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 
 		if (len == 0 || len > (uint64) (n - i) ||
 			(delta == 0 && (i > 0 || len > 1)) ||
-			(delta > 0 && (uint64) (batch_to - prev) / delta < len))
+			(delta > 0 && ((uint64) batch_to - (uint64) prev) / delta < len))
 			corrupt();
 		while (len-- > 0)
 		{
-			prev += (int64) delta;
+			prev = (int64) ((uint64) prev + delta);
 			ids[i++] = prev;
 		}
 	}
@@ -186,8 +263,8 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	prev = ts_from;
 	for (int i = 0; i < n; i++)
 	{
-		ts[i] = prev + unzigzag(get_varint(&u));
-		if (ts[i] < ts_from || ts[i] > ts_to)
+		if (pg_add_s64_overflow(prev, unzigzag(get_varint(&u)), &ts[i]) ||
+			ts[i] < ts_from || ts[i] > ts_to)
 			corrupt();
 		prev = ts[i];
 	}
@@ -201,6 +278,43 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 			corrupt();
 		while (len-- > 0)
 			kinds[i++] = (uint16) kind;
+	}
+
+	if (format != 1)
+	{
+		if (u.p >= u.end)
+			corrupt();
+		xids_form = *u.p++;
+		if (xids_form != SW_XIDS_RUNS && xids_form != SW_XIDS_SHORT)
+			corrupt();
+	}
+	for (int i = 0; i < n;)
+	{
+		uint64		v = 0;
+		uint64		len = (uint64) n;
+
+		if (format != 1 && xids_form == SW_XIDS_RUNS)
+		{
+			v = get_varint(&u);
+			len = get_varint(&u);
+		}
+		else if (format != 1)
+		{
+			v = get_varint(&u);
+			len = (v & 1) ? get_varint(&u) : 1;
+			if ((v & 1) && len < 2)
+				corrupt();
+			v >>= 1;
+		}
+
+		if (len == 0 || len > (uint64) (n - i))
+			corrupt();
+		while (len-- > 0)
+		{
+			if (v != 0)
+				prev_xid += (uint64) unzigzag(v - 1);
+			xids[i++] = v == 0 ? 0 : prev_xid;
+		}
 	}
 	if (u.p != u.end)
 		corrupt();
@@ -290,19 +404,22 @@ unpack(SwSegmentSet *set, SwSegment *seg)
 		pfree(victim->ids);
 		pfree(victim->ts);
 		pfree(victim->kinds);
+		pfree(victim->xids);
 		victim->ids = victim->ts = NULL;
 		victim->kinds = NULL;
+		victim->xids = NULL;
 		set->nunpacked--;
 	}
 	old = MemoryContextSwitchTo(set->cxt);
 	seg->ids = palloc(sizeof(int64) * Max(seg->nbatches, 1));
 	seg->ts = palloc(sizeof(int64) * Max(seg->nbatches, 1));
 	seg->kinds = palloc(sizeof(uint16) * Max(seg->nbatches, 1));
+	seg->xids = palloc(sizeof(uint64) * Max(seg->nbatches, 1));
 	MemoryContextSwitchTo(old);
 	packed = sw_catalog_segment_packed(&seg->tid);
 	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
 					  seg->ts_from, seg->ts_to, seg->nkinds,
-					  seg->ids, seg->ts, seg->kinds);
+					  seg->ids, seg->ts, seg->kinds, seg->xids);
 	pfree(packed);
 	set->nunpacked++;
 }
@@ -318,8 +435,12 @@ find_in(SwSegmentSet *set, SwSegment *seg, int64 id)
 		unpack(set, seg);
 	seg->used = ++set->clock;
 
-	/* the ids of a source alone in its database follow each other */
-	if (id - seg->batch_from < seg->nbatches && seg->ids[id - seg->batch_from] == id)
+	/*
+	 * The ids of a source alone in its database follow each other.  The
+	 * caller checked id >= batch_from, so the unsigned difference is exact.
+	 */
+	if ((uint64) id - (uint64) seg->batch_from < (uint64) seg->nbatches &&
+		seg->ids[id - seg->batch_from] == id)
 		return (int) (id - seg->batch_from);
 	hi = seg->nbatches - 1;
 	while (lo <= hi)
@@ -391,7 +512,7 @@ sw_segments_find(SwSegmentSet *set, int64 id, SwBatch *batch)
 	batch->ts = seg->ts[k];
 	batch->origin = seg->origins[seg->kinds[k]];
 	memcpy(&batch->role, &seg->roles[seg->kinds[k]], sizeof(NameData));
-	batch->xid = InvalidFullTransactionId;	/* a segment keeps none */
+	batch->xid = FullTransactionIdFromU64(seg->xids[k]);
 	return true;
 }
 
@@ -418,7 +539,7 @@ sw_segments_each(SwSegmentSet *set, void (*fn) (const SwBatch *batch, void *arg)
 			batch.ts = seg->ts[k];
 			batch.origin = seg->origins[seg->kinds[k]];
 			memcpy(&batch.role, &seg->roles[seg->kinds[k]], sizeof(NameData));
-			batch.xid = InvalidFullTransactionId;
+			batch.xid = FullTransactionIdFromU64(seg->xids[k]);
 			fn(&batch, arg);
 		}
 	}

@@ -1,0 +1,189 @@
+# Segments under attack.  A rolled-up batch keeps its transaction:
+# blame() answers the same before and after the rollup.  Hostile rows of
+# source_writes.batch_segments (a superuser can write them): a reader errors, it never crashes or reads past its arrays.  A
+# segment whose batch_from is far below its batch_to once made the
+# lookup of a batch id overflow (id - batch_from) and index its array of
+# ids far out of bounds (a crash); one whose bounds are out of order was
+# read as if its batches were not there.
+use strict;
+use warnings;
+
+use IPC::Run;
+use Math::BigInt;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SwTest;
+
+my $node = SwTest::node('segattack', conf => q{
+source_writes.compaction_interval = 0
+source_writes.segment_batches = 2
+source_writes.segment_delay = 0
+restart_after_crash = off
+});
+$node->safe_psql('postgres', q{
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers 'localhost:9092');
+	CREATE FOREIGN TABLE t (id int) SERVER k OPTIONS (topic 't');
+	-- batch ids near 2^62, where id - batch_from can overflow
+	SELECT setval('source_writes.batch_ids', 4611686018427387904);
+});
+$node->safe_psql('postgres', "INSERT INTO t VALUES ($_)") for 1 .. 5;
+my $blame = q{SELECT string_agg((data).id || ' ' || coalesce(xid::text, 'none'), ','
+	ORDER BY (data).id) FROM source_writes.blame(NULL::t)};
+my $blamed = $node->safe_psql('postgres', $blame);
+like($blamed, qr/^1 \d+,2 \d+,3 \d+,4 \d+,5 \d+$/, 'blame() names the transactions');
+# and transactions far apart, as a restored dump's rows may name (the
+# deltas do not fit the packed form's short runs): the first two batches
+is($node->safe_psql('postgres', q{
+	UPDATE source_writes.batches b SET xid = x.xid::xid8
+	FROM (VALUES (1, '9223372036854775807'), (2, '3')) x(id, xid)
+	WHERE b.source = 't'::regclass AND b.batch =
+	  (SELECT batch FROM source_writes.batches WHERE source = 't'::regclass
+	   ORDER BY ts OFFSET x.id - 1 LIMIT 1)}), '', 'transactions far apart');
+$blamed = $node->safe_psql('postgres', $blame);
+like($blamed, qr/^1 9223372036854775807,2 3,3 \d+,4 \d+,5 \d+$/,
+	'blame() names them');
+$node->safe_psql('postgres', "SELECT source_writes.compact('t')");
+is($node->safe_psql('postgres', $blame), $blamed,
+	'blame() names the same transactions once they are rolled up');
+my ($from, $to, $n) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT batch_from, batch_to, nbatches FROM source_writes.batch_segments
+	WHERE source = 't'::regclass ORDER BY ts_to LIMIT 1});
+is($n, 2, 'a segment of two batches');
+my $before = $node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM t');
+is($before, '1,2,3,4,5', 'read through the segments');
+
+# an unsigned varint, as segments.c writes them, in hex
+sub varint
+{
+	my $v = Math::BigInt->new(shift);
+	my $hex = '';
+	while ($v >= 128)
+	{
+		$hex .= sprintf('%02x', ($v % 128)->numify | 0x80);
+		$v = $v / 128;
+	}
+	return $hex . sprintf('%02x', $v->numify);
+}
+
+# a packed segment of ids [$lo, $hi], both at ts_from, of kind 0
+sub packed
+{
+	my ($lo, $hi) = @_;
+	my $delta = Math::BigInt->new($hi) - Math::BigInt->new($lo);
+	$delta += Math::BigInt->new(2)**64 if $delta < 0;
+	return '\x01' . varint(0) . varint(1) . varint($delta) . varint(1)
+	  . '0000' . varint(0) . varint(2);
+}
+
+# A batch whose id is lower than those of the batches stamped before it
+# (its transaction wrote first and committed last): a segment's chunks
+# of 256 batches are in timestamp order, and updates() of a window at
+# its timestamp reads the blocks of the chunks that reach the window.
+# Rows of 3000 bytes, two a block, so that chunks have blocks apart.
+$node->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE u (id int, pad text) SERVER k OPTIONS (topic 'u');
+	CREATE PROCEDURE fill(first int, k int) LANGUAGE plpgsql AS $$
+	BEGIN
+	  FOR i IN first..first + k - 1 LOOP
+	    INSERT INTO u VALUES (i, repeat('x', 3000));
+	    COMMIT;
+	  END LOOP;
+	END $$;
+});
+my ($in, $out, $err) = ('', '', '');
+my $h = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', '-' ],
+	'<', \$in, '>', \$out, '2>', \$err);
+$in .= "BEGIN; INSERT INTO u VALUES (0, repeat('a', 3000)); SELECT 'written';\n";
+$h->pump until $out =~ /written/;
+$node->safe_psql('postgres', 'CALL fill(1, 300)');
+$in .= "COMMIT; SELECT 'committed';\n";
+$h->pump until $out =~ /committed/;
+$in .= "\\q\n";
+$h->finish;
+$node->safe_psql('postgres', 'CALL fill(301, 400)');
+my $ts0 = $node->safe_psql('postgres', q{
+	SELECT ts FROM source_writes.blame(NULL::u) WHERE (data).id = 0});
+my $window = qq{SELECT string_agg((data).id::text, ',')
+	FROM source_writes.updates(NULL::u, $ts0, $ts0 + 1)};
+is($node->safe_psql('postgres', $window), '0', 'the window has the late batch');
+$node->safe_psql('postgres', q{
+	SET source_writes.segment_batches = 512;
+	SELECT source_writes.compact('u')});
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments s
+	WHERE source = 'u'::regclass AND ts_from < } . $ts0 . q{ AND ts_to > } . $ts0),
+	'1', 'rolled up into a segment around it');
+is($node->safe_psql('postgres', $window), '0',
+	'the window has the late batch once rolled up');
+
+# A REPEATABLE READ reader whose snapshot was taken before a rollup reads
+# after it commits: the rolled-up batches were settled for its snapshot
+# too, and it still sees them as rows; its answers do not change, and a
+# new snapshot gives the same ones from the segment.
+$node->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE v (id int) SERVER k OPTIONS (topic 'v');
+	CREATE FUNCTION v_answers() RETURNS text LANGUAGE sql AS $$
+	  SELECT coalesce(string_agg(ts || ':' || diff || ':' || (data).id, ','
+	                             ORDER BY ts, (data).id), '')
+	  FROM source_writes.updates(NULL::v)
+	$$;
+});
+$node->safe_psql('postgres', "INSERT INTO v VALUES ($_)") for 1 .. 6;
+$node->safe_psql('postgres', 'DELETE FROM v WHERE id = 2');
+my $expected = $node->safe_psql('postgres', 'SELECT v_answers()');
+($in, $out, $err) = ('', '', '');
+$h = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', '-' ],
+	'<', \$in, '>', \$out, '2>', \$err);
+$in .= "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'first ' || v_answers();\n";
+$h->pump until $out =~ /first .*\n/;
+like($out, qr/^first \Q$expected\E$/m, 'the reader reads before the rollup');
+$node->safe_psql('postgres', "SELECT source_writes.compact('v')");
+ok($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments WHERE source = 'v'::regclass}) > 0,
+	'rolled up while the reader runs');
+$in .= "SELECT 'second ' || v_answers(); COMMIT;\n";
+$h->pump until $out =~ /second .*\n/;
+like($out, qr/^second \Q$expected\E$/m, 'the reader reads the same after the rollup');
+$in .= "\\q\n";
+$h->finish;
+is($node->safe_psql('postgres', 'SELECT v_answers()'), $expected,
+	'a new snapshot reads the same from the segments');
+
+# each hostile segment replaces the first; a reader must not crash, and
+# must error on bounds out of order.  (Bounds in order whose ids are not
+# the batches' are consistent: those batches are then taken for folded.)
+my @attacks = (
+	[ 'batch_from far below batch_to (id - batch_from overflows)', 0,
+	  -Math::BigInt->new(2)**62 - Math::BigInt->new(2)**41, $to ],
+	[ 'batch_from the lowest bigint', 0,
+	  Math::BigInt->new(-2)**63, $to ],
+	[ 'batch_from above batch_to', 1, $to, $from ],
+);
+for my $a (@attacks)
+{
+	my ($name, $corrupt, $lo, $hi) = @$a;
+	my $bytes = packed($lo, $hi);
+	$node->safe_psql('postgres', qq{
+		UPDATE source_writes.batch_segments SET batch_from = $lo, batch_to = $hi,
+		  batches = '$bytes'
+		WHERE source = 't'::regclass AND ts_to =
+		  (SELECT min(ts_to) FROM source_writes.batch_segments
+		   WHERE source = 't'::regclass);});
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT count(*) FROM source_writes.updates(NULL::t)");
+	unlike($err, qr/terminated abnormally/, "$name: the reader does not crash");
+	if ($corrupt)
+	{
+		isnt($ret, 0, "$name: the reader fails");
+		like($err, qr/segment of source_writes.batch_segments is corrupt/,
+			"$name: as corrupt");
+	}
+	is($node->safe_psql('postgres', 'SELECT 1'), '1', "$name: the server runs on");
+}
+ok(!grep(/terminated by signal/, slurp_file($node->logfile)),
+	'no backend crashed');
+
+done_testing();
