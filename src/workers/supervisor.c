@@ -125,6 +125,35 @@ log_and_abort(void)
 }
 
 /*
+ * Run fn(relid) in a transaction of its own, with a snapshot: returns what
+ * it returns, or if_error when it fails (the error is logged).
+ */
+static bool
+in_own_transaction(bool (*fn) (Oid relid), Oid relid, bool if_error)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool result = if_error;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		result = fn(relid);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		log_and_abort();
+		result = if_error;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	return result;
+}
+
+/*
  * Compact one range of a source's history in its own transaction.  Returns
  * the block to go on from, or InvalidBlockNumber when the source is done,
  * was skipped, or failed (the error is logged).
@@ -176,33 +205,6 @@ compact_chunk(Oid relid, BlockNumber start)
 	error_context_stack = errcallback.previous;
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return next;
-}
-
-/*
- * Give a source's storage the columns of 0.3 that the extension's update
- * could not (sw_storage_complete()), in a transaction of its own; an error
- * is logged.
- */
-static void
-complete_storage(Oid relid)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
-	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		(void) sw_storage_complete(relid);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		log_and_abort();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
 }
 
 /*
@@ -259,7 +261,8 @@ compaction_pass(void)
 	{
 		BlockNumber next = 0;
 
-		complete_storage(lfirst_oid(lc));
+		/* what the extension's update could not give the storage */
+		(void) in_own_transaction(sw_storage_complete, lfirst_oid(lc), true);
 
 		do
 		{
@@ -281,31 +284,11 @@ compaction_pass(void)
 /*
  * Record the internal dependencies of the database's hidden relations that
  * pg_upgrade did not carry (storage.c); false if some source was locked.
- * An error is logged, and not tried again.
  */
 static bool
-restore_dependencies(void)
+restore_all_dependencies(Oid unused)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		complete = true;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
-	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (sw_catalog_exists())
-			complete = sw_storage_restore_dependencies();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		log_and_abort();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	return complete;
+	return !sw_catalog_exists() || sw_storage_restore_dependencies();
 }
 
 /*
@@ -370,7 +353,8 @@ source_writes_supervisor_main(Datum main_arg)
 
 		/* after pg_upgrade, what it did not carry (again, if it was locked) */
 		if (!dependencies_restored)
-			dependencies_restored = restore_dependencies();
+			dependencies_restored = in_own_transaction(restore_all_dependencies,
+													   InvalidOid, true);
 
 		/* a worker for each Kafka source, none for those that are gone */
 		supervise_workers(true);
