@@ -260,42 +260,52 @@ source_writes_blame(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* sort a function's rows by their first column, a bigint, with work_mem */
-static Tuplesortstate *
-begin_sort(TupleDesc desc, int nkeys, AttrNumber *cols, Oid *ops)
+/* a function's rows being sorted, and the slot that puts them in */
+typedef struct SortedRows
+{
+	Tuplesortstate *sort;
+	TupleTableSlot *slot;
+} SortedRows;
+
+/* sort a function's rows by their first columns (nkeys of them) with work_mem */
+static void
+begin_sort(SortedRows *sr, TupleDesc desc, int nkeys, AttrNumber *cols, Oid *ops)
 {
 	Oid			collations[2] = {InvalidOid, C_COLLATION_OID};
 	bool		nulls_first[2] = {false, false};
 
-	return tuplesort_begin_heap(desc, nkeys, cols, ops, collations, nulls_first,
-								work_mem, NULL, TUPLESORT_NONE);
-}
-
-/* the sorted rows, into the function's result */
-static void
-end_sort(ProvenanceRead *pr, Tuplesortstate *sort)
-{
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(pr->rsinfo->setDesc,
-													&TTSOpsMinimalTuple);
-
-	tuplesort_performsort(sort);
-	while (tuplesort_gettupleslot(sort, true, false, slot, NULL))
-		tuplestore_puttupleslot(pr->rsinfo->setResult, slot);
-	ExecDropSingleTupleTableSlot(slot);
-	tuplesort_end(sort);
+	sr->sort = tuplesort_begin_heap(desc, nkeys, cols, ops, collations, nulls_first,
+									work_mem, NULL, TUPLESORT_NONE);
+	sr->slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 }
 
 /* put a row into a sort */
 static void
-put_sorted(Tuplesortstate *sort, TupleTableSlot *slot, Datum *values, bool *nulls)
+put_sorted(SortedRows *sr, Datum *values, bool *nulls)
 {
+	TupleTableSlot *slot = sr->slot;
 	int			natts = slot->tts_tupleDescriptor->natts;
 
 	ExecClearTuple(slot);
 	memcpy(slot->tts_values, values, sizeof(Datum) * natts);
 	memcpy(slot->tts_isnull, nulls, sizeof(bool) * natts);
 	ExecStoreVirtualTuple(slot);
-	tuplesort_puttupleslot(sort, slot);
+	tuplesort_puttupleslot(sr->sort, slot);
+}
+
+/* the sorted rows, into the function's result */
+static void
+end_sort(ProvenanceRead *pr, SortedRows *sr)
+{
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(pr->rsinfo->setDesc,
+													&TTSOpsMinimalTuple);
+
+	ExecDropSingleTupleTableSlot(sr->slot);
+	tuplesort_performsort(sr->sort);
+	while (tuplesort_gettupleslot(sr->sort, true, false, slot, NULL))
+		tuplestore_puttupleslot(pr->rsinfo->setResult, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	tuplesort_end(sr->sort);
 }
 
 PG_FUNCTION_INFO_V1(source_writes_history);
@@ -315,10 +325,9 @@ source_writes_history(PG_FUNCTION_ARGS)
 	ProvenanceRead pr;
 	SwFrontiers frontiers;
 	TupleTableSlot *hidden;
-	TupleTableSlot *slot;
 	const SwLayout *layout;
 	SwLogRow	row;
-	Tuplesortstate *sort;
+	SortedRows	sorted;
 	AttrNumber	cols[1] = {1};
 	Oid			ops[1];
 	Datum		values[12];
@@ -328,8 +337,7 @@ source_writes_history(PG_FUNCTION_ARGS)
 	read_every_row(&pr);
 	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
 								 BTLessStrategyNumber);
-	sort = begin_sort(pr.rsinfo->setDesc, 1, cols, ops);
-	slot = MakeSingleTupleTableSlot(pr.rsinfo->setDesc, &TTSOpsVirtual);
+	begin_sort(&sorted, pr.rsinfo->setDesc, 1, cols, ops);
 	while ((hidden = sw_log_next(&pr.ls, &layout, &row)) != NULL)
 	{
 		MemoryContext old;
@@ -362,13 +370,12 @@ source_writes_history(PG_FUNCTION_ARGS)
 		position_values(&pr, hidden, layout, values + 7, nulls + 7);
 		values[11] = row_datum(&pr, hidden, layout);
 		nulls[11] = false;
-		put_sorted(sort, slot, values, nulls);
+		put_sorted(&sorted, values, nulls);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pr.row_cxt);
 	}
 	end_read(&pr);
-	ExecDropSingleTupleTableSlot(slot);
-	end_sort(&pr, sort);
+	end_sort(&pr, &sorted);
 	return (Datum) 0;
 }
 
@@ -391,10 +398,9 @@ source_writes_diff(PG_FUNCTION_ARGS)
 	int64		from_ts;
 	int64		to_ts;
 	TupleTableSlot *hidden;
-	TupleTableSlot *slot;
 	const SwLayout *layout;
 	SwLogRow	row;
-	Tuplesortstate *sort;
+	SortedRows	sorted;
 	AttrNumber	cols[2] = {1, 2};
 	Oid			ops[2];
 	Datum		added_text;
@@ -428,8 +434,7 @@ source_writes_diff(PG_FUNCTION_ARGS)
 								 BTLessStrategyNumber);
 	ops[1] = get_opfamily_member(TEXT_BTREE_FAM_OID, TEXTOID, TEXTOID,
 								 BTGreaterStrategyNumber);
-	sort = begin_sort(pr.rsinfo->setDesc, 2, cols, ops);
-	slot = MakeSingleTupleTableSlot(pr.rsinfo->setDesc, &TTSOpsVirtual);
+	begin_sort(&sorted, pr.rsinfo->setDesc, 2, cols, ops);
 	added_text = CStringGetTextDatum("added");
 	removed_text = CStringGetTextDatum("removed");
 	while ((hidden = sw_log_next(&pr.ls, &layout, &row)) != NULL)
@@ -458,12 +463,11 @@ source_writes_diff(PG_FUNCTION_ARGS)
 		values[3] = batch_cols[2];
 		nulls[3] = batch_nulls[2];
 		values[4] = row_datum(&pr, hidden, layout);
-		put_sorted(sort, slot, values, nulls);
+		put_sorted(&sorted, values, nulls);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pr.row_cxt);
 	}
 	end_read(&pr);
-	ExecDropSingleTupleTableSlot(slot);
-	end_sort(&pr, sort);
+	end_sort(&pr, &sorted);
 	return (Datum) 0;
 }
