@@ -20,6 +20,7 @@ OBJS = \
 	src/fdw/indexes.o \
 	src/fdw/rdkafka_allowlist.o \
 	src/fdw/restore.o \
+	src/fdw/versions.o \
 	src/ingest/avro_format.o \
 	src/ingest/decode.o \
 	src/ingest/decode_column.o \
@@ -36,6 +37,7 @@ OBJS = \
 	src/log/controller.o \
 	src/log/deliveries.o \
 	src/log/layout.o \
+	src/log/loader.o \
 	src/log/log.o \
 	src/log/segments.o \
 	src/log/stamps.o \
@@ -55,7 +57,7 @@ DATA = sql/source_writes--0.1.sql sql/source_writes--0.1--0.2.sql \
 PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
-REGRESS = extension options lifecycle scan dml audit workload compaction security writer provenance decode \
+REGRESS = extension options lifecycle scan dml audit workload compaction security writer provenance versions decode \
 	add_column row_locks ingestion signatures indexes index_scans index_writers
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 

@@ -102,6 +102,30 @@ COMMENT ON TABLE source_writes.batch_segments IS
   'Committed batches of a source table rolled up into segments: their ids, timestamps, origins and roles, packed';
 SELECT pg_catalog.pg_extension_config_dump('source_writes.batch_segments', '');
 
+-- Edits of a source table that a new version of it (option version_of)
+-- could not carry: a row a person added that the version's columns do
+-- not take, and the later changes to it.  Whoever may read the version
+-- reads them, whoever may delete from it deletes them.
+CREATE TABLE source_writes.uncarried_edits (
+    source      regclass NOT NULL,  -- the new version
+    version_of  text NOT NULL,      -- the table the edit was made on, as named then
+    ts          bigint NOT NULL,    -- the edit's timestamp (its batch's)
+    role        name NOT NULL,      -- who made it
+    edit        text NOT NULL,      -- 'insert' or 'delete' (of the row)
+    "row"       jsonb NOT NULL,     -- the row, as the old table has it
+    reason      text NOT NULL       -- why the new version does not take it
+);
+CREATE INDEX uncarried_edits_source ON source_writes.uncarried_edits (source);
+ALTER TABLE source_writes.uncarried_edits ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers ON source_writes.uncarried_edits FOR SELECT
+  USING (pg_catalog.has_table_privilege(source, 'SELECT'));
+CREATE POLICY deleters ON source_writes.uncarried_edits FOR DELETE
+  USING (pg_catalog.has_table_privilege(source, 'DELETE'));
+GRANT SELECT, DELETE ON source_writes.uncarried_edits TO PUBLIC;
+COMMENT ON TABLE source_writes.uncarried_edits IS
+  'Edits that a new version of a source table could not carry, with the reason';
+SELECT pg_catalog.pg_extension_config_dump('source_writes.uncarried_edits', '');
+
 -- How far each writer that consumes a stream (a Kafka partition) has got:
 -- the next offset it expects.  Moved by the batch that consumed the offsets
 -- before it, with a compare-and-set when the batch is stamped, so that a

@@ -284,10 +284,14 @@ source_writes_ddl_command_end(PG_FUNCTION_ARGS)
 												get_rel_name(lfirst_oid(rc))),
 										 errdetail("With check_function_bodies off, as in a restore, a new source table gets no storage until the restore brings it."),
 										 errhint("Outside a restore, run ALTER FOREIGN TABLE on it with check_function_bodies on to give it new, empty storage.")));
+							else if (lfirst_oid(rc) == obj->objid)
+								sw_version_create(obj->objid);
 							sw_warn_if_not_preloaded();
 							/* the launcher serves the database, if it did not */
 							sw_database_sources_changed();
 						}
+						else if (lfirst_oid(rc) == obj->objid)
+							sw_version_check_alter(obj->command);
 					}
 					break;
 				}

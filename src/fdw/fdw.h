@@ -51,6 +51,11 @@ extern void sw_indexes_install_hooks(void);
 extern Oid	sw_function_source(FunctionCallInfo fcinfo, const char *function);
 extern void sw_statement_frontiers(Oid relid, SwFrontiers *frontiers);
 
+/* versions.c: a new version of a source table (option version_of) */
+struct CollectedCommand;
+extern void sw_version_create(Oid relid);
+extern void sw_version_check_alter(struct CollectedCommand *command);
+
 /* fdw_options.c: the validator's checks */
 extern void sw_check_user_mapping(UserMapping *mapping, ForeignServer *server);
 

@@ -518,15 +518,7 @@ typedef struct Import
 	List	   *parts;			/* the partitions whose progress was read */
 
 	/* writing the rows */
-	EState	   *estate;
-	ResultRelInfo *rri[2];		/* current, history */
-	TupleTableSlot **slots[2];	/* rows not yet inserted, as COPY keeps them */
-	int64	   *slot_lines[2];	/* their lines */
-	int			nslots[2];
-	int			nslots_made[2];
-	Size		slot_bytes[2];
-	SwLayout	layout[2];
-	BulkInsertState bistate[2];
+	SwLoader   *loader;
 	FmgrInfo   *in;				/* the table's columns' input functions */
 	Oid		   *ioparams;
 	Datum	   *values;
@@ -534,10 +526,6 @@ typedef struct Import
 	char	  **texts;			/* a row's columns as text */
 	StringInfoData *keys;		/* the columns' names in a row line */
 } Import;
-
-/* rows held for table_multi_insert(), at most: as COPY holds them */
-#define SW_IMPORT_SLOTS	1000
-#define SW_IMPORT_BYTES	65535
 
 /* the export is not one import() takes: say where */
 static void
@@ -603,9 +591,11 @@ static void
 import_context(void *arg)
 {
 	Import	   *im = arg;
+	int64		line = im->loader && sw_loader_tag(im->loader) ?
+		sw_loader_tag(im->loader) : im->line;
 
-	if (im->line > 0)
-		errcontext("line %lld of the export in \"%s\"", (long long) im->line, im->lines);
+	if (line > 0)
+		errcontext("line %lld of the export in \"%s\"", (long long) line, im->lines);
 }
 
 /* a string field, or NULL */
@@ -890,36 +880,6 @@ read_rows(Import *im, text *line)
 	}
 }
 
-/*
- * Insert the rows held for a hidden heap, and then their index entries,
- * as COPY does (CopyMultiInsertBufferFlush()).
- */
-static void
-insert_rows(Import *im, int heap)
-{
-	ResultRelInfo *rri = im->rri[heap];
-	int64		line = im->line;
-
-	if (im->nslots[heap] == 0)
-		return;
-	table_multi_insert(rri->ri_RelationDesc, im->slots[heap], im->nslots[heap],
-					   im->estate->es_output_cid, 0, im->bistate[heap]);
-	for (int i = 0; i < im->nslots[heap]; i++)
-	{
-		if (rri->ri_NumIndices > 0)
-		{
-			im->line = im->slot_lines[heap][i];
-			list_free(ExecInsertIndexTuples(rri, im->slots[heap][i], im->estate,
-											false, false, NULL, NIL));
-			ResetPerTupleExprContext(im->estate);
-		}
-		ExecClearTuple(im->slots[heap][i]);
-	}
-	im->line = line;
-	im->nslots[heap] = 0;
-	im->slot_bytes[heap] = 0;
-}
-
 /* a row line, as read from jsonb or by read_row_fast() */
 typedef struct RowLine
 {
@@ -941,23 +901,12 @@ static void
 store_row(Import *im, RowLine *r)
 {
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	int			heap;
-	SwLayout   *layout;
-	TupleTableSlot *slot;
+	SwPosition	pos = {0};
 
 	if (r->added && r->retracted && r->retracted->ts <= r->added->ts)
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
-	heap = r->retracted == NULL ? SW_CURRENT_HEAP : SW_HISTORY_HEAP;
-	layout = &im->layout[heap];
-	if (im->nslots[heap] == im->nslots_made[heap])
-	{
-		MemoryContext old = MemoryContextSwitchTo(im->cxt);
-
-		im->slots[heap][im->nslots_made[heap]++] =
-			table_slot_create(im->rri[heap]->ri_RelationDesc, NULL);
-		MemoryContextSwitchTo(old);
-	}
-	slot = im->slots[heap][im->nslots[heap]];
+	if (r->has_part != r->has_pos)
+		bad_export(im, "A row has both a \"part\" and a \"pos\", or neither.");
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -970,41 +919,14 @@ store_row(Import *im, RowLine *r)
 										  att->atttypmod);
 		im->isnull[i] = r->texts[i] == NULL;
 	}
-
-	ExecClearTuple(slot);
-	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
-		slot->tts_isnull[i] = true;
-	sw_to_hidden(layout, desc->natts, im->values, im->isnull,
-				 slot->tts_values, slot->tts_isnull);
-	slot->tts_values[layout->batch - 1] = Int64GetDatum(r->added ? r->added->batch : im->folded);
-	slot->tts_isnull[layout->batch - 1] = false;
-	if (heap == SW_HISTORY_HEAP)
-	{
-		slot->tts_values[layout->retracted - 1] = Int64GetDatum(r->retracted->batch);
-		slot->tts_isnull[layout->retracted - 1] = false;
-	}
-	if (layout->part && r->has_part)
-	{
-		slot->tts_values[layout->part - 1] = Int32GetDatum(r->part);
-		slot->tts_isnull[layout->part - 1] = false;
-	}
-	if (layout->pos && r->has_pos)
-	{
-		slot->tts_values[layout->pos - 1] = Int64GetDatum(r->pos);
-		slot->tts_isnull[layout->pos - 1] = false;
-	}
-	if (layout->delivery && r->delivery)
-	{
-		slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(r->delivery);
-		slot->tts_isnull[layout->delivery - 1] = false;
-	}
-	ExecStoreVirtualTuple(slot);
-	ExecMaterializeSlot(slot);	/* the values are the line's */
-	im->slot_lines[heap][im->nslots[heap]++] = im->line;
-	im->slot_bytes[heap] += ExecFetchSlotHeapTuple(slot, false, NULL)->t_len;
+	pos.known = r->has_part;
+	pos.part = r->part;
+	pos.pos = r->pos;
+	pos.delivery = r->delivery;
+	sw_loader_add(im->loader, im->values, im->isnull,
+				  r->added ? r->added->batch : im->folded,
+				  r->retracted ? r->retracted->batch : 0, &pos, im->line);
 	im->nrows++;
-	if (im->nslots[heap] == SW_IMPORT_SLOTS || im->slot_bytes[heap] >= SW_IMPORT_BYTES)
-		insert_rows(im, heap);
 }
 
 /* a row line read as jsonb: any order of fields, and clear errors */
@@ -1279,33 +1201,6 @@ source_is_empty(Import *im, Snapshot snapshot)
 	return empty;
 }
 
-/* open a hidden heap and its indexes for writing rows */
-static void
-open_heap(Import *im, int heap, Oid relid)
-{
-	Relation	rel = table_open(relid, RowExclusiveLock);
-
-	sw_storage_layout(im->ftrel, rel, &im->layout[heap]);
-	im->rri[heap] = makeNode(ResultRelInfo);
-	InitResultRelInfo(im->rri[heap], rel, 0, NULL, 0);
-	ExecOpenIndices(im->rri[heap], false);
-	im->slots[heap] = palloc0(sizeof(TupleTableSlot *) * SW_IMPORT_SLOTS);
-	im->slot_lines[heap] = palloc0(sizeof(int64) * SW_IMPORT_SLOTS);
-	im->bistate[heap] = GetBulkInsertState();
-}
-
-static void
-close_heap(Import *im, int heap)
-{
-	Relation	rel = im->rri[heap]->ri_RelationDesc;
-
-	FreeBulkInsertState(im->bistate[heap]);
-	for (int i = 0; i < im->nslots_made[heap]; i++)
-		ExecDropSingleTupleTableSlot(im->slots[heap][i]);
-	ExecCloseIndices(im->rri[heap]);
-	table_close(rel, NoLock);
-}
-
 PG_FUNCTION_INFO_V1(source_writes_import);
 
 /*
@@ -1438,17 +1333,11 @@ source_writes_import(PG_FUNCTION_ARGS)
 		fmgr_info(func, &im.in[i]);
 	}
 	im.folded = sw_catalog_new_batch_id();
-	im.estate = CreateExecutorState();
-	im.estate->es_output_cid = GetCurrentCommandId(true);
-	open_heap(&im, SW_CURRENT_HEAP, im.source.current_rel);
-	open_heap(&im, SW_HISTORY_HEAP, im.source.history_rel);
+	im.loader = sw_loader_open(im.ftrel, &im.source);
 	read_lines(&im, read_rows);
-	insert_rows(&im, SW_CURRENT_HEAP);
-	insert_rows(&im, SW_HISTORY_HEAP);
+	(void) sw_loader_close(im.loader);
+	im.loader = NULL;
 	error_context_stack = context.previous;
-	close_heap(&im, SW_CURRENT_HEAP);
-	close_heap(&im, SW_HISTORY_HEAP);
-	FreeExecutorState(im.estate);
 	check_count(&im, "rows", im.nrows);
 	check_count(&im, "progress", im.nprogress);
 	check_count(&im, "deliveries", im.ndeliveries);

@@ -157,6 +157,8 @@ typedef struct SwCatalogOids
 	Oid			deliveries;
 	Oid			deliveries_pkey;	/* on (source, key) */
 	Oid			deliveries_ts;	/* on (source, ts) */
+	Oid			uncarried;		/* uncarried_edits, from 0.3 on: not required */
+	Oid			uncarried_source;	/* index on (source) */
 	Oid			avro_schemas;	/* from 0.3 on, so not required */
 	Oid			avro_schemas_pkey;	/* on (server, id) */
 	Oid			batch_ids;		/* sequence of batch ids */
@@ -269,6 +271,10 @@ resolve_catalog(void)
 	oids.deliveries = member_relation(extension, nsp, "deliveries");
 	oids.deliveries_pkey = member_index(oids.deliveries, nsp, "deliveries_pkey");
 	oids.deliveries_ts = member_index(oids.deliveries, nsp, "deliveries_source_ts");
+	oids.uncarried = member_relation(extension, nsp, "uncarried_edits");
+	oids.uncarried_source = member_index(oids.uncarried, nsp, "uncarried_edits_source");
+	if (!OidIsValid(oids.uncarried_source))
+		oids.uncarried = InvalidOid;
 	oids.avro_schemas = member_relation(extension, nsp, "avro_schemas");
 	oids.avro_schemas_pkey = member_index(oids.avro_schemas, nsp, "avro_schemas_pkey");
 	handler = LookupFuncName(list_make2(makeString(SW_SCHEMA),
@@ -1227,6 +1233,53 @@ sw_catalog_delete(Oid relid)
 	delete_rows(oids.progress, oids.progress_pkey, relid);
 	delete_rows(oids.errors, oids.errors_source, relid);
 	delete_rows(oids.deliveries, oids.deliveries_pkey, relid);
+	if (OidIsValid(oids.uncarried))
+		delete_rows(oids.uncarried, oids.uncarried_source, relid);
+}
+
+/*
+ * Copy the kept errors of source from, as snapshot sees them, to source
+ * to (a new version of it: its retry_errors() decodes them with its own
+ * columns).
+ */
+void
+sw_catalog_copy_errors(Oid from, Oid to, Snapshot snapshot)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData skey;
+	HeapTuple	tuple;
+	Datum		values[1] = {ObjectIdGetDatum(to)};
+	bool		nulls[1] = {false};
+	int			columns[1] = {1};	/* source */
+
+	require_catalog();
+	rel = table_open(oids.errors, RowExclusiveLock);
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(from));
+	scan = systable_beginscan(rel, oids.errors_source, true, snapshot, 1, &skey);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		HeapTuple	copy;
+
+		CHECK_FOR_INTERRUPTS();
+		copy = heap_modify_tuple_by_cols(tuple, RelationGetDescr(rel), 1, columns,
+										 values, nulls);
+		CatalogTupleInsert(rel, copy);
+		heap_freetuple(copy);
+	}
+	systable_endscan(scan);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The table of edits that a new version could not carry, and its index on
+ * (source); InvalidOid before 0.3.
+ */
+Oid
+sw_catalog_uncarried_oid(void)
+{
+	require_catalog();
+	return oids.uncarried;
 }
 
 /*

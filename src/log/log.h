@@ -210,6 +210,8 @@ extern Oid	sw_catalog_table_oid(void);
 extern Oid	sw_catalog_errors_oid(Oid *index);
 extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
 extern Oid	sw_catalog_avro_schemas_oid(Oid *pkey);
+extern void sw_catalog_copy_errors(Oid from, Oid to, Snapshot snapshot);
+extern Oid	sw_catalog_uncarried_oid(void);
 
 /* avro_schemas.c */
 extern PGDLLEXPORT void sw_avro_schema_store(Oid serverid, const char *registry,
@@ -663,6 +665,19 @@ extern void sw_writer_reset_checks(SwWriter *w);
 extern void sw_writer_safe_search_path(void);
 extern PGDLLEXPORT void sw_writer_forget_session_state(void);
 extern PGDLLEXPORT void sw_writer_commit_durably(bool watch);
+
+/*
+ * loader.c: a whole log written at once (import(), a version's first
+ * copy): row versions straight into the hidden heaps, as COPY writes rows.
+ */
+typedef struct SwLoader SwLoader;
+
+extern SwLoader *sw_loader_open(Relation ftrel, const SwSource *source);
+extern void sw_loader_add(SwLoader *ld, const Datum *values, const bool *isnull,
+						  int64 added, int64 retracted, const SwPosition *pos,
+						  int64 tag);
+extern int64 sw_loader_tag(SwLoader *ld);
+extern int64 sw_loader_close(SwLoader *ld);
 extern PGDLLEXPORT bool sw_writer_commit_replicated(void);
 extern PGDLLEXPORT void sw_writer_insert(SwWriter *w, TupleTableSlot *row);
 extern PGDLLEXPORT bool sw_writer_append(SwWriter *w, TupleTableSlot *row);

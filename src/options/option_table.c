@@ -60,6 +60,7 @@ static void check_topic(const char *option, const char *value);
 static void check_start_offset(const char *option, const char *value);
 static void check_key_list(const char *option, const char *value);
 static void check_interval(const char *option, const char *value);
+static void check_boolean(const char *option, const char *value);
 static void check_byte_size(const char *option, const char *value);
 static void check_workers(const char *option, const char *value);
 static void check_secret(const char *option, const char *value);
@@ -98,6 +99,8 @@ static const SwOption sw_options[] = {
 	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
 	{"workers", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_workers},
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
+	{"version_of", ForeignTableRelationId, SW_ANY_KIND, NULL, check_nonempty},
+	{"carry_edits", ForeignTableRelationId, SW_ANY_KIND, NULL, check_boolean},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
 	{"signature_scheme", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_signature_scheme_names},
 	{"signature_tolerance", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_interval},
@@ -458,6 +461,17 @@ check_interval(const char *option, const char *value)
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("option \"%s\" must not be negative", option),
 				 errhint("Give an interval of zero or more, e.g. '7 days' or '0'.")));
+}
+
+/* a boolean, as PostgreSQL's options take it: true, off, 1, ... */
+static void
+check_boolean(const char *option, const char *value)
+{
+	if (!parse_bool(value, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" requires a Boolean value", option),
+				 errhint("Give 'true' or 'false'.")));
 }
 
 int

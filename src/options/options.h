@@ -90,6 +90,8 @@ typedef struct SwSourceTable
 	List	   *start_offsets;	/* ... or offsets of partitions: SwStartOffset */
 	int			workers;		/* Kafka: workers that share the partitions */
 	int64		retain_history_ms;	/* -1: keep all history */
+	char	   *version_of;		/* the table it is a version of, as named */
+	bool		carry_edits;	/* ... and whether people's edits come too */
 	int			max_body_bytes; /* webhook */
 	char	   *signature_header;
 	bool		signature_base64;

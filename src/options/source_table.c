@@ -460,6 +460,7 @@ sw_source_table(Relation rel)
 	bool		has_signature_options = false;
 	bool		has_tolerance = false;
 	bool		has_key_format = false;
+	bool		has_carry_edits = false;
 	ListCell   *lc;
 
 	st->relid = relid;
@@ -467,6 +468,7 @@ sw_source_table(Relation rel)
 	st->kind = sw_server_kind(server);
 	st->format = sw_format_lookup("json");
 	st->retain_history_ms = -1;
+	st->carry_edits = true;
 	st->max_body_bytes = SW_DEFAULT_MAX_BODY;
 	st->workers = 1;
 	st->signature_tolerance_ms = -1;
@@ -510,6 +512,13 @@ sw_source_table(Relation rel)
 			st->workers = sw_parse_workers(def->defname, value);
 		else if (strcmp(def->defname, "retain_history") == 0)
 			(void) sw_parse_interval_ms(value, &st->retain_history_ms);
+		else if (strcmp(def->defname, "version_of") == 0)
+			st->version_of = value;
+		else if (strcmp(def->defname, "carry_edits") == 0)
+		{
+			(void) parse_bool(value, &st->carry_edits);
+			has_carry_edits = true;
+		}
 		else if (strcmp(def->defname, "max_body_bytes") == 0)
 			st->max_body_bytes = sw_parse_byte_size(def->defname, value);
 		else if (strcmp(def->defname, "signature_header") == 0)
@@ -553,6 +562,11 @@ sw_source_table(Relation rel)
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("key_format \"avro\" needs server option \"schema_registry\""),
 				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
+	if (has_carry_edits && st->version_of == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("option \"carry_edits\" is only valid with option \"version_of\""),
+				 errhint("It says whether a new version of a source table gets the edits of the one it is a version of.")));
 	if (st->idempotency_header && st->idempotency_field)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),

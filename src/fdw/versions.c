@@ -1,0 +1,884 @@
+/*-------------------------------------------------------------------------
+ *
+ * versions.c
+ *		  A new version of a source table (option version_of): the log,
+ *		  offsets and keys of the table it is a version of, copied into it
+ *		  as it is created
+ *
+ * CREATE FOREIGN TABLE orders_v2 (...) SERVER ... OPTIONS (version_of
+ * 'orders') makes a table that starts where orders is: its batches with
+ * their timestamps, origins and roles (new ids), its rows with their
+ * columns mapped by name (cast to the new types, a new column gets its
+ * default), its Kafka offsets, webhook keys and kept errors.  Its worker
+ * then goes on from those offsets, beside the old table's.  With
+ * carry_edits 'false' the people's (and DDL's) batches stay behind, and
+ * the rows they retracted are current again until the stream replaces
+ * them.  See doc/versions.md, and doc/internals.md, "Reading the log".
+ *
+ * Copyright (c) 2026, source_writes developers
+ *
+ * IDENTIFICATION
+ *		  src/fdw/versions.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "commands/defrem.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_collate.h"
+#include "rewrite/rewriteHandler.h"
+#include "tcop/deparse_utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/regproc.h"
+
+#include "fdw/fdw.h"
+#include "log/log.h"
+#include "options/options.h"
+
+/* a batch of the old table, and its id in the new one */
+typedef struct VersionBatch
+{
+	int64		old;			/* hash key: its id in the old table */
+	int64		batch;			/* its id in the new one; 0: left behind */
+	int64		ts;
+	SwOrigin	origin;
+	NameData	role;
+} VersionBatch;
+
+/*
+ * carry_edits 'false', upsert sources: a key whose stream row a person
+ * (or DDL) retracted, and the stream's batches that wrote the key, by
+ * timestamp: the first after the person's retracts that row instead.
+ */
+typedef struct KeyWrites
+{
+	char	   *key;			/* hash key: the key columns' text */
+	int			n;
+	int			max;
+	int64	   *ts;
+	int64	   *batch;			/* their ids in the new version */
+} KeyWrites;
+
+/* a version being made */
+typedef struct Version
+{
+	Relation	old;
+	Relation	new;
+	SwSource	oldsrc;
+	SwSource	newsrc;
+	SwSourceTable *oldst;
+	bool		carry;
+	Snapshot	snapshot;
+	SwBatchMap *map;
+	HTAB	   *batches;		/* VersionBatch by the old id */
+	int64		folded;			/* the id of rows added before since */
+
+	/* the columns: each new one from an old one of its name, or a default */
+	TupleDesc	olddesc;
+	TupleDesc	newdesc;
+	AttrNumber *from;			/* per new column: the old one, or 0 */
+	ExprState **cast;			/* ... the cast of its value; NULL: none */
+	ExprState **defaults;		/* ... a new column's default; NULL: none */
+	bool		casts;			/* does any column cast? */
+	EState	   *estate;
+	ExprContext *econtext;
+	Datum	   *oldvalues;
+	bool	   *oldnulls;
+	Datum	   *newvalues;
+	bool	   *newnulls;
+
+	/* carry_edits 'false' on an upsert source: the old table's key */
+	int			nkeys;
+	AttrNumber *keyatts;
+	FmgrInfo   *keyout;
+	HTAB	   *keys;			/* KeyWrites */
+	MemoryContext keys_cxt;		/* ... and their memory */
+
+	SwLoader   *loader;
+	TupleTableSlot *hidden;		/* the old row being copied */
+	const SwLayout *layout;		/* ... its heap's layout */
+	int64		nuncarried;
+} Version;
+
+/* ---------------------------------------------------------------------
+ * The options at ALTER
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * version_of and carry_edits act once, as the table is created: an ALTER
+ * FOREIGN TABLE that adds or sets them is refused (dropping them is not).
+ */
+void
+sw_version_check_alter(CollectedCommand *command)
+{
+	ListCell   *lc;
+
+	if (command == NULL || command->type != SCT_AlterTable)
+		return;
+	foreach(lc, command->d.alterTable.subcmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) ((CollectedATSubcmd *) lfirst(lc))->parsetree;
+		ListCell   *oc;
+
+		if (!IsA(cmd, AlterTableCmd) || cmd->subtype != AT_GenericOptions)
+			continue;
+		foreach(oc, (List *) cmd->def)
+		{
+			DefElem    *def = lfirst(oc);
+
+			if (def->defaction != DEFELEM_DROP &&
+				(strcmp(def->defname, "version_of") == 0 ||
+				 strcmp(def->defname, "carry_edits") == 0))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("option \"%s\" can only be given to CREATE FOREIGN TABLE",
+								def->defname),
+						 errdetail("A new version gets the log of the table it is a version of as it is created."),
+						 errhint("Create a new source table with OPTIONS (version_of '...').")));
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The columns
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * How each column of the new table is made: from the old table's column
+ * of its name, cast as CAST(old AS new) casts it if its type differs; a
+ * column the old table has not gets its default, or NULL.
+ */
+static void
+map_columns(Version *v)
+{
+	int			natts = v->newdesc->natts;
+
+	v->from = palloc0(sizeof(AttrNumber) * Max(natts, 1));
+	v->cast = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	v->defaults = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	v->estate = CreateExecutorState();
+	v->econtext = GetPerTupleExprContext(v->estate);
+	for (int i = 0; i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(v->newdesc, i);
+		AttrNumber	from;
+		Form_pg_attribute oldatt;
+
+		if (att->attisdropped)
+			continue;
+		from = get_attnum(RelationGetRelid(v->old), NameStr(att->attname));
+		if (from <= 0)
+		{
+			Node	   *def = build_column_default(v->new, i + 1);
+
+			if (def)
+				v->defaults[i] = ExecPrepareExpr((Expr *) def, v->estate);
+			continue;
+		}
+		v->from[i] = from;
+		oldatt = TupleDescAttr(v->olddesc, from - 1);
+		if (oldatt->atttypid != att->atttypid || oldatt->atttypmod != att->atttypmod)
+		{
+			CaseTestExpr *value = makeNode(CaseTestExpr);
+			Node	   *cast;
+
+			value->typeId = oldatt->atttypid;
+			value->typeMod = oldatt->atttypmod;
+			value->collation = oldatt->attcollation;
+			cast = coerce_to_target_type(NULL, (Node *) value, oldatt->atttypid,
+										 att->atttypid, att->atttypmod,
+										 COERCION_EXPLICIT, COERCE_EXPLICIT_CAST, -1);
+			if (cast == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of source table \"%s\" is of type %s, which cannot be cast to type %s",
+								NameStr(att->attname), RelationGetRelationName(v->old),
+								format_type_with_typemod(oldatt->atttypid, oldatt->atttypmod),
+								format_type_with_typemod(att->atttypid, att->atttypmod)),
+						 errhint("Give the new version's column a type that the old one's casts to, or another name.")));
+			assign_expr_collations(NULL, cast);
+			v->cast[i] = ExecPrepareExpr((Expr *) cast, v->estate);
+			v->casts = true;
+		}
+	}
+}
+
+/* the old row, read into oldvalues */
+static void
+read_old_row(Version *v)
+{
+	slot_getallattrs(v->hidden);
+	sw_from_hidden(v->layout, v->olddesc->natts, v->hidden->tts_values,
+				   v->hidden->tts_isnull, v->oldvalues, v->oldnulls);
+}
+
+/* the new row's columns, from the old row's (which may raise an error) */
+static void
+make_new_row(Version *v)
+{
+	ResetExprContext(v->econtext);
+	for (int i = 0; i < v->newdesc->natts; i++)
+	{
+		AttrNumber	from = v->from[i];
+
+		v->newvalues[i] = (Datum) 0;
+		v->newnulls[i] = true;
+		if (TupleDescAttr(v->newdesc, i)->attisdropped)
+			continue;
+		if (from == 0)
+		{
+			if (v->defaults[i])
+				v->newvalues[i] = ExecEvalExpr(v->defaults[i], v->econtext,
+											   &v->newnulls[i]);
+		}
+		else if (v->cast[i] == NULL)
+		{
+			v->newvalues[i] = v->oldvalues[from - 1];
+			v->newnulls[i] = v->oldnulls[from - 1];
+		}
+		else
+		{
+			v->econtext->caseValue_datum = v->oldvalues[from - 1];
+			v->econtext->caseValue_isNull = v->oldnulls[from - 1];
+			v->newvalues[i] = ExecEvalExpr(v->cast[i], v->econtext, &v->newnulls[i]);
+		}
+	}
+}
+
+/*
+ * The same, for a row a person added: false, with the reason, when the
+ * new columns do not take it (a value its new type refuses), so that the
+ * edit is reported rather than the version refused.
+ */
+static bool
+make_new_row_of_edit(Version *v, char **reason)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool made = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		make_new_row(v);
+		sw_release_sub(cxt, owner);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		int			category;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sw_roll_back_sub(cxt, owner);
+		category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+		if (category != ERRCODE_DATA_EXCEPTION &&
+			category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+			ReThrowError(edata);
+		*reason = edata->message;
+		made = false;
+	}
+	PG_END_TRY();
+	return made;
+}
+
+/* ---------------------------------------------------------------------
+ * Edits that do not come along
+ * ---------------------------------------------------------------------
+ */
+
+/* columns of source_writes.uncarried_edits */
+#define Anum_u_source		1
+#define Anum_u_version_of	2
+#define Anum_u_ts			3
+#define Anum_u_role			4
+#define Anum_u_edit			5
+#define Anum_u_row			6
+#define Anum_u_reason		7
+#define Natts_u				7
+
+/*
+ * Report an edit of the old table that the new version does not carry
+ * (source_writes.uncarried_edits): the insert or delete of the old row
+ * being copied, by batch b, and why.  Written directly, as the catalog
+ * is.
+ */
+static void
+uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reason)
+{
+	Oid			table = sw_catalog_uncarried_oid();
+	Relation	rel;
+	Datum		values[Natts_u];
+	bool		nulls[Natts_u] = {0};
+	HeapTuple	row;
+	HeapTuple	tuple;
+
+	if (!OidIsValid(table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a version that does not carry every edit needs source_writes 0.3"),
+				 errhint("Update the extension: ALTER EXTENSION source_writes UPDATE.")));
+	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
+	values[Anum_u_source - 1] = ObjectIdGetDatum(RelationGetRelid(v->new));
+	values[Anum_u_version_of - 1] = CStringGetTextDatum(RelationGetRelationName(v->old));
+	values[Anum_u_ts - 1] = Int64GetDatum(b->ts);
+	values[Anum_u_role - 1] = NameGetDatum(&b->role);
+	values[Anum_u_edit - 1] = CStringGetTextDatum(edit);
+	values[Anum_u_row - 1] =
+		DirectFunctionCall1(jsonb_in,
+							CStringGetDatum(text_to_cstring(DatumGetTextPP(
+								DirectFunctionCall1(row_to_json,
+													heap_copy_tuple_as_datum(row, v->olddesc))))));
+	values[Anum_u_reason - 1] = CStringGetTextDatum(reason);
+	rel = table_open(table, RowExclusiveLock);
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	CatalogTupleInsert(rel, tuple);
+	heap_freetuple(tuple);
+	table_close(rel, RowExclusiveLock);
+	v->nuncarried++;
+}
+
+/* ---------------------------------------------------------------------
+ * Keys (carry_edits 'false' on upsert sources)
+ * ---------------------------------------------------------------------
+ */
+
+static uint32
+key_hash(const void *key, Size keysize)
+{
+	const char *s = *(char *const *) key;
+
+	return hash_bytes((const unsigned char *) s, strlen(s));
+}
+
+static int
+key_match(const void *a, const void *b, Size keysize)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* the old row's key, as text (old row read) */
+static char *
+row_key(Version *v)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int k = 0; k < v->nkeys; k++)
+	{
+		AttrNumber	a = v->keyatts[k];
+
+		/* each column's length first: no two keys make the same text */
+		if (v->oldnulls[a - 1])
+			appendStringInfoString(&s, "n;");
+		else
+		{
+			char	   *t = OutputFunctionCall(&v->keyout[k], v->oldvalues[a - 1]);
+
+			appendStringInfo(&s, "%zu:%s;", strlen(t), t);
+		}
+	}
+	return s.data;
+}
+
+/* the old table's key columns, for carry_edits 'false' on an upsert source */
+static void
+prepare_keys(Version *v)
+{
+	HASHCTL		ctl;
+	ListCell   *lc;
+	int			k = 0;
+
+	v->nkeys = list_length(v->oldst->key);
+	v->keyatts = palloc(sizeof(AttrNumber) * Max(v->nkeys, 1));
+	v->keyout = palloc(sizeof(FmgrInfo) * Max(v->nkeys, 1));
+	foreach(lc, v->oldst->key)
+	{
+		AttrNumber	a = get_attnum(RelationGetRelid(v->old), (char *) lfirst(lc));
+		Oid			func;
+		bool		varlena;
+
+		if (a <= 0)
+			elog(ERROR, "key column \"%s\" of source table \"%s\" does not exist",
+				 (char *) lfirst(lc), RelationGetRelationName(v->old));
+		v->keyatts[k] = a;
+		getTypeOutputInfo(TupleDescAttr(v->olddesc, a - 1)->atttypid, &func, &varlena);
+		fmgr_info(func, &v->keyout[k]);
+		k++;
+	}
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(KeyWrites);
+	ctl.hash = key_hash;
+	ctl.match = key_match;
+	ctl.hcxt = v->keys_cxt = CurrentMemoryContext;
+	v->keys = hash_create("source_writes version keys", 64, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+/* ---------------------------------------------------------------------
+ * The copy
+ * ---------------------------------------------------------------------
+ */
+
+/* a batch of the old table (its batches, then its segments') */
+static void
+add_batch(const SwBatch *batch, void *arg)
+{
+	Version    *v = arg;
+	VersionBatch *vb;
+	bool		found;
+
+	vb = hash_search(v->batches, &batch->batch, HASH_ENTER, &found);
+	if (found)
+		return;
+	vb->ts = batch->ts;
+	vb->origin = batch->origin;
+	vb->role = batch->role;
+	vb->batch = 0;
+	/* without edits, only the stream's own batches come along */
+	if (v->carry || batch->origin == SW_ORIGIN_KAFKA || batch->origin == SW_ORIGIN_WEBHOOK)
+	{
+		SwBatch		copy = *batch;
+		SwBlockRanges unknown[2];
+
+		vb->batch = copy.batch = sw_catalog_new_batch_id();
+		copy.xid = InvalidFullTransactionId;
+		unknown[0].n = unknown[1].n = -1;
+		sw_catalog_insert_batch(RelationGetRelid(v->new), &copy, 0, NULL, unknown);
+	}
+}
+
+/* a batch of a row, by its id in the old table */
+static VersionBatch *
+version_batch(Version *v, const SwBatch *batch)
+{
+	VersionBatch *vb = hash_search(v->batches, &batch->batch, HASH_FIND, NULL);
+
+	if (vb == NULL)
+		elog(ERROR, "batch " INT64_FORMAT " of source table \"%s\" is not in its log",
+			 batch->batch, RelationGetRelationName(v->old));
+	return vb;
+}
+
+/* is a batch the stream's (not a person's, not DDL's)? */
+static inline bool
+of_stream(const VersionBatch *b)
+{
+	return b->origin == SW_ORIGIN_KAFKA || b->origin == SW_ORIGIN_WEBHOOK;
+}
+
+/* where a row of the old table is, in the error context of the copy */
+static void
+version_context(void *arg)
+{
+	Version    *v = arg;
+	bool		null1;
+	bool		null2;
+	Datum		part;
+	Datum		pos;
+
+	if (v->hidden == NULL || v->layout == NULL || v->layout->part == 0)
+		return;
+	part = slot_getattr(v->hidden, v->layout->part, &null1);
+	pos = slot_getattr(v->hidden, v->layout->pos, &null2);
+	if (null1 || null2)
+		errcontext("copying a row of source table \"%s\" added by a person",
+				   RelationGetRelationName(v->old));
+	else if (v->oldsrc.kind == SW_KIND_KAFKA)
+		errcontext("copying a row of source table \"%s\" from partition %d, offset " INT64_FORMAT,
+				   RelationGetRelationName(v->old), DatumGetInt32(part), DatumGetInt64(pos));
+	else
+		errcontext("copying a row of source table \"%s\" from request " INT64_FORMAT ", row %d",
+				   RelationGetRelationName(v->old), DatumGetInt64(pos), DatumGetInt32(part) + 1);
+}
+
+/*
+ * One pass over the old table's rows in the log, calling fn with each row
+ * version that the version has (not retracted before since, committed).
+ */
+static void
+each_row(Version *v, void (*fn) (Version *v, const SwLogRow *row))
+{
+	SwLogScan	ls;
+	Relation	current = table_open(v->oldsrc.current_rel, AccessShareLock);
+	Relation	history = table_open(v->oldsrc.history_rel, AccessShareLock);
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												  "source_writes version row",
+												  ALLOCSET_DEFAULT_SIZES);
+	SwLogRow	row;
+
+	sw_log_begin_scan(&ls, v->old, current, history, v->snapshot, v->map);
+	while ((v->hidden = sw_log_next(&ls, &v->layout, &row)) != NULL)
+	{
+		MemoryContext old;
+
+		if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
+			continue;
+		old = MemoryContextSwitchTo(row_cxt);
+		fn(v, &row);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+	}
+	v->hidden = NULL;
+	v->layout = NULL;
+	sw_log_end_scan(&ls);
+	table_close(history, AccessShareLock);
+	table_close(current, AccessShareLock);
+	MemoryContextDelete(row_cxt);
+}
+
+/* pass 1 of carry_edits 'false' on an upsert: the keys a person retracted */
+static void
+find_retracted_keys(Version *v, const SwLogRow *row)
+{
+	char	   *key;
+	KeyWrites  *kw;
+	bool		found;
+
+	if (row->added != SW_LOG_IN || row->retracted != SW_LOG_IN ||
+		!of_stream(version_batch(v, row->added_batch)) ||
+		of_stream(version_batch(v, row->retracted_batch)))
+		return;
+	read_old_row(v);
+	key = row_key(v);
+	kw = hash_search(v->keys, &key, HASH_FIND, NULL);
+	if (kw)
+		return;
+	key = MemoryContextStrdup(v->keys_cxt, key);
+	kw = hash_search(v->keys, &key, HASH_ENTER, &found);
+	kw->key = key;
+	kw->n = kw->max = 0;
+	kw->ts = kw->batch = NULL;
+}
+
+/* add a write of the stream to a key */
+static void
+add_key_write(Version *v, KeyWrites *kw, const VersionBatch *b)
+{
+	if (kw->n == kw->max)
+	{
+		MemoryContext cxt = v->keys_cxt;
+
+		kw->max = Max(8, kw->max * 2);
+		kw->ts = kw->ts ? repalloc(kw->ts, sizeof(int64) * kw->max) :
+			MemoryContextAlloc(cxt, sizeof(int64) * kw->max);
+		kw->batch = kw->batch ? repalloc(kw->batch, sizeof(int64) * kw->max) :
+			MemoryContextAlloc(cxt, sizeof(int64) * kw->max);
+	}
+	kw->ts[kw->n] = b->ts;
+	kw->batch[kw->n] = b->batch;
+	kw->n++;
+}
+
+/* pass 2: the stream's writes of those keys: rows it added or retracted */
+static void
+find_key_writes(Version *v, const SwLogRow *row)
+{
+	VersionBatch *added = row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL;
+	VersionBatch *retracted = row->retracted == SW_LOG_IN ?
+		version_batch(v, row->retracted_batch) : NULL;
+	char	   *key;
+	KeyWrites  *kw;
+
+	if (!(added && of_stream(added)) && !(retracted && of_stream(retracted)))
+		return;
+	read_old_row(v);
+	key = row_key(v);
+	kw = hash_search(v->keys, &key, HASH_FIND, NULL);
+	if (kw == NULL)
+		return;
+	if (added && of_stream(added))
+		add_key_write(v, kw, added);
+	if (retracted && of_stream(retracted))
+		add_key_write(v, kw, retracted);
+}
+
+/*
+ * carry_edits 'false': the batch that retracts, in the new version, a row
+ * of the stream that a person retracted at ts: on an upsert source the
+ * stream's first later write of its key, else none (0: it is current).
+ */
+static int64
+stream_retraction(Version *v, int64 ts)
+{
+	char	   *key;
+	KeyWrites  *kw;
+	int64		best = 0;
+	int64		best_ts = PG_INT64_MAX;
+
+	if (v->keys == NULL)
+		return 0;
+	key = row_key(v);
+	kw = hash_search(v->keys, &key, HASH_FIND, NULL);
+	if (kw == NULL)
+		return 0;
+	for (int i = 0; i < kw->n; i++)
+		if (kw->ts[i] > ts && kw->ts[i] < best_ts)
+		{
+			best_ts = kw->ts[i];
+			best = kw->batch[i];
+		}
+	return best;
+}
+
+/* the old row's position, for the new one */
+static void
+old_position(Version *v, SwPosition *pos)
+{
+	bool		null1 = true;
+	bool		null2 = true;
+	bool		null3 = true;
+	Datum		d;
+
+	memset(pos, 0, sizeof(SwPosition));
+	if (v->layout->part)
+	{
+		d = slot_getattr(v->hidden, v->layout->part, &null1);
+		pos->part = null1 ? 0 : DatumGetInt32(d);
+	}
+	if (v->layout->pos)
+	{
+		d = slot_getattr(v->hidden, v->layout->pos, &null2);
+		pos->pos = null2 ? 0 : DatumGetInt64(d);
+	}
+	pos->known = !null1 && !null2;
+	if (v->layout->delivery)
+	{
+		d = slot_getattr(v->hidden, v->layout->delivery, &null3);
+		if (!null3)
+			pos->delivery = TextDatumGetCString(d);
+	}
+}
+
+/* pass 3: write a row version of the old table into the new one */
+static void
+copy_row(Version *v, const SwLogRow *row)
+{
+	VersionBatch *added = row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL;
+	VersionBatch *retracted = row->retracted == SW_LOG_IN ?
+		version_batch(v, row->retracted_batch) : NULL;
+	int64		added_id = added ? added->batch : v->folded;
+	int64		retracted_id = retracted ? retracted->batch : 0;
+	SwPosition	pos;
+
+	/* a row a person added stays behind without edits */
+	if (added && added->batch == 0)
+		return;
+	read_old_row(v);
+	if (retracted && retracted->batch == 0)
+		retracted_id = stream_retraction(v, retracted->ts);
+
+	if (added && !of_stream(added) && v->casts)
+	{
+		char	   *reason;
+
+		if (!make_new_row_of_edit(v, &reason))
+		{
+			uncarried(v, added, "insert", reason);
+			if (retracted && !of_stream(retracted))
+				uncarried(v, retracted, "delete",
+						  "the row it deletes is not in the new version");
+			return;
+		}
+	}
+	else
+		make_new_row(v);
+	old_position(v, &pos);
+	sw_loader_add(v->loader, v->newvalues, v->newnulls, added_id, retracted_id, &pos, 1);
+}
+
+/* where the old table's ingestion is: its offsets, or its webhook keys */
+static void
+copy_progress(Version *v)
+{
+	Oid			relid = RelationGetRelid(v->new);
+	ListCell   *lc;
+
+	if (v->oldsrc.kind == SW_KIND_KAFKA)
+		foreach(lc, sw_catalog_progress_at(RelationGetRelid(v->old), v->snapshot))
+		{
+			SwProgress *p = lfirst(lc);
+
+			sw_catalog_start_progress(relid, p->part, p->next_offset, p->topic, p->cluster_id);
+			(void) sw_catalog_set_progress(relid, p);
+		}
+	else
+		foreach(lc, sw_deliveries_of(RelationGetRelid(v->old), v->snapshot))
+		{
+			SwDelivery *d = lfirst(lc);
+
+			sw_delivery_insert(relid, d->key, d->ts, d->body_sha256, d->rows);
+		}
+	sw_catalog_copy_errors(RelationGetRelid(v->old), relid, v->snapshot);
+}
+
+/*
+ * The old table that option version_of names, opened and checked: a
+ * source table of the same kind (and topic) that the caller owns, not the
+ * new one, not moved.
+ */
+static void
+open_old_table(Version *v, const SwSourceTable *st)
+{
+	Oid			relid;
+
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(st->version_of)),
+							 AccessShareLock, false);
+	if (relid == RelationGetRelid(v->new))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source table \"%s\" cannot be a version of itself",
+						RelationGetRelationName(v->new))));
+	if (!sw_source_lookup(relid, &v->oldsrc))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a source table", st->version_of),
+				 errhint("Option version_of names the source table that the new one is a version of.")));
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	if (v->oldsrc.moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source table \"%s\" was moved", get_rel_name(relid)),
+				 errhint("Make the version of the table it was moved to.")));
+	v->old = relation_open(relid, NoLock);
+	v->oldst = sw_source_table(v->old);
+	if (v->oldst->kind != st->kind)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("source table \"%s\" is a %s source, and \"%s\" a %s source",
+						RelationGetRelationName(v->old), sw_kind_name(v->oldst->kind),
+						RelationGetRelationName(v->new), sw_kind_name(st->kind)),
+				 errhint("A version is of the same kind as the table it is a version of.")));
+	if (st->kind == SW_KIND_KAFKA && strcmp(v->oldst->topic, st->topic) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source table \"%s\" reads topic \"%s\", and \"%s\" topic \"%s\"",
+						RelationGetRelationName(v->old), v->oldst->topic,
+						RelationGetRelationName(v->new), st->topic),
+				 errdetail("A version goes on from the offsets of the table it is a version of, in its topic."),
+				 errhint("Give the new version the same topic.")));
+}
+
+/*
+ * Make a new source table (created by this transaction, with new, empty
+ * storage) a version of the one its option version_of names: copy that
+ * one's retained log, as a snapshot taken now sees it, its offsets or
+ * webhook keys, and its kept errors.  The old table goes on as it was.
+ */
+void
+sw_version_create(Oid relid)
+{
+	Version		v = {0};
+	SwSourceTable *st;
+	HASHCTL		ctl;
+	SwFrontiers frontiers;
+	SwFrontiers stored;
+	Oid			oldid;
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
+	ErrorContextCallback context;
+
+	v.new = relation_open(relid, AccessExclusiveLock);
+	st = sw_source_table(v.new);
+	if (st->version_of == NULL)
+	{
+		relation_close(v.new, NoLock);
+		return;
+	}
+	sw_source_resolve(relid, &v.newsrc, true);
+	open_old_table(&v, st);
+	oldid = RelationGetRelid(v.old);
+	v.carry = st->carry_edits;
+	v.olddesc = RelationGetDescr(v.old);
+	v.newdesc = RelationGetDescr(v.new);
+	v.oldvalues = palloc(sizeof(Datum) * Max(v.olddesc->natts, 1));
+	v.oldnulls = palloc(sizeof(bool) * Max(v.olddesc->natts, 1));
+	v.newvalues = palloc(sizeof(Datum) * Max(v.newdesc->natts, 1));
+	v.newnulls = palloc(sizeof(bool) * Max(v.newdesc->natts, 1));
+	map_columns(&v);
+
+	/* one snapshot: the rows, batches and offsets hold together */
+	v.snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (!sw_catalog_frontiers(oldid, v.snapshot, &frontiers))
+		elog(ERROR, "source table \"%s\" has no catalog row", get_rel_name(oldid));
+	v.map = sw_log_batches(oldid, PG_INT64_MIN, PG_INT64_MAX, v.snapshot);
+
+	/* the batches, with new ids (those left behind, without) */
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(VersionBatch);
+	ctl.hcxt = CurrentMemoryContext;
+	v.batches = hash_create("source_writes version batches", 1024, &ctl,
+							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	hash_seq_init(&status, v.map->batches);
+	while ((batch = hash_seq_search(&status)) != NULL)
+		add_batch(batch, &v);
+	sw_segments_each(v.map->segments, add_batch, &v);
+	v.folded = sw_catalog_new_batch_id();
+
+	/* the rows */
+	context.callback = version_context;
+	context.arg = &v;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	if (!v.carry && v.oldst->upsert && v.oldst->key != NIL)
+	{
+		prepare_keys(&v);
+		each_row(&v, find_retracted_keys);
+		if (hash_get_num_entries(v.keys) > 0)
+			each_row(&v, find_key_writes);
+		else
+			v.keys = NULL;
+	}
+	v.loader = sw_loader_open(v.new, &v.newsrc);
+	each_row(&v, copy_row);
+	(void) sw_loader_close(v.loader);
+	error_context_stack = context.previous;
+
+	copy_progress(&v);
+	if (sw_catalog_stored_frontiers(relid, &stored) && frontiers.since < stored.since)
+		sw_catalog_set_since(relid, frontiers.since, stored.retain);
+	UnregisterSnapshot(v.snapshot);
+	FreeExecutorState(v.estate);
+	CommandCounterIncrement();
+
+	/* the new table's constraints hold for what it has now */
+	sw_constraints_check(v.new);
+	if (v.nuncarried > 0)
+		ereport(NOTICE,
+				(errmsg("%lld edits of source table \"%s\" are not carried to \"%s\"",
+						(long long) v.nuncarried, RelationGetRelationName(v.old),
+						RelationGetRelationName(v.new)),
+				 errhint("They are in source_writes.uncarried_edits.")));
+	CacheInvalidateRelcacheByRelid(relid);
+	relation_close(v.old, NoLock);
+	relation_close(v.new, NoLock);
+}
