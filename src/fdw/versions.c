@@ -103,7 +103,7 @@ typedef struct Version
 	AttrNumber *from;			/* per new column: the old one, or 0 */
 	ExprState **cast;			/* ... the cast of its value; NULL: none */
 	ExprState **defaults;		/* ... a new column's default; NULL: none */
-	bool		casts;			/* does any column cast? */
+	bool		fallible;		/* may a cast fail (not only relabel)? */
 	EState	   *estate;
 	ExprContext *econtext;
 	Datum	   *oldvalues;
@@ -122,6 +122,7 @@ typedef struct Version
 	TupleTableSlot *hidden;		/* the old row being copied */
 	const SwLayout *layout;		/* ... its heap's layout */
 	int64		nuncarried;
+	int64		nerrors;		/* rows of the stream kept as errors */
 } Version;
 
 /* ---------------------------------------------------------------------
@@ -224,7 +225,8 @@ map_columns(Version *v)
 						 errhint("Give the new version's column a type that the old one's casts to, or another name.")));
 			assign_expr_collations(NULL, cast);
 			v->cast[i] = ExecPrepareExpr((Expr *) cast, v->estate);
-			v->casts = true;
+			if (!IsA(cast, RelabelType))
+				v->fallible = true;
 		}
 	}
 }
@@ -272,12 +274,12 @@ make_new_row(Version *v)
 }
 
 /*
- * The same, for a row a person added: false, with the reason, when the
- * new columns do not take it (a value its new type refuses), so that the
- * edit is reported rather than the version refused.
+ * The same, when a cast may fail: false, with the reason, when the new
+ * columns do not take the row (a value its new type refuses), so that the
+ * row is left behind and reported rather than the version refused.
  */
 static bool
-make_new_row_of_edit(Version *v, char **reason)
+make_new_row_safely(Version *v, char **reason)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -678,6 +680,27 @@ old_position(Version *v, SwPosition *pos)
 	}
 }
 
+/*
+ * A row of the stream that the new columns do not take: kept as an error
+ * of the new version, with where it came from and the old row (as JSON)
+ * in the reason, as a message it could not decode would be.
+ */
+static void
+keep_error(Version *v, const char *reason)
+{
+	SwPosition	pos;
+	HeapTuple	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
+	char	   *json = text_to_cstring(DatumGetTextPP(
+		DirectFunctionCall1(row_to_json, heap_copy_tuple_as_datum(row, v->olddesc))));
+
+	old_position(v, &pos);
+	sw_catalog_insert_error(RelationGetRelid(v->new),
+							pos.known && v->oldsrc.kind == SW_KIND_KAFKA ? &pos : NULL,
+							psprintf("%s (copying row %s of source table \"%s\")", reason, json,
+									 RelationGetRelationName(v->old)));
+	v->nerrors++;
+}
+
 /* pass 3: write a row version of the old table into the new one */
 static void
 copy_row(Version *v, const SwLogRow *row)
@@ -696,14 +719,17 @@ copy_row(Version *v, const SwLogRow *row)
 	if (retracted && retracted->batch == 0)
 		retracted_id = stream_retraction(v, retracted->ts);
 
-	if (added && !of_stream(added) && v->casts)
+	if (v->fallible)
 	{
 		char	   *reason;
 
-		if (!make_new_row_of_edit(v, &reason))
+		if (!make_new_row_safely(v, &reason))
 		{
-			uncarried(v, added, "insert", reason);
-			if (retracted && !of_stream(retracted))
+			if (added == NULL || of_stream(added))
+				keep_error(v, reason);
+			else
+				uncarried(v, added, "insert", reason);
+			if (retracted && retracted->batch != 0 && !of_stream(retracted))
 				uncarried(v, retracted, "delete",
 						  "the row it deletes is not in the new version");
 			return;
@@ -872,12 +898,20 @@ sw_version_create(Oid relid)
 
 	/* the new table's constraints hold for what it has now */
 	sw_constraints_check(v.new);
+	if (v.nerrors > 0)
+		ereport(NOTICE,
+				(errmsg_plural("%lld row of source table \"%s\" is not in \"%s\": its columns do not take it",
+							   "%lld rows of source table \"%s\" are not in \"%s\": its columns do not take them",
+							   v.nerrors, (long long) v.nerrors, RelationGetRelationName(v.old),
+						RelationGetRelationName(v.new)),
+				 errhint("See source_writes.errors.")));
 	if (v.nuncarried > 0)
 		ereport(NOTICE,
-				(errmsg("%lld edits of source table \"%s\" are not carried to \"%s\"",
-						(long long) v.nuncarried, RelationGetRelationName(v.old),
+				(errmsg_plural("%lld edit of source table \"%s\" is not carried to \"%s\"",
+							   "%lld edits of source table \"%s\" are not carried to \"%s\"",
+							   v.nuncarried, (long long) v.nuncarried, RelationGetRelationName(v.old),
 						RelationGetRelationName(v.new)),
-				 errhint("They are in source_writes.uncarried_edits.")));
+				 errhint("See source_writes.uncarried_edits.")));
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(v.old, NoLock);
 	relation_close(v.new, NoLock);

@@ -212,6 +212,9 @@ extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
 extern Oid	sw_catalog_avro_schemas_oid(Oid *pkey);
 extern void sw_catalog_copy_errors(Oid from, Oid to, Snapshot snapshot);
 extern Oid	sw_catalog_uncarried_oid(void);
+struct SwPosition;
+extern void sw_catalog_insert_error(Oid relid, const struct SwPosition *pos,
+									const char *error);
 
 /* avro_schemas.c */
 extern PGDLLEXPORT void sw_avro_schema_store(Oid serverid, const char *registry,
