@@ -67,6 +67,10 @@ FROM source_writes.blame(NULL::orders_v2) ORDER BY (data).id;
 SELECT tx('orders_v2', valid_from) AS v_from, tx('orders_v2', valid_to) AS v_to, origin,
        retracted_origin, "partition", "offset", data
 FROM source_writes.history(NULL::orders_v2) ORDER BY valid_from, (data).id;
+-- ... in the same transactions
+SELECT count(*), bool_and(b1.xid = b2.xid) AS same_xids
+FROM source_writes.blame(NULL::orders) b1
+JOIN source_writes.blame(NULL::orders_v2) b2 ON (b1.data).id = (b2.data).id AND b1.ts = b2.ts;
 SELECT (SELECT array_agg(ts ORDER BY ts) FROM source_writes.batches WHERE source = 'orders'::regclass)
      = (SELECT array_agg(ts ORDER BY ts) FROM source_writes.batches WHERE source = 'orders_v2'::regclass)
   AS same_batch_times;

@@ -472,7 +472,6 @@ add_batch(const SwBatch *batch, void *arg)
 		SwBlockRanges unknown[2];
 
 		vb->batch = copy.batch = sw_catalog_new_batch_id();
-		copy.xid = InvalidFullTransactionId;
 		unknown[0].n = unknown[1].n = -1;
 		sw_catalog_insert_batch(RelationGetRelid(v->new), &copy, 0, NULL, unknown);
 	}

@@ -1423,8 +1423,9 @@ set_blocks(Datum *values, bool *nulls, SwHeap heap, const SwBlockRanges *blocks)
 }
 
 /*
- * Record a batch of a source, stamped by the current (top) transaction,
- * with the batches that were still committing when it was stamped and
+ * Record a batch of a source, stamped by the current (top) transaction
+ * (or, a batch copied from another source's log, by the transaction its
+ * xid names), with the batches that were still committing when it was stamped and
  * where it wrote current rows and history rows.
  */
 void
@@ -1441,7 +1442,8 @@ sw_catalog_insert_batch(Oid relid, const SwBatch *batch,
 	values[Anum_b_ts - 1] = Int64GetDatum(batch->ts);
 	values[Anum_b_origin - 1] = CStringGetTextDatum(origin_names[batch->origin]);
 	values[Anum_b_role - 1] = NameGetDatum(&batch->role);
-	values[Anum_b_xid - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	values[Anum_b_xid - 1] = FullTransactionIdGetDatum(FullTransactionIdIsValid(batch->xid) ?
+													   batch->xid : GetTopFullTransactionId());
 	if (npending == 0)
 		nulls[Anum_b_pending_ts - 1] = nulls[Anum_b_pending_xid - 1] = true;
 	else
