@@ -172,4 +172,14 @@ extern PGDLLEXPORT int64 sw_ingest_end(SwIngest *ing, int64 *kept);
 extern PGDLLEXPORT void sw_ingest_abort(SwIngest *ing);
 extern PGDLLEXPORT const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
 
+/*
+ * the message a hidden row of a source with retain_raw came from, as it
+ * came (see ingest.c), to decode again; false where the row keeps none
+ * (a person's row, or one written while retain_raw was off).  layout is
+ * the hidden relation's (log/log.h), hidden a slot of it holding the row.
+ */
+struct SwLayout;
+extern bool sw_raw_message(const struct SwLayout *layout, TupleTableSlot *hidden,
+						   SwMessage *msg);
+
 #endif							/* SW_INGEST_H */

@@ -65,6 +65,7 @@ static void check_workers(const char *option, const char *value);
 static void check_secret(const char *option, const char *value);
 static void check_registry_url(const char *option, const char *value);
 static void check_superuser_file(const char *option, const char *value);
+static void check_boolean(const char *option, const char *value);
 
 const char *const sw_server_types[] = {"kafka", "webhook", NULL};
 const char *const sw_envelopes[] = {"none", "upsert", "debezium", NULL};
@@ -98,6 +99,7 @@ static const SwOption sw_options[] = {
 	{"start_offset", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_start_offset},
 	{"workers", ForeignTableRelationId, SW_KIND_KAFKA, NULL, check_workers},
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
+	{"retain_raw", ForeignTableRelationId, SW_ANY_KIND, NULL, check_boolean},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
 	{"signature_scheme", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_signature_scheme_names},
 	{"signature_tolerance", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_interval},
@@ -282,6 +284,21 @@ sw_check_option(DefElem *def, Oid context, int kinds)
 						  def->defname, value),
 				 errhint("Valid values are: %s.",
 						 valid_choices(def->defname, context, kinds))));
+}
+
+/*
+ * A boolean, as PostgreSQL reads one (true, off, yes, 0, ...).
+ */
+static void
+check_boolean(const char *option, const char *value)
+{
+	bool		result;
+
+	if (!parse_bool(value, &result))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+				 errhint("Valid values are true and false.")));
 }
 
 /*

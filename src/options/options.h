@@ -90,6 +90,7 @@ typedef struct SwSourceTable
 	List	   *start_offsets;	/* ... or offsets of partitions: SwStartOffset */
 	int			workers;		/* Kafka: workers that share the partitions */
 	int64		retain_history_ms;	/* -1: keep all history */
+	bool		retain_raw;		/* rows keep the message they came from */
 	int			max_body_bytes; /* webhook */
 	char	   *signature_header;
 	bool		signature_base64;

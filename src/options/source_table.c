@@ -510,6 +510,8 @@ sw_source_table(Relation rel)
 			st->workers = sw_parse_workers(def->defname, value);
 		else if (strcmp(def->defname, "retain_history") == 0)
 			(void) sw_parse_interval_ms(value, &st->retain_history_ms);
+		else if (strcmp(def->defname, "retain_raw") == 0)
+			(void) parse_bool(value, &st->retain_raw);
 		else if (strcmp(def->defname, "max_body_bytes") == 0)
 			st->max_body_bytes = sw_parse_byte_size(def->defname, value);
 		else if (strcmp(def->defname, "signature_header") == 0)
