@@ -1,0 +1,167 @@
+# Raw messages (retain_raw): rows that the workers ingest keep the Kafka
+# message (key, value, timestamp, headers) or the piece of the webhook body
+# they came from, exactly as sent, through edits into the history, until
+# compaction deletes them with their rows; ALTER turns it on and off on a
+# live table; raw_messages() reads them, for whoever reads the rows.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use SwTest;
+
+my $broker = SwTest::broker(topics => [ 'ev:2', 'bin:1', 'live:1' ]);
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $node = SwTest::node('retain_raw',
+	conf => "source_writes.webhook_listen = '127.0.0.1:$port'\nmax_worker_processes = 24\n");
+my $base = "http://127.0.0.1:$port/postgres/public";
+my $dir = PostgreSQL::Test::Utils::tempdir();
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# one message of a file's bytes, with kcat's options (-k key, -H headers)
+sub produce_file
+{
+	my ($topic, $value, @options) = @_;
+	my $file = "$dir/value";
+	open(my $fh, '>:raw', $file) or die;
+	print $fh $value;
+	close $fh;
+	my ($out, $err) = run_command([ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic,
+		@options, $file ]);
+	die "kcat: $err" if $err ne '';
+}
+
+sub post
+{
+	my ($table, $body, @headers) = @_;
+	my ($out) = run_command([ 'curl', '-s', '-X', 'POST', '-o', '-', '-w', ' %{http_code}',
+		"$base/$table", '--data-binary', $body, map { ('-H', $_) } @headers ]);
+	$out =~ s/\n//g;
+	my ($text, $status) = $out =~ /^(.*) (\d+)$/s;
+	return "$status $text";
+}
+
+sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
+	CREATE FOREIGN TABLE ev (id int, v text, ts timestamptz OPTIONS (source 'timestamp'))
+	  SERVER k OPTIONS (topic 'ev', retain_raw 'true');
+	CREATE FOREIGN TABLE bin (b bytea) SERVER k
+	  OPTIONS (topic 'bin', format 'bytes', retain_raw 'true');
+	CREATE FOREIGN TABLE live (id int) SERVER k OPTIONS (topic 'live');
+	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
+	  OPTIONS (idempotency_header 'Idempotency-Key', retain_raw 'true');
+	CREATE FOREIGN TABLE arr (id int) SERVER hooks OPTIONS (format 'json_array', retain_raw 'true');
+	CREATE ROLE reader;
+	CREATE ROLE one_column;
+	GRANT SELECT ON ev, pay TO reader;
+	GRANT SELECT (id) ON ev, pay TO one_column});
+
+# Kafka: a null key, headers (one without a value, one not UTF-8, a name
+# twice), the broker's timestamp
+produce_file('ev', '{"id": 1, "v": "one"}', '-H', 'trace=abc', '-H', 'novalue',
+	'-H', "bin=\xff\xfe", '-H', 'trace=second');
+produce_file('ev', '{"id": 2, "v": "two"}', '-k', "key\x01two");
+produce_file('ev', '{"id": 3, "v": "three"}', '-k', '');
+sql(q{SELECT source_writes.wait_for('ev')});
+is(sql(q{SELECT string_agg(concat_ws(' ', (data).id, coalesce('x' || encode(key, 'hex'), 'null'),
+		convert_from(value, 'UTF8'), "timestamp" = (extract(epoch FROM (data).ts) * 1000)::bigint,
+		coalesce(header_names::text, 'none'), coalesce(header_values::text, 'none')), E'\n'
+		ORDER BY (data).id) FROM source_writes.raw_messages(NULL::ev)}),
+	qq(1 null {"id": 1, "v": "one"} t {trace,novalue,bin,trace} {"\\\\x616263",NULL,"\\\\xfffe","\\\\x7365636f6e64"}\n)
+	. qq(2 x6b65790174776f {"id": 2, "v": "two"} t none none\n)
+	. qq(3 x {"id": 3, "v": "three"} t none none),
+	'each row keeps its message: key (none, or empty), value, timestamp and headers as sent');
+is(sql(q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev) r
+		JOIN source_writes.blame(NULL::ev) b ON b.data = r.data
+		WHERE (r."partition", r."offset") = (b."partition", b."offset")}), '3',
+	'... with its partition and offset');
+
+# a binary value, every byte
+my $bytes = join('', map { chr($_) } 0 .. 255) x 4;
+produce_file('bin', $bytes, '-k', "\xfe\xff");
+sql(q{SELECT source_writes.wait_for('bin')});
+is(sql(q{SELECT length(value) || ' ' || (value = (data).b) || ' '
+		|| (value = (SELECT string_agg(set_byte('\x00'::bytea, 0, g % 256), ''::bytea ORDER BY g)
+		             FROM generate_series(0, 1023) g)) || ' ' || encode(key, 'hex')
+		FROM source_writes.raw_messages(NULL::bin)}),
+	'1024 true true feff', 'a binary value and key, byte for byte');
+
+# people's edits: their rows keep none; the rows they retract keep theirs
+sql(q{UPDATE ev SET v = 'ONE' WHERE id = 1; DELETE FROM ev WHERE id = 2;
+	INSERT INTO ev (id, v) VALUES (4, 'typed')});
+is(sql(q{SELECT string_agg((data).id || ':' || (data).v || ':' || (valid_to IS NULL), ','
+		ORDER BY (data).id) FROM source_writes.raw_messages(NULL::ev)}),
+	'1:one:false,2:two:false,3:three:true', 'history rows keep their messages, people\'s rows none');
+
+# webhooks: each row keeps its piece of the body, exactly; the request's
+# headers are not kept
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 2 FROM source_writes.sources
+	WHERE kind = 'webhook' AND state = 'listening'}), 'the webhook server listens');
+my $before = time();
+is(post('pay', qq({"id": 1, "note": "a"}\n{"id":2,"note":"b\\u00e9"}\n  {"id": 3, "note": "c"}  \n),
+	'Content-Type: application/x-ndjson', 'Idempotency-Key: d-1', 'Authorization: Bearer s3cret'),
+	'200 3 rows', 'a delivery of three rows');
+my $after = time();
+is(sql(q{SELECT string_agg((data).id || ' [' || convert_from(value, 'UTF8') || '] ' || delivery || ' '
+		|| (key IS NULL AND header_names IS NULL AND header_values IS NULL AND "timestamp" IS NULL),
+		E'\n' ORDER BY (data).id) FROM source_writes.raw_messages(NULL::pay)}),
+	qq(1 [{"id": 1, "note": "a"}] d-1 true\n2 [{"id":2,"note":"b\\u00e9"}] d-1 true\n3 [  {"id": 3, "note": "c"}  ] d-1 true),
+	'each row keeps its line of the body, and no header');
+is(sql(qq{SELECT count(*) FROM source_writes.raw_messages(NULL::pay)
+		WHERE extract(epoch FROM received_at) BETWEEN $before - 1 AND $after + 1}), '3',
+	'... and when it came');
+my ($heap) = sql(q{SELECT current_rel FROM source_writes.source_tables WHERE relid = 'pay'::regclass});
+is(sql(qq{SELECT count(*) FROM $heap WHERE convert_from("\$value", 'UTF8') LIKE '%s3cret%'}), '0',
+	'the token in a header is nowhere in the storage');
+is(post('arr', q([{"id": 1}, {"id": [2]}]), 'Content-Type: application/json'),
+	'400 cannot convert a JSON array to type integer (column "id" of source table "arr", field "id"; element 2 of the body)',
+	'a body that fails writes nothing');
+is(post('arr', q([{"id": 1},{"id":  2}]), 'Content-Type: application/json'), '200 2 rows',
+	'a JSON array');
+is(sql(q{SELECT string_agg(convert_from(value, 'UTF8'), '|' ORDER BY (data).id)
+		FROM source_writes.raw_messages(NULL::arr)}),
+	'{"id": 1}|{"id":  2}', 'each row keeps its element');
+
+# who may read the rows reads the messages; SELECT on one column is not enough
+is(sql(q{SET ROLE reader; SELECT count(*) FROM source_writes.raw_messages(NULL::pay)}), '3',
+	'a reader reads them');
+my ($ret, $out, $err) = $node->psql('postgres',
+	q{SET ROLE one_column; SELECT count(*) FROM source_writes.raw_messages(NULL::pay)});
+like($err, qr/permission denied for foreign table pay/, 'SELECT on one column does not read them');
+
+# ALTER on a live table: rows before have none, rows after keep theirs;
+# turned off, rows after keep none, and the columns stay
+SwTest::produce($broker, 'live', map { "\t{\"id\": $_}" } 1 .. 5);
+sql(q{SELECT source_writes.wait_for('live')});
+my $columns = q{SELECT count(*) FROM pg_attribute WHERE attrelid =
+	(SELECT current_rel FROM source_writes.source_tables WHERE relid = 'live'::regclass)
+	AND attnum > 0 AND NOT attisdropped};
+is(sql($columns), '4', 'a table without the option: no column more');
+sql(q{ALTER FOREIGN TABLE live OPTIONS (ADD retain_raw 'true')});
+is(sql($columns), '9', 'turned on: the columns of the raw message');
+SwTest::produce($broker, 'live', map { "k$_\t{\"id\": $_}" } 6 .. 10);
+sql(q{SELECT source_writes.wait_for('live')});
+sql(q{ALTER FOREIGN TABLE live OPTIONS (SET retain_raw 'false')});
+SwTest::produce($broker, 'live', map { "k$_\t{\"id\": $_}" } 11 .. 15);
+sql(q{SELECT source_writes.wait_for('live')});
+is(sql(q{SELECT count(*) FROM live}) . ' '
+	. sql(q{SELECT string_agg((data).id || ':' || convert_from(key, 'UTF8'), ',' ORDER BY (data).id)
+		FROM source_writes.raw_messages(NULL::live)}),
+	'15 6:k6,7:k7,8:k8,9:k9,10:k10', 'only the rows ingested while it was on keep their messages');
+is(sql($columns), '9', 'turned off, the columns stay');
+
+# compaction past retain_history deletes the history, messages with it
+sql(q{UPDATE ev SET v = 'THREE' WHERE id = 3});
+is(sql(q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev) WHERE valid_to IS NOT NULL}),
+	'3', 'three retracted rows keep their messages');
+sql(q{ALTER FOREIGN TABLE ev OPTIONS (ADD retain_history '0')});
+cmp_ok(sql(q{SELECT source_writes.compact('ev')}), '>=', 3, 'compaction deletes the history');
+my ($history) = sql(q{SELECT history_rel FROM source_writes.source_tables WHERE relid = 'ev'::regclass});
+is(sql(qq{SELECT count(*) FROM $history}) . ' '
+	. sql(q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev)}), '0 0',
+	'no message is left with them');
+
+done_testing();
