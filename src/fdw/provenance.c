@@ -37,6 +37,7 @@
 #include "utils/xid8.h"
 
 #include "fdw/fdw.h"
+#include "ingest/ingest.h"
 #include "log/log.h"
 
 /* a batch's columns: ts, origin, role, xid */
@@ -485,7 +486,8 @@ PG_FUNCTION_INFO_V1(source_writes_raw_messages);
  * timestamp and headers; a webhook delivery's piece of the body, in value.
  * Versions that keep none (a person's rows, rows written while retain_raw
  * was off) are left out.  Whoever may read the table's rows may read
- * them, as with history().
+ * them, as with history().  The messages are read as a new version of the
+ * table reads them to decode them again (sw_raw_message()).
  */
 Datum
 source_writes_raw_messages(PG_FUNCTION_ARGS)
@@ -513,17 +515,19 @@ source_writes_raw_messages(PG_FUNCTION_ARGS)
 		const SwBatch *retracted;
 		Datum		batch[BATCH_NATTS];
 		bool		batch_nulls[BATCH_NATTS];
-		AttrNumber	marker = layout->raw[pr.source.kind == SW_KIND_WEBHOOK
-										 ? SW_RAW_VALUE : SW_RAW_TIMESTAMP];
-		bool		none;
+		SwMessage	msg;
 
 		/* retracted before since, by a folded batch: compaction's to delete */
 		if (row.retracted == SW_LOG_BEFORE)
 			continue;
-		(void) meta_value(hidden, marker, &none);
-		if (none)				/* NULL: the row keeps no message */
-			continue;
 		old = MemoryContextSwitchTo(pr.row_cxt);
+		/* the message, as a version of a table would decode it again */
+		if (!sw_raw_message(layout, hidden, &msg))
+		{
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(pr.row_cxt);
+			continue;
+		}
 		added = row_batch(&pr, row.added, row.added_batch);
 		retracted = row.retracted == SW_LOG_IN ? row.retracted_batch : NULL;
 
@@ -534,11 +538,12 @@ source_writes_raw_messages(PG_FUNCTION_ARGS)
 		values[1] = batch[0];
 		nulls[1] = batch_nulls[0];
 		position_values(&pr, hidden, layout, values + 2, nulls + 2);
-		for (int i = 0; i < SW_NUM_RAW; i++)
-			values[6 + i] = meta_value(hidden, layout->raw[i], &nulls[6 + i]);
+		sw_raw_columns(&msg, values + 6, nulls + 6);
 		/* a message without a timestamp: -1 kept, NULL shown */
-		if (!nulls[6 + SW_RAW_TIMESTAMP] && DatumGetInt64(values[6 + SW_RAW_TIMESTAMP]) < 0)
-			nulls[6 + SW_RAW_TIMESTAMP] = true;
+		nulls[6 + SW_RAW_TIMESTAMP] = msg.timestamp_ms < 0;
+		/* webhooks keep the piece of the body only */
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			nulls[6 + i] |= !sw_raw_column_of(pr.source.kind, i);
 		values[11] = row_datum(&pr, hidden, layout);
 		nulls[11] = false;
 		put_sorted(&sorted, values, nulls);

@@ -353,8 +353,8 @@ bytea_of(const char *bytes, size_t len)
  * (-1: none) and its headers, names and values (NULL: no headers; a null
  * value is NULL in the array).  In the current memory context.
  */
-static void
-raw_columns(const SwMessage *msg, Datum *values, bool *nulls)
+void
+sw_raw_columns(const SwMessage *msg, Datum *values, bool *nulls)
 {
 	nulls[SW_RAW_KEY] = msg->key == NULL;
 	values[SW_RAW_KEY] = msg->key ? bytea_of(msg->key, msg->key_len) : (Datum) 0;
@@ -413,7 +413,7 @@ keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
 	values[Anum_e_partition - 1] = Int32GetDatum(msg->partition);
 	values[Anum_e_offset - 1] = Int64GetDatum(msg->offset);
 	nulls[Anum_e_partition - 1] = nulls[Anum_e_offset - 1] = msg->offset < 0;
-	raw_columns(msg, raw, raw_nulls);
+	sw_raw_columns(msg, raw, raw_nulls);
 	values[Anum_e_key - 1] = raw[SW_RAW_KEY];
 	nulls[Anum_e_key - 1] = raw_nulls[SW_RAW_KEY];
 	values[Anum_e_value - 1] = raw[SW_RAW_VALUE];
@@ -654,7 +654,7 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 			position.raw_null[SW_RAW_VALUE] = false;
 		}
 		else
-			raw_columns(msg, position.raw, position.raw_null);
+			sw_raw_columns(msg, position.raw, position.raw_null);
 	}
 	sw_writer_set_position(ing->writer, &position);
 

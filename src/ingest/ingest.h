@@ -181,5 +181,10 @@ extern PGDLLEXPORT const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
 struct SwLayout;
 extern bool sw_raw_message(const struct SwLayout *layout, TupleTableSlot *hidden,
 						   SwMessage *msg);
+/*
+ * ... and the other way: a message as columns of the raw message, by
+ * SwRawColumn (log/log.h): key, value, timestamp, header names and values
+ */
+extern void sw_raw_columns(const SwMessage *msg, Datum *values, bool *nulls);
 
 #endif							/* SW_INGEST_H */
