@@ -225,4 +225,16 @@ is(restored(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.up
 		GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0',
 	'the log holds no negative or doubled multiplicity');
 
+# a dump keeps the raw messages: restored, they are read as they were
+my $raw_of_t = q{SELECT string_agg(concat_ws(' ', valid_to IS NULL, (data).id, encode(value, 'hex')),
+	',' ORDER BY valid_from) FROM source_writes.raw_messages(NULL::t)};
+my $before_dump = restored($raw_of_t);
+sql(q{CREATE DATABASE again});
+SwTest::run_client('pg_dump of the source with raw messages', 'pg_dump', '-Fc', '-f', "$dir/raw.dump",
+	$node->connstr('restored'));
+SwTest::run_client('pg_restore of it', 'pg_restore', '-d', $node->connstr('again'), "$dir/raw.dump");
+is($node->safe_psql('again', $raw_of_t), $before_dump, 'a restored source keeps its raw messages');
+is($node->safe_psql('again', q{SELECT ftoptions FROM pg_foreign_table}), '{retain_raw=true}',
+	'... and its option');
+
 done_testing();
