@@ -11,7 +11,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use SwTest;
 
-my $broker = SwTest::broker(topics => [ 'ev:2', 'bin:1', 'live:1' ]);
+my $broker = SwTest::broker(topics => [ 'ev:2', 'bin:1', 'live:1', 'kv:1' ]);
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $node = SwTest::node('retain_raw',
 	conf => "source_writes.webhook_listen = '127.0.0.1:$port'\nmax_worker_processes = 24\n");
@@ -50,6 +50,8 @@ sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	CREATE FOREIGN TABLE bin (b bytea) SERVER k
 	  OPTIONS (topic 'bin', format 'bytes', retain_raw 'true');
 	CREATE FOREIGN TABLE live (id int) SERVER k OPTIONS (topic 'live');
+	CREATE FOREIGN TABLE kv (k int, v text) SERVER k
+	  OPTIONS (topic 'kv', envelope 'upsert', key 'k', retain_raw 'true');
 	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
 	CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
 	  OPTIONS (idempotency_header 'Idempotency-Key', retain_raw 'true');
@@ -88,6 +90,21 @@ is(sql(q{SELECT length(value) || ' ' || (value = (data).b) || ' '
 		             FROM generate_series(0, 1023) g)) || ' ' || encode(key, 'hex')
 		FROM source_writes.raw_messages(NULL::bin)}),
 	'1024 true true feff', 'a binary value and key, byte for byte');
+
+# an upsert source: a key's row keeps its last message, headers too (a
+# batch merges a key's messages and writes the last), its earlier rows
+# keep theirs in the history
+produce_file('kv', '{"k": 1, "v": "a"}', '-k', '{"k": 1}', '-H', 'n=1');
+sql(q{SELECT source_writes.wait_for('kv')});
+SwTest::produce($broker, 'kv', qq({"k": 1}\t{"k": 1, "v": "b"}));
+produce_file('kv', '{"k": 1, "v": "c"}', '-k', '{"k": 1}', '-H', 'n=3');
+sql(q{SELECT source_writes.wait_for('kv')});
+is(sql(q{SELECT string_agg(concat_ws(' ', (data).v, convert_from(value, 'UTF8'), "offset",
+		coalesce(header_names::text, '-'), coalesce(header_values::text, '-'), valid_to IS NULL),
+		E'\n' ORDER BY valid_from) FROM source_writes.raw_messages(NULL::kv) r
+		WHERE valid_to IS NULL OR "offset" = 0}),
+	qq(a {"k": 1, "v": "a"} 0 {n} {"\\\\x31"} f\nc {"k": 1, "v": "c"} 2 {n} {"\\\\x33"} t),
+	"an upserted key's row keeps its last message");
 
 # people's edits: their rows keep none; the rows they retract keep theirs
 sql(q{UPDATE ev SET v = 'ONE' WHERE id = 1; DELETE FROM ev WHERE id = 2;
