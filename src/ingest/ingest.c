@@ -95,6 +95,8 @@ struct SwIngest
 	int			nslots;
 	MemoryContext cxt;			/* the ingestion's own: what it was made in */
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
+	MemoryContext raw_cxt;		/* retain_raw: the raw message of the row
+								 * being written */
 	BulkInsertState bistate;	/* for appends, across batches */
 	MemoryContext bistate_cxt;	/* ... and all it holds */
 
@@ -200,6 +202,10 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
 										   ALLOCSET_DEFAULT_SIZES);
+	if (ing->st->retain_raw)
+		ing->raw_cxt = AllocSetContextCreate(CurrentMemoryContext,
+											 "source_writes raw message",
+											 ALLOCSET_DEFAULT_SIZES);
 	if (ing->st->upsert)
 		prepare_merge(ing);
 	return ing;
@@ -642,10 +648,15 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 	/*
 	 * ... and with retain_raw, the message as it came: a webhook's piece of
 	 * the body only (its request's headers carry signatures and tokens, and
-	 * its arrival is in "$pos"), never NULL in a row that keeps it.
+	 * its arrival is in "$pos"), never NULL in a row that keeps it.  Made
+	 * afresh for each row: the writer copies it into the row it writes.
 	 */
 	if (ing->st->retain_raw && position.known)
 	{
+		MemoryContext old;
+
+		MemoryContextReset(ing->raw_cxt);
+		old = MemoryContextSwitchTo(ing->raw_cxt);
 		position.raw_kept = true;
 		if (msg->request != 0)
 		{
@@ -655,6 +666,7 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 		}
 		else
 			sw_raw_columns(msg, position.raw, position.raw_null);
+		MemoryContextSwitchTo(old);
 	}
 	sw_writer_set_position(ing->writer, &position);
 
