@@ -357,6 +357,17 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 COMMENT ON FUNCTION source_writes.history(anyelement) IS
   'Every retained version of the rows of a source table (pass NULL::tbl): when it was current, who wrote and retracted it, where it came from';
 
+CREATE FUNCTION source_writes.raw_messages(source anyelement)
+RETURNS TABLE (valid_from bigint, valid_to bigint,
+               "partition" integer, "offset" bigint,
+               delivery text, received_at timestamptz,
+               key bytea, value bytea, "timestamp" bigint,
+               header_names text[], header_values bytea[], data anyelement)
+AS 'MODULE_PATHNAME', 'source_writes_raw_messages'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+COMMENT ON FUNCTION source_writes.raw_messages(anyelement) IS
+  'Every retained version of the rows of a source table with retain_raw (pass NULL::tbl) that keeps the message it came from, as it came';
+
 CREATE FUNCTION source_writes.diff(source anyelement, from_ts bigint, to_ts bigint)
 RETURNS TABLE (ts bigint, change text, origin text, role name, data anyelement)
 AS 'MODULE_PATHNAME', 'source_writes_diff'

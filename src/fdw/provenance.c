@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * provenance.c
- *		  Where rows came from: the SQL functions blame(), history() and
- *		  diff()
+ *		  Where rows came from: the SQL functions blame(), history(),
+ *		  diff() and raw_messages()
  *
  * Each row version keeps where it came from ("$part", "$pos", "$delivery":
  * a Kafka message, or a webhook delivery) and the batch that wrote it (its
@@ -37,6 +37,7 @@
 #include "utils/xid8.h"
 
 #include "fdw/fdw.h"
+#include "ingest/ingest.h"
 #include "log/log.h"
 
 /* a batch's columns: ts, origin, role, xid */
@@ -463,6 +464,88 @@ source_writes_diff(PG_FUNCTION_ARGS)
 		values[3] = batch_cols[2];
 		nulls[3] = batch_nulls[2];
 		values[4] = row_datum(&pr, hidden, layout);
+		put_sorted(&sorted, values, nulls);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(pr.row_cxt);
+	}
+	end_read(&pr);
+	end_sort(&pr, &sorted);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(source_writes_raw_messages);
+
+/*
+ * raw_messages(NULL::tbl) -> (valid_from, valid_to, partition, offset,
+ *							   delivery, received_at, key, value, timestamp,
+ *							   header_names, header_values, data)
+ *
+ * Every retained version of the rows of a source with retain_raw that
+ * keeps the message it came from, as it came, in the order they were
+ * written (as history() has them): a Kafka message's key, value,
+ * timestamp and headers; a webhook delivery's piece of the body, in value.
+ * Versions that keep none (a person's rows, rows written while retain_raw
+ * was off) are left out.  Whoever may read the table's rows may read
+ * them, as with history().  The messages are read as a new version of the
+ * table reads them to decode them again (sw_raw_message()).
+ */
+Datum
+source_writes_raw_messages(PG_FUNCTION_ARGS)
+{
+	ProvenanceRead pr;
+	SwFrontiers frontiers;
+	TupleTableSlot *hidden;
+	const SwLayout *layout;
+	SwLogRow	row;
+	SortedRows	sorted;
+	AttrNumber	cols[1] = {1};
+	Oid			ops[1];
+	Datum		values[12];
+	bool		nulls[12];
+
+	begin_read(&pr, fcinfo, "raw_messages", true, PG_INT64_MIN, PG_INT64_MAX, &frontiers);
+	read_every_row(&pr);
+	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
+								 BTLessStrategyNumber);
+	begin_sort(&sorted, pr.rsinfo->setDesc, 1, cols, ops);
+	while ((hidden = sw_log_next(&pr.ls, &layout, &row)) != NULL)
+	{
+		MemoryContext old;
+		const SwBatch *added;
+		const SwBatch *retracted;
+		Datum		batch[BATCH_NATTS];
+		bool		batch_nulls[BATCH_NATTS];
+		SwMessage	msg;
+
+		/* retracted before since, by a folded batch: compaction's to delete */
+		if (row.retracted == SW_LOG_BEFORE)
+			continue;
+		old = MemoryContextSwitchTo(pr.row_cxt);
+		/* the message, as a version of a table would decode it again */
+		if (!sw_raw_message(layout, hidden, &msg))
+		{
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(pr.row_cxt);
+			continue;
+		}
+		added = row_batch(&pr, row.added, row.added_batch);
+		retracted = row.retracted == SW_LOG_IN ? row.retracted_batch : NULL;
+
+		batch_values(&pr, added, batch, batch_nulls);
+		values[0] = batch[0];
+		nulls[0] = batch_nulls[0];
+		batch_values(&pr, retracted, batch, batch_nulls);
+		values[1] = batch[0];
+		nulls[1] = batch_nulls[0];
+		position_values(&pr, hidden, layout, values + 2, nulls + 2);
+		sw_raw_columns(&msg, values + 6, nulls + 6);
+		/* a message without a timestamp: -1 kept, NULL shown */
+		nulls[6 + SW_RAW_TIMESTAMP] = msg.timestamp_ms < 0;
+		/* webhooks keep the piece of the body only */
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			nulls[6 + i] |= !sw_raw_column_of(pr.source.kind, i);
+		values[11] = row_datum(&pr, hidden, layout);
+		nulls[11] = false;
 		put_sorted(&sorted, values, nulls);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(pr.row_cxt);

@@ -56,6 +56,7 @@
 #include "utils/regproc.h"
 
 #include "fdw/fdw.h"
+#include "ingest/ingest.h"
 #include "log/log.h"
 #include "options/options.h"
 
@@ -91,6 +92,7 @@ typedef struct Version
 	SwSource	oldsrc;
 	SwSource	newsrc;
 	SwSourceTable *oldst;
+	SwSourceTable *newst;
 	bool		carry;
 	Snapshot	snapshot;
 	SwBatchMap *map;
@@ -118,9 +120,15 @@ typedef struct Version
 	HTAB	   *keys;			/* KeyWrites */
 	MemoryContext keys_cxt;		/* ... and their memory */
 
+	/* decoding again the messages rows keep (retain_raw) */
+	SwDecoder  *decoder;
+	TupleTableSlot *decoded;	/* a virtual slot of the new table */
+
 	SwLoader   *loader;
 	TupleTableSlot *hidden;		/* the old row being copied */
 	const SwLayout *layout;		/* ... its heap's layout */
+	bool		has_msg;		/* ... and whether it keeps its message: */
+	SwMessage	msg;
 	int64		nuncarried;
 	int64		nerrors;		/* rows of the stream kept as errors */
 } Version;
@@ -274,12 +282,28 @@ make_new_row(Version *v)
 }
 
 /*
- * The same, when a cast may fail: false, with the reason, when the new
- * columns do not take the row (a value its new type refuses), so that the
- * row is left behind and reported rather than the version refused.
+ * The new row's columns decoded again, by the new version's options, from
+ * the message the old row was ingested from (retain_raw).
+ */
+static void
+decode_new_row(Version *v)
+{
+	sw_decode(v->decoder, &v->msg, v->decoded);
+	slot_getallattrs(v->decoded);
+	memcpy(v->newvalues, v->decoded->tts_values, sizeof(Datum) * v->newdesc->natts);
+	memcpy(v->newnulls, v->decoded->tts_isnull, sizeof(bool) * v->newdesc->natts);
+}
+
+/*
+ * Make the new row (make_new_row(), or decode_new_row() when decode) when
+ * that may fail: false, with the reason, when the new columns do not take
+ * it (a value its new type refuses, a message its options cannot decode),
+ * so that the row is left behind and reported rather than the version
+ * refused.  Errors that are not the row's (see sw_error_may_be_kept())
+ * are raised.
  */
 static bool
-make_new_row_safely(Version *v, char **reason)
+make_new_row_safely(Version *v, bool decode, char **reason)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -289,23 +313,23 @@ make_new_row_safely(Version *v, char **reason)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		make_new_row(v);
+		if (decode)
+			decode_new_row(v);
+		else
+			make_new_row(v);
 		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
-		int			category;
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
 		sw_roll_back_sub(cxt, owner);
-		category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
-		if (category != ERRCODE_DATA_EXCEPTION &&
-			category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+		if (!sw_error_may_be_kept(edata))
 			ReThrowError(edata);
-		*reason = edata->message;
+		*reason = sw_error_text(edata);
 		made = false;
 	}
 	PG_END_TRY();
@@ -650,7 +674,7 @@ stream_retraction(Version *v, int64 ts)
 	return best;
 }
 
-/* the old row's position, for the new one */
+/* the old row's position (and raw message, if it keeps one), for the new one */
 static void
 old_position(Version *v, SwPosition *pos)
 {
@@ -677,26 +701,52 @@ old_position(Version *v, SwPosition *pos)
 		if (!null3)
 			pos->delivery = TextDatumGetCString(d);
 	}
+	if (v->has_msg)
+	{
+		pos->raw_kept = true;
+		for (int i = 0; i < SW_NUM_RAW; i++)
+		{
+			pos->raw_null[i] = true;
+			if (v->layout->raw[i])
+				pos->raw[i] = slot_getattr(v->hidden, v->layout->raw[i], &pos->raw_null[i]);
+		}
+	}
 }
 
 /*
  * A row of the stream that the new columns do not take: kept as an error
- * of the new version, with where it came from and the old row (as JSON)
- * in the reason, as a message it could not decode would be.
+ * of the new version, as a message it could not decode would be: the
+ * message itself if the row keeps it (retry_errors() decodes it again),
+ * else where it came from, and the old row as JSON in the reason.
  */
 static void
 keep_error(Version *v, const char *reason)
 {
 	SwPosition	pos;
-	HeapTuple	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
-	char	   *json = text_to_cstring(DatumGetTextPP(
-		DirectFunctionCall1(row_to_json, heap_copy_tuple_as_datum(row, v->olddesc))));
+	SwMessage	msg = {0};
 
+	if (v->has_msg)
+	{
+		sw_keep_error(RelationGetRelid(v->new), &v->msg, reason);
+		v->nerrors++;
+		return;
+	}
 	old_position(v, &pos);
-	sw_catalog_insert_error(RelationGetRelid(v->new),
-							pos.known && v->oldsrc.kind == SW_KIND_KAFKA ? &pos : NULL,
-							psprintf("%s (copying row %s of source table \"%s\")", reason, json,
-									 RelationGetRelationName(v->old)));
+	msg.partition = -1;
+	msg.offset = -1;
+	msg.timestamp_ms = -1;
+	if (pos.known && v->oldsrc.kind == SW_KIND_KAFKA)
+	{
+		msg.partition = pos.part;
+		msg.offset = pos.pos;
+	}
+	sw_keep_error(RelationGetRelid(v->new), &msg,
+				  psprintf("%s (copying row %s of source table \"%s\")", reason,
+						   text_to_cstring(DatumGetTextPP(
+							   DirectFunctionCall1(row_to_json,
+												   heap_copy_tuple_as_datum(heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls),
+																			v->olddesc)))),
+						   RelationGetRelationName(v->old)));
 	v->nerrors++;
 }
 
@@ -710,6 +760,8 @@ copy_row(Version *v, const SwLogRow *row)
 	int64		added_id = added ? added->batch : v->folded;
 	int64		retracted_id = retracted ? retracted->batch : 0;
 	SwPosition	pos;
+	bool		made = true;
+	char	   *reason = NULL;
 
 	/* a row a person added stays behind without edits */
 	if (added && added->batch == 0)
@@ -718,24 +770,30 @@ copy_row(Version *v, const SwLogRow *row)
 	if (retracted && retracted->batch == 0)
 		retracted_id = stream_retraction(v, retracted->ts);
 
-	if (v->fallible)
+	/* a row that keeps its message is decoded again, by the new options */
+	v->has_msg = sw_raw_message(v->layout, v->hidden, &v->msg);
+	if (v->has_msg)
 	{
-		char	   *reason;
-
-		if (!make_new_row_safely(v, &reason))
-		{
-			if (added == NULL || of_stream(added))
-				keep_error(v, reason);
-			else
-				uncarried(v, added, "insert", reason);
-			if (retracted && retracted->batch != 0 && !of_stream(retracted))
-				uncarried(v, retracted, "delete",
-						  "the row it deletes is not in the new version");
-			return;
-		}
+		v->msg.topic = v->newst->topic;
+		if (v->newst->debezium)
+			v->msg.op = sw_decoder_event_op(v->decoder, &v->msg);
+		made = make_new_row_safely(v, true, &reason);
 	}
+	else if (v->fallible)
+		made = make_new_row_safely(v, false, &reason);
 	else
 		make_new_row(v);
+	if (!made)
+	{
+		if (added == NULL || of_stream(added))
+			keep_error(v, reason);
+		else
+			uncarried(v, added, "insert", reason);
+		if (retracted && retracted->batch != 0 && !of_stream(retracted))
+			uncarried(v, retracted, "delete",
+					  "the row it deletes is not in the new version");
+		return;
+	}
 	old_position(v, &pos);
 	sw_loader_add(v->loader, v->newvalues, v->newnulls, added_id, retracted_id, &pos, 1);
 }
@@ -842,7 +900,10 @@ sw_version_create(Oid relid)
 	sw_source_resolve(relid, &v.newsrc, true);
 	open_old_table(&v, st);
 	oldid = RelationGetRelid(v.old);
+	v.newst = st;
 	v.carry = st->carry_edits;
+	v.decoder = sw_decoder_create(v.new, st);
+	v.decoded = MakeSingleTupleTableSlot(RelationGetDescr(v.new), &TTSOpsVirtual);
 	v.olddesc = RelationGetDescr(v.old);
 	v.newdesc = RelationGetDescr(v.new);
 	v.oldvalues = palloc(sizeof(Datum) * Max(v.olddesc->natts, 1));
@@ -892,6 +953,7 @@ sw_version_create(Oid relid)
 	if (sw_catalog_stored_frontiers(relid, &stored) && frontiers.since < stored.since)
 		sw_catalog_set_since(relid, frontiers.since, stored.retain);
 	UnregisterSnapshot(v.snapshot);
+	ExecDropSingleTupleTableSlot(v.decoded);
 	FreeExecutorState(v.estate);
 	CommandCounterIncrement();
 

@@ -95,6 +95,8 @@ struct SwIngest
 	int			nslots;
 	MemoryContext cxt;			/* the ingestion's own: what it was made in */
 	MemoryContext chunk_cxt;	/* what decoding a chunk allocates */
+	MemoryContext raw_cxt;		/* retain_raw: the raw message of the row
+								 * being written */
 	BulkInsertState bistate;	/* for appends, across batches */
 	MemoryContext bistate_cxt;	/* ... and all it holds */
 
@@ -200,6 +202,10 @@ sw_ingest_create(Relation ftrel, SwOrigin origin)
 	ing->chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "source_writes ingestion chunk",
 										   ALLOCSET_DEFAULT_SIZES);
+	if (ing->st->retain_raw)
+		ing->raw_cxt = AllocSetContextCreate(CurrentMemoryContext,
+											 "source_writes raw message",
+											 ALLOCSET_DEFAULT_SIZES);
 	if (ing->st->upsert)
 		prepare_merge(ing);
 	return ing;
@@ -335,50 +341,38 @@ sw_ingest_begin(SwIngest *ing, Relation ftrel)
 	ing->batch++;
 }
 
-/*
- * Keep a message that could not be decoded in source_writes.errors, with
- * the reason.  Written directly, as the catalog is: the owner we run as
- * need not have any privilege on it.
- */
-static void
-keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
+/* bytes as a bytea, in the current memory context */
+static Datum
+bytea_of(const char *bytes, size_t len)
 {
-	Oid			index;
-	Relation	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
-	Datum		values[Natts_e];
-	bool		nulls[Natts_e] = {0};
-	HeapTuple	tuple;
+	bytea	   *b = palloc(VARHDRSZ + len);
 
-	values[Anum_e_source - 1] = ObjectIdGetDatum(ing->relid);
-	values[Anum_e_ts - 1] = Int64GetDatum(sw_now_ms());
-	values[Anum_e_partition - 1] = Int32GetDatum(msg->partition);
-	values[Anum_e_offset - 1] = Int64GetDatum(msg->offset);
-	nulls[Anum_e_partition - 1] = nulls[Anum_e_offset - 1] = msg->offset < 0;
-	if (msg->key)
-	{
-		bytea	   *key = palloc(VARHDRSZ + msg->key_len);
+	SET_VARSIZE(b, VARHDRSZ + len);
+	if (len > 0)
+		memcpy(VARDATA(b), bytes, len);
+	return PointerGetDatum(b);
+}
 
-		SET_VARSIZE(key, VARHDRSZ + msg->key_len);
-		memcpy(VARDATA(key), msg->key, msg->key_len);
-		values[Anum_e_key - 1] = PointerGetDatum(key);
-	}
-	else
-		nulls[Anum_e_key - 1] = true;
-	if (msg->value)
-	{
-		bytea	   *value = palloc(VARHDRSZ + msg->value_len);
-
-		SET_VARSIZE(value, VARHDRSZ + msg->value_len);
-		memcpy(VARDATA(value), msg->value, msg->value_len);
-		values[Anum_e_value - 1] = PointerGetDatum(value);
-	}
-	else
-		nulls[Anum_e_value - 1] = true;
-	values[Anum_e_error - 1] = CStringGetTextDatum(error);
-	values[Anum_e_timestamp - 1] = Int64GetDatum(msg->timestamp_ms);
-	nulls[Anum_e_timestamp - 1] = msg->timestamp_ms < 0;
+/*
+ * A message as it came, as source_writes.errors and the columns of retain_raw
+ * keep it, by SwRawColumn: its key and value (NULL: none), its timestamp
+ * (-1: none) and its headers, names and values (NULL: no headers; a null
+ * value is NULL in the array).  In the current memory context.
+ */
+void
+sw_raw_columns(const SwMessage *msg, Datum *values, bool *nulls)
+{
+	nulls[SW_RAW_KEY] = msg->key == NULL;
+	values[SW_RAW_KEY] = msg->key ? bytea_of(msg->key, msg->key_len) : (Datum) 0;
+	nulls[SW_RAW_VALUE] = msg->value == NULL;
+	values[SW_RAW_VALUE] = msg->value ? bytea_of(msg->value, msg->value_len) : (Datum) 0;
+	values[SW_RAW_TIMESTAMP] = Int64GetDatum(msg->timestamp_ms);
+	nulls[SW_RAW_TIMESTAMP] = false;
 	if (msg->nheaders == 0)
-		nulls[Anum_e_header_names - 1] = nulls[Anum_e_header_values - 1] = true;
+	{
+		values[SW_RAW_HEADER_NAMES] = values[SW_RAW_HEADER_VALUES] = (Datum) 0;
+		nulls[SW_RAW_HEADER_NAMES] = nulls[SW_RAW_HEADER_VALUES] = true;
+	}
 	else
 	{
 		Datum	   *names = palloc(sizeof(Datum) * msg->nheaders);
@@ -393,32 +387,69 @@ keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
 
 			names[i] = CStringGetTextDatum(h->name);
 			hnulls[i] = h->value == NULL;
-			if (h->value)
-			{
-				bytea	   *v = palloc(VARHDRSZ + h->len);
-
-				SET_VARSIZE(v, VARHDRSZ + h->len);
-				memcpy(VARDATA(v), h->value, h->len);
-				hvalues[i] = PointerGetDatum(v);
-			}
+			hvalues[i] = h->value ? bytea_of(h->value, h->len) : (Datum) 0;
 		}
-		values[Anum_e_header_names - 1] = PointerGetDatum(
+		values[SW_RAW_HEADER_NAMES] = PointerGetDatum(
 			construct_array(names, msg->nheaders, TEXTOID, -1, false, TYPALIGN_INT));
-		values[Anum_e_header_values - 1] = PointerGetDatum(
+		values[SW_RAW_HEADER_VALUES] = PointerGetDatum(
 			construct_md_array(hvalues, hnulls, 1, dims, lbs, BYTEAOID, -1, false,
 							   TYPALIGN_INT));
+		nulls[SW_RAW_HEADER_NAMES] = nulls[SW_RAW_HEADER_VALUES] = false;
 	}
+}
+
+/*
+ * Keep a message of a source that could not be decoded (or a row a new
+ * version could not take) in source_writes.errors, with the reason.
+ * Written directly, as the catalog is: the owner we run as need not have
+ * any privilege on it.
+ */
+void
+sw_keep_error(Oid relid, const SwMessage *msg, const char *error)
+{
+	Oid			index;
+	Relation	rel = table_open(sw_catalog_errors_oid(&index), RowExclusiveLock);
+	Datum		values[Natts_e];
+	bool		nulls[Natts_e] = {0};
+	Datum		raw[SW_NUM_RAW];
+	bool		raw_nulls[SW_NUM_RAW];
+	HeapTuple	tuple;
+
+	values[Anum_e_source - 1] = ObjectIdGetDatum(relid);
+	values[Anum_e_ts - 1] = Int64GetDatum(sw_now_ms());
+	values[Anum_e_partition - 1] = Int32GetDatum(msg->partition);
+	values[Anum_e_offset - 1] = Int64GetDatum(msg->offset);
+	nulls[Anum_e_partition - 1] = nulls[Anum_e_offset - 1] = msg->offset < 0;
+	sw_raw_columns(msg, raw, raw_nulls);
+	values[Anum_e_key - 1] = raw[SW_RAW_KEY];
+	nulls[Anum_e_key - 1] = raw_nulls[SW_RAW_KEY];
+	values[Anum_e_value - 1] = raw[SW_RAW_VALUE];
+	nulls[Anum_e_value - 1] = raw_nulls[SW_RAW_VALUE];
+	values[Anum_e_error - 1] = CStringGetTextDatum(error);
+	values[Anum_e_timestamp - 1] = raw[SW_RAW_TIMESTAMP];
+	nulls[Anum_e_timestamp - 1] = msg->timestamp_ms < 0;
+	values[Anum_e_header_names - 1] = raw[SW_RAW_HEADER_NAMES];
+	nulls[Anum_e_header_names - 1] = raw_nulls[SW_RAW_HEADER_NAMES];
+	values[Anum_e_header_values - 1] = raw[SW_RAW_HEADER_VALUES];
+	nulls[Anum_e_header_values - 1] = raw_nulls[SW_RAW_HEADER_VALUES];
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
 	CatalogTupleInsert(rel, tuple);
 	heap_freetuple(tuple);
 	table_close(rel, RowExclusiveLock);
+}
+
+/* ... one of a batch being ingested */
+static void
+keep_error(SwIngest *ing, const SwMessage *msg, const char *error)
+{
+	sw_keep_error(ing->relid, msg, error);
 	ing->kept++;
 }
 
 /* what a user needs to fix a message: the error, where (CONTEXT), detail */
-static char *
-error_text(ErrorData *edata)
+char *
+sw_error_text(ErrorData *edata)
 {
 	char	   *error = edata->context
 		? psprintf("%s (%s)", edata->message, edata->context)
@@ -434,8 +465,8 @@ error_text(ErrorData *edata)
  * fail and be tried again?  Not for errors that come and go with time or
  * other sessions, nor for cancellations.
  */
-static bool
-may_keep(ErrorData *edata)
+bool
+sw_error_may_be_kept(ErrorData *edata)
 {
 	if (edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
 		return false;			/* maybe the owner's, revoked from it */
@@ -503,7 +534,7 @@ is_interruption(ErrorData *edata)
 
 /*
  * May a message be kept as an error for this one?  Yes if the error is the
- * message's (see may_keep()); of an error that a trigger raised
+ * message's (see sw_error_may_be_kept()); of an error that a trigger raised
  * (in_trigger), only one of classes 22 and 23 (data exceptions, integrity
  * constraints) plainly is: a trigger's code does more than look at the row
  * (it writes other tables, it calls out), and what else fails in it may
@@ -523,7 +554,7 @@ may_keep_message(SwIngest *ing, const SwMessage *msg, ErrorData *edata,
 
 	if (in_trigger ? (category == ERRCODE_DATA_EXCEPTION ||
 					  category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
-		: may_keep(edata))
+		: sw_error_may_be_kept(edata))
 		return true;
 	switch (ERRCODE_TO_CATEGORY(edata->sqlerrcode))
 	{
@@ -589,7 +620,7 @@ decode_run(SwIngest *ing, int from, int n, char **error)
 		if (i >= n || !may_keep_message(ing, ing->messages[i], edata, false))
 			ReThrowError(edata);
 
-		*error = error_text(edata);
+		*error = sw_error_text(edata);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
@@ -620,6 +651,30 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 		position.known = true;
 		position.part = msg->partition;
 		position.pos = msg->offset;
+	}
+
+	/*
+	 * ... and with retain_raw, the message as it came: a webhook's piece of
+	 * the body only (its request's headers carry signatures and tokens, and
+	 * its arrival is in "$pos"), never NULL in a row that keeps it.  Made
+	 * afresh for each row: the writer copies it into the row it writes.
+	 */
+	if (ing->st->retain_raw && position.known)
+	{
+		MemoryContext old;
+
+		MemoryContextReset(ing->raw_cxt);
+		old = MemoryContextSwitchTo(ing->raw_cxt);
+		position.raw_kept = true;
+		if (msg->request != 0)
+		{
+			memset(position.raw_null, true, sizeof(position.raw_null));
+			position.raw[SW_RAW_VALUE] = bytea_of(msg->value, msg->value ? msg->value_len : 0);
+			position.raw_null[SW_RAW_VALUE] = false;
+		}
+		else
+			sw_raw_columns(msg, position.raw, position.raw_null);
+		MemoryContextSwitchTo(old);
 	}
 	sw_writer_set_position(ing->writer, &position);
 
@@ -674,7 +729,7 @@ write_run(SwIngest *ing, int from, int to, bool *done)
 		{
 			if (!may_keep_message(ing, ing->messages[from], edata, in_trigger))
 				ReThrowError(edata);
-			keep_error(ing, ing->messages[from], error_text(edata));
+			keep_error(ing, ing->messages[from], sw_error_text(edata));
 			done[from] = true;
 		}
 		FreeErrorData(edata);
@@ -1186,6 +1241,118 @@ bytes_of(Datum d, size_t *len)
 	return VARDATA_ANY(b);
 }
 
+/* a message's headers from the arrays of their names and values */
+static void
+headers_of(Datum names_array, Datum values_array, SwMessage *m)
+{
+	Datum	   *names;
+	Datum	   *hvalues;
+	bool	   *hnulls;
+	int			nnames;
+	int			nvalues;
+	SwHeader   *headers;
+
+	deconstruct_array(DatumGetArrayTypeP(names_array),
+					  TEXTOID, -1, false, TYPALIGN_INT, &names, NULL, &nnames);
+	deconstruct_array(DatumGetArrayTypeP(values_array),
+					  BYTEAOID, -1, false, TYPALIGN_INT, &hvalues, &hnulls, &nvalues);
+	headers = palloc0(sizeof(SwHeader) * Max(nnames, 1));
+	for (int i = 0; i < nnames && i < nvalues; i++)
+	{
+		headers[i].name = TextDatumGetCString(names[i]);
+		if (!hnulls[i])
+			headers[i].value = bytes_of(hvalues[i], &headers[i].len);
+	}
+	m->headers = headers;
+	m->nheaders = Min(nnames, nvalues);
+}
+
+/*
+ * The message a hidden row of a source with retain_raw came from, as it
+ * came, into *msg: a Kafka message's key, value, timestamp and headers,
+ * with its partition and offset ("$part", "$pos"); a webhook delivery's
+ * piece of the body as the value, with its request, the piece's place in
+ * the body and the delivery's idempotency key ("$pos", "$part",
+ * "$delivery"), its arrival (timestamp_ms) that of the request's id, and
+ * no headers (they are not kept).  topic is NULL (the caller knows it).
+ * False, with *msg cleared, where the row keeps none: a person's row, or
+ * one written while retain_raw was off.  What *msg points to is in the
+ * current memory context, or in the slot's tuple, as long as it holds it.
+ */
+bool
+sw_raw_message(const SwLayout *layout, TupleTableSlot *hidden, SwMessage *msg)
+{
+	bool		webhook = layout->raw[SW_RAW_TIMESTAMP] == InvalidAttrNumber;
+	AttrNumber	marker = layout->raw[webhook ? SW_RAW_VALUE : SW_RAW_TIMESTAMP];
+	Datum		d;
+	bool		isnull;
+
+	memset(msg, 0, sizeof(SwMessage));
+	msg->partition = -1;
+	msg->offset = -1;
+	msg->timestamp_ms = -1;
+	if (marker == InvalidAttrNumber)
+		return false;
+	(void) slot_getattr(hidden, marker, &isnull);
+	if (isnull)
+		return false;
+
+	if (webhook)
+	{
+		msg->value = bytes_of(slot_getattr(hidden, layout->raw[SW_RAW_VALUE], &isnull),
+							  &msg->value_len);
+		d = slot_getattr(hidden, layout->pos, &isnull);
+		if (!isnull)
+		{
+			msg->request = DatumGetInt64(d);
+			msg->timestamp_ms = msg->request / 1000;
+		}
+		d = slot_getattr(hidden, layout->part, &isnull);
+		if (!isnull)
+			msg->piece = DatumGetInt32(d);
+		if (layout->delivery != InvalidAttrNumber)
+		{
+			d = slot_getattr(hidden, layout->delivery, &isnull);
+			if (!isnull)
+				msg->delivery = TextDatumGetCString(d);
+		}
+		return true;
+	}
+
+	d = slot_getattr(hidden, layout->raw[SW_RAW_KEY], &isnull);
+	if (!isnull)
+		msg->key = bytes_of(d, &msg->key_len);
+	d = slot_getattr(hidden, layout->raw[SW_RAW_VALUE], &isnull);
+	if (!isnull)
+		msg->value = bytes_of(d, &msg->value_len);
+	msg->timestamp_ms = DatumGetInt64(slot_getattr(hidden, layout->raw[SW_RAW_TIMESTAMP],
+												   &isnull));
+	if (layout->raw[SW_RAW_HEADER_NAMES] != InvalidAttrNumber &&
+		layout->raw[SW_RAW_HEADER_VALUES] != InvalidAttrNumber)
+	{
+		bool		values_null;
+		Datum		names = slot_getattr(hidden, layout->raw[SW_RAW_HEADER_NAMES], &isnull);
+		Datum		values = slot_getattr(hidden, layout->raw[SW_RAW_HEADER_VALUES],
+										  &values_null);
+
+		if (!isnull && !values_null)
+			headers_of(names, values, msg);
+	}
+	if (layout->part != InvalidAttrNumber && layout->pos != InvalidAttrNumber)
+	{
+		bool		pos_null;
+		Datum		part = slot_getattr(hidden, layout->part, &isnull);
+		Datum		pos = slot_getattr(hidden, layout->pos, &pos_null);
+
+		if (!isnull && !pos_null)
+		{
+			msg->partition = DatumGetInt32(part);
+			msg->offset = DatumGetInt64(pos);
+		}
+	}
+	return true;
+}
+
 /*
  * The next kept error of a source from scan (oldest partition and offset
  * first), begun in scan_cxt, as the message it was, in the current memory
@@ -1220,28 +1387,8 @@ next_kept_error(SysScanDesc scan, MemoryContext scan_cxt, Relation rel,
 	m->timestamp_ms = nulls[Anum_e_timestamp - 1] ? -1 : DatumGetInt64(values[Anum_e_timestamp - 1]);
 	m->topic = ing->st->topic;
 	if (!nulls[Anum_e_header_names - 1] && !nulls[Anum_e_header_values - 1])
-	{
-		Datum	   *names;
-		Datum	   *hvalues;
-		bool	   *hnulls;
-		int			nnames;
-		int			nvalues;
-		SwHeader   *headers;
-
-		deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_names - 1]),
-						  TEXTOID, -1, false, TYPALIGN_INT, &names, NULL, &nnames);
-		deconstruct_array(DatumGetArrayTypeP(values[Anum_e_header_values - 1]),
-						  BYTEAOID, -1, false, TYPALIGN_INT, &hvalues, &hnulls, &nvalues);
-		headers = palloc0(sizeof(SwHeader) * Max(nnames, 1));
-		for (int i = 0; i < nnames && i < nvalues; i++)
-		{
-			headers[i].name = TextDatumGetCString(names[i]);
-			if (!hnulls[i])
-				headers[i].value = bytes_of(hvalues[i], &headers[i].len);
-		}
-		m->headers = headers;
-		m->nheaders = Min(nnames, nvalues);
-	}
+		headers_of(values[Anum_e_header_names - 1],
+				   values[Anum_e_header_values - 1], m);
 	return true;
 }
 
@@ -1347,7 +1494,7 @@ retry_one(SwIngest *ing, Relation rel, SwKeptError *e, char **error)
 		sw_writer_reset_checks(ing->writer);
 		if (!may_keep_message(ing, &e->msg, edata, in_trigger))
 			ReThrowError(edata);
-		*error = error_text(edata);
+		*error = sw_error_text(edata);
 		FreeErrorData(edata);
 		retried = SW_RETRY_FAILED;
 	}

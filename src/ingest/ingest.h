@@ -172,4 +172,26 @@ extern PGDLLEXPORT int64 sw_ingest_end(SwIngest *ing, int64 *kept);
 extern PGDLLEXPORT void sw_ingest_abort(SwIngest *ing);
 extern PGDLLEXPORT const SwSourceTable *sw_ingest_source_table(SwIngest *ing);
 
+/*
+ * the message a hidden row of a source with retain_raw came from, as it
+ * came (see ingest.c), to decode again; false where the row keeps none
+ * (a person's row, or one written while retain_raw was off).  layout is
+ * the hidden relation's (log/log.h), hidden a slot of it holding the row.
+ */
+struct SwLayout;
+extern bool sw_raw_message(const struct SwLayout *layout, TupleTableSlot *hidden,
+						   SwMessage *msg);
+/*
+ * ... and the other way: a message as columns of the raw message, by
+ * SwRawColumn (log/log.h): key, value, timestamp, header names and values
+ */
+extern void sw_raw_columns(const SwMessage *msg, Datum *values, bool *nulls);
+/* keep a message that could not be decoded in source_writes.errors */
+extern void sw_keep_error(Oid relid, const SwMessage *msg, const char *error);
+/* may an error be kept for its message, rather than raised? */
+struct ErrorData;
+extern bool sw_error_may_be_kept(struct ErrorData *edata);
+/* what a user needs to fix a message: the error, where, its detail */
+extern char *sw_error_text(struct ErrorData *edata);
+
 #endif							/* SW_INGEST_H */

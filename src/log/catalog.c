@@ -1272,43 +1272,6 @@ sw_catalog_copy_errors(Oid from, Oid to, Snapshot snapshot)
 }
 
 /*
- * Keep an error of a source that is no message (a row a new version could
- * not take): where it came from, if known, and why.
- */
-void
-sw_catalog_insert_error(Oid relid, const SwPosition *pos, const char *error)
-{
-	Relation	rel;
-	TupleDesc	desc;
-	Datum	   *values;
-	bool	   *nulls;
-	HeapTuple	tuple;
-
-	require_catalog();
-	rel = table_open(oids.errors, RowExclusiveLock);
-	desc = RelationGetDescr(rel);
-	values = palloc0(sizeof(Datum) * desc->natts);
-	nulls = palloc(sizeof(bool) * desc->natts);
-	memset(nulls, true, sizeof(bool) * desc->natts);
-	/* source, ts, partition, offset, key, value, error, ... */
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = Int64GetDatum(sw_now_ms());
-	nulls[0] = nulls[1] = false;
-	if (pos)
-	{
-		values[2] = Int32GetDatum(pos->part);
-		values[3] = Int64GetDatum(pos->pos);
-		nulls[2] = nulls[3] = false;
-	}
-	values[6] = CStringGetTextDatum(error);
-	nulls[6] = false;
-	tuple = heap_form_tuple(desc, values, nulls);
-	CatalogTupleInsert(rel, tuple);
-	heap_freetuple(tuple);
-	table_close(rel, RowExclusiveLock);
-}
-
-/*
  * The table of edits that a new version could not carry, and its index on
  * (source); InvalidOid before 0.3.
  */

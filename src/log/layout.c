@@ -38,6 +38,12 @@ sw_hidden_type(Form_pg_attribute fatt, int32 *typmod)
 	return getBaseTypeAndTypmod(fatt->atttypid, typmod);
 }
 
+/* the names of the raw message's columns, by SwRawColumn */
+const char *const sw_raw_names[SW_NUM_RAW] = {
+	SW_META_RAW_KEY, SW_META_RAW_VALUE, SW_META_RAW_TIMESTAMP,
+	SW_META_RAW_HEADER_NAMES, SW_META_RAW_HEADER_VALUES
+};
+
 /*
  * Where a hidden relation's own columns are, by their names: the others
  * are the foreign table's, in order.  False if it lacks "$batch", or has
@@ -67,6 +73,12 @@ sw_find_layout(TupleDesc hdesc, SwLayout *layout)
 				ours = &layout->pos;
 			else if (strcmp(name, SW_META_DELIVERY) == 0)
 				ours = &layout->delivery;
+			else
+			{
+				for (int r = 0; r < SW_NUM_RAW; r++)
+					if (strcmp(name, sw_raw_names[r]) == 0)
+						ours = &layout->raw[r];
+			}
 		}
 		if (ours == NULL)
 		{

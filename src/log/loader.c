@@ -169,6 +169,13 @@ sw_loader_add(SwLoader *ld, const Datum *values, const bool *isnull,
 		slot->tts_values[layout->delivery - 1] = CStringGetTextDatum(pos->delivery);
 		slot->tts_isnull[layout->delivery - 1] = false;
 	}
+	if (pos && pos->raw_kept)
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			if (layout->raw[i] && !pos->raw_null[i])
+			{
+				slot->tts_values[layout->raw[i] - 1] = pos->raw[i];
+				slot->tts_isnull[layout->raw[i] - 1] = false;
+			}
 	ExecStoreVirtualTuple(slot);
 	ExecMaterializeSlot(slot);	/* the values are the caller's */
 	h->tags[h->nslots++] = tag;

@@ -212,9 +212,7 @@ extern Oid	sw_catalog_deliveries_oid(Oid *key_index, Oid *ts_index);
 extern Oid	sw_catalog_avro_schemas_oid(Oid *pkey);
 extern void sw_catalog_copy_errors(Oid from, Oid to, Snapshot snapshot);
 extern Oid	sw_catalog_uncarried_oid(void);
-struct SwPosition;
-extern void sw_catalog_insert_error(Oid relid, const struct SwPosition *pos,
-									const char *error);
+
 
 /* avro_schemas.c */
 extern PGDLLEXPORT void sw_avro_schema_store(Oid serverid, const char *registry,
@@ -317,22 +315,59 @@ extern void sw_check_readable(Oid relid, const SwFrontiers *frontiers, int64 ts)
  * The hidden relations hold the foreign table's columns in their order,
  * attnum for attnum, with our own columns in runs between them: a
  * relation made now has the table's columns as they were when it was
- * created, then ours ("$part", "$pos", "$delivery", "$batch", and in the
- * history "$retracted"), then the columns added to the table later.  One
- * made before provenance was kept has "$batch" (and "$retracted") there,
- * and the provenance columns in a second run, where the update of the
- * extension added them.
+ * created, then ours ("$part", "$pos", "$delivery", the raw message's
+ * columns where the table has retain_raw, "$batch", and in the history
+ * "$retracted"), then the columns added to the table later.  One made
+ * before provenance was kept has "$batch" (and "$retracted") there, and
+ * the provenance columns in a second run, where the update of the
+ * extension added them; the raw message's columns, where retain_raw was
+ * turned on later, come in a run of their own where that ALTER added them.
  */
 #define SW_CURRENT_META		4	/* "$part", "$pos", "$delivery" (webhooks), "$batch" */
-#define SW_HISTORY_META		5	/* ... and "$retracted": at most */
+#define SW_HISTORY_META		5	/* ... and "$retracted": at most, and
+								 * SW_NUM_RAW more with retain_raw */
 #define SW_META_PART		"$part"
 #define SW_META_POS			"$pos"
 #define SW_META_DELIVERY	"$delivery"
 #define SW_META_BATCH		"$batch"
 #define SW_META_RETRACTED	"$retracted"
 
+/*
+ * The message a row came from, as it came, where the table has retain_raw
+ * (see sw_raw_message()): a Kafka message's key, value, timestamp and
+ * headers (as source_writes.errors keeps them); a webhook delivery's piece
+ * of the body the row was decoded from, in "$value" (not its request's
+ * headers, which carry signatures and tokens).
+ */
+#define SW_META_RAW_KEY				"$key"
+#define SW_META_RAW_VALUE			"$value"
+#define SW_META_RAW_TIMESTAMP		"$timestamp"
+#define SW_META_RAW_HEADER_NAMES	"$header_names"
+#define SW_META_RAW_HEADER_VALUES	"$header_values"
+
+/* the raw message's columns, in SwLayout.raw and SwPosition.raw */
+typedef enum SwRawColumn
+{
+	SW_RAW_KEY = 0,				/* bytea, NULL: no key */
+	SW_RAW_VALUE,				/* bytea, NULL: no value */
+	SW_RAW_TIMESTAMP,			/* bigint, ms since the epoch, -1: none;
+								 * never NULL in a row that keeps one */
+	SW_RAW_HEADER_NAMES,		/* text[], NULL: no headers */
+	SW_RAW_HEADER_VALUES,		/* bytea[], with NULLs for null values */
+	SW_NUM_RAW
+} SwRawColumn;
+
+/* does a source of a kind keep this one?  Kafka all, webhooks "$value" */
+static inline bool
+sw_raw_column_of(SwKind kind, SwRawColumn column)
+{
+	return kind != SW_KIND_WEBHOOK || column == SW_RAW_VALUE;
+}
+
+extern const char *const sw_raw_names[SW_NUM_RAW];
+
 /* most runs of our columns a hidden relation may have */
-#define SW_LAYOUT_RUNS		2
+#define SW_LAYOUT_RUNS		3
 
 /* where a hidden relation's own columns are */
 typedef struct SwLayout
@@ -342,6 +377,8 @@ typedef struct SwLayout
 	AttrNumber	part;			/* ... of "$part", "$pos" and "$delivery" */
 	AttrNumber	pos;
 	AttrNumber	delivery;
+	AttrNumber	raw[SW_NUM_RAW];	/* ... of the raw message's, by
+									 * SwRawColumn, or 0 */
 	int			nmeta;			/* how many of ours */
 	int			nruns;			/* in how many runs: */
 	struct
@@ -370,6 +407,19 @@ sw_layout_complete(const SwLayout *layout, SwKind kind)
 {
 	return layout->part != InvalidAttrNumber && layout->pos != InvalidAttrNumber &&
 		(kind != SW_KIND_WEBHOOK || layout->delivery != InvalidAttrNumber);
+}
+
+/*
+ * does a relation have the columns of the raw message that a source of its
+ * kind keeps?
+ */
+static inline bool
+sw_layout_has_raw(const SwLayout *layout, SwKind kind)
+{
+	for (int i = 0; i < SW_NUM_RAW; i++)
+		if (sw_raw_column_of(kind, i) && layout->raw[i] == InvalidAttrNumber)
+			return false;
+	return true;
 }
 
 /* the foreign table's attnum of a hidden attnum, or 0 for one of ours */
@@ -643,7 +693,8 @@ typedef struct SwWriter SwWriter;
  * (its arrival in microseconds since the Unix epoch, unique per source),
  * the row's place in its body, and its idempotency key.  A person's new
  * row has none; a person's UPDATE keeps the position of the row it
- * replaces.
+ * replaces.  With retain_raw, the message itself too, as it came (by
+ * SwRawColumn): a person's rows, UPDATEs included, keep none.
  */
 typedef struct SwPosition
 {
@@ -652,6 +703,9 @@ typedef struct SwPosition
 								 * place in the body, from 0 */
 	int64		pos;			/* Kafka: the offset; webhooks: the request */
 	const char *delivery;		/* webhooks: the idempotency key, or NULL */
+	bool		raw_kept;		/* raw and raw_null hold the raw message */
+	Datum		raw[SW_NUM_RAW];
+	bool		raw_null[SW_NUM_RAW];
 } SwPosition;
 
 extern PGDLLEXPORT SwWriter *sw_writer_open(Relation ftrel, SwOrigin origin, Oid role,

@@ -66,9 +66,10 @@
 #include "options/options.h"
 
 static Oid	create_hidden_relation(Relation ftrel, const char *prefix,
-								   uint32 tag, bool history, SwKind kind);
+								   uint32 tag, bool history, SwKind kind,
+								   bool raw);
 static List *sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind,
-								  List *retyped);
+								  bool raw, List *retyped);
 static void follow_key_renames(Relation ftrel, Oid hiddenid);
 static void sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st);
 static void follow_retention(Oid relid, int64 retain_ms);
@@ -90,6 +91,28 @@ check_column_count(Relation ftrel, int natts)
 						RelationGetRelationName(ftrel)),
 				 errdetail("A source table can have at most %d columns, dropped ones included, because its storage keeps %d columns of its own.",
 						   MaxHeapAttributeNumber - SW_HISTORY_META, SW_HISTORY_META)));
+}
+
+/*
+ * ... and with retain_raw, the columns of the raw message too.
+ */
+static void
+check_raw_column_count(Relation ftrel, SwSourceTable *st)
+{
+	int			nraw = 0;
+
+	if (!st->retain_raw)
+		return;
+	for (int i = 0; i < SW_NUM_RAW; i++)
+		nraw += sw_raw_column_of(st->kind, i);
+	if (RelationGetDescr(ftrel)->natts + SW_HISTORY_META + nraw > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_COLUMNS),
+				 errmsg("source table \"%s\" has too many columns to keep raw messages",
+						RelationGetRelationName(ftrel)),
+				 errdetail("With retain_raw, a source table can have at most %d columns, dropped ones included, because its storage keeps %d columns of its own.",
+						   MaxHeapAttributeNumber - SW_HISTORY_META - nraw,
+						   SW_HISTORY_META + nraw)));
 }
 
 /*
@@ -116,6 +139,7 @@ sw_storage_sync(Oid relid, List *retyped)
 
 	/* every option and column must make sense before anything is stored */
 	st = sw_source_table(ftrel);
+	check_raw_column_count(ftrel, st);
 
 	/* ALTER ... SET SCHEMA takes the table's indexes along */
 	if (exists)
@@ -158,8 +182,10 @@ sw_storage_sync(Oid relid, List *retyped)
 			tag = (uint32) random();
 		source.relid = relid;
 		source.kind = st->kind;
-		source.current_rel = create_hidden_relation(ftrel, "current", tag, false, st->kind);
-		source.history_rel = create_hidden_relation(ftrel, "history", tag, true, st->kind);
+		source.current_rel = create_hidden_relation(ftrel, "current", tag, false,
+													st->kind, st->retain_raw);
+		source.history_rel = create_hidden_relation(ftrel, "history", tag, true,
+													st->kind, st->retain_raw);
 		/* nothing is written before creation: both start now */
 		frontiers.upper = frontiers.since = sw_now_ms();
 		frontiers.retain = st->retain_history_ms;
@@ -180,8 +206,10 @@ sw_storage_sync(Oid relid, List *retyped)
 		sw_storage_depend(relid, source.history_rel);
 	}
 
-	added = sync_hidden_relation(ftrel, source.current_rel, st->kind, retyped);
-	(void) sync_hidden_relation(ftrel, source.history_rel, st->kind, NIL);
+	added = sync_hidden_relation(ftrel, source.current_rel, st->kind,
+								 st->retain_raw, retyped);
+	(void) sync_hidden_relation(ftrel, source.history_rel, st->kind,
+								st->retain_raw, NIL);
 	sync_key_index(ftrel, source.current_rel, st);
 	if (exists)
 		follow_retention(relid, st->retain_history_ms);
@@ -881,6 +909,7 @@ storage_in_step(Relation ftrel, const SwSource *source, SwSourceTable *st)
 		in_step = hidden->rd_rel->relowner == ftrel->rd_rel->relowner &&
 			sw_check_layout(ftrel, hidden, &layout, true, &column) &&
 			sw_layout_complete(&layout, source->kind) &&
+			(!st->retain_raw || sw_layout_has_raw(&layout, source->kind)) &&
 			has_dependency(RelationGetRelid(ftrel), hiddenid);
 		if (in_step && i == 0)
 		{
@@ -1009,6 +1038,28 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
 	CommandCounterIncrement();
 }
 
+/* the type of a column of the raw message */
+static Oid
+raw_type(SwRawColumn column)
+{
+	switch (column)
+	{
+		case SW_RAW_KEY:
+		case SW_RAW_VALUE:
+			return BYTEAOID;
+		case SW_RAW_TIMESTAMP:
+			return INT8OID;
+		case SW_RAW_HEADER_NAMES:
+			return TEXTARRAYOID;
+		case SW_RAW_HEADER_VALUES:
+			return BYTEAARRAYOID;
+		case SW_NUM_RAW:
+			break;
+	}
+	elog(ERROR, "unknown column %d of a raw message", (int) column);
+	return InvalidOid;			/* keep the compiler quiet */
+}
+
 /*
  * Create a hidden relation: the foreign table's columns (as their storage
  * types), then ours.  A column the table has already dropped gets a
@@ -1017,16 +1068,22 @@ sync_key_index(Relation ftrel, Oid current_rel, SwSourceTable *st)
  */
 static Oid
 create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag,
-					   bool history, SwKind kind)
+					   bool history, SwKind kind, bool raw)
 {
 	Oid			nsp = get_namespace_oid(SW_INTERNAL_SCHEMA, false);
 	TupleDesc	ftdesc = RelationGetDescr(ftrel);
 	bool		delivery = kind == SW_KIND_WEBHOOK;
-	int			nmeta = 3 + delivery + history;
-	TupleDesc	desc = CreateTemplateTupleDesc(ftdesc->natts + nmeta);
-	AttrNumber	next = ftdesc->natts;
+	int			nraw = 0;
+	int			nmeta;
 	char		relname[NAMEDATALEN];
 	Oid			relid;
+	TupleDesc	desc;
+	AttrNumber	next = ftdesc->natts;
+
+	for (int i = 0; i < SW_NUM_RAW && raw; i++)
+		nraw += sw_raw_column_of(kind, i);
+	nmeta = 3 + delivery + nraw + history;
+	desc = CreateTemplateTupleDesc(ftdesc->natts + nmeta);
 
 	/* a relation restored from a dump may have taken the name */
 	for (;;)
@@ -1056,8 +1113,10 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag,
 	}
 	/*
 	 * Where each row came from (NULL: no message; a webhook delivery's key
-	 * only for webhooks, so that a Kafka row has no null to keep), then its
-	 * batches, "$batch" last of the current heap's.
+	 * only for webhooks, so that a Kafka row has no null to keep), the raw
+	 * message with retain_raw, then its batches, "$batch" last of the
+	 * current heap's (so that a history row is its current row with
+	 * "$retracted" appended).
 	 */
 	TupleDescInitEntry(desc, ++next, SW_META_PART, INT4OID, -1, 0);
 	TupleDescInitEntry(desc, ++next, SW_META_POS, INT8OID, -1, 0);
@@ -1066,6 +1125,9 @@ create_hidden_relation(Relation ftrel, const char *prefix, uint32 tag,
 		TupleDescInitEntry(desc, ++next, SW_META_DELIVERY, TEXTOID, -1, 0);
 		TupleDescInitEntryCollation(desc, next, C_COLLATION_OID);
 	}
+	for (int i = 0; i < SW_NUM_RAW && raw; i++)
+		if (sw_raw_column_of(kind, i))
+			TupleDescInitEntry(desc, ++next, sw_raw_names[i], raw_type(i), -1, 0);
 	TupleDescInitEntry(desc, ++next, SW_META_BATCH, INT8OID, -1, 0);
 	TupleDescAttr(desc, next - 1)->attnotnull = true;
 	if (history)
@@ -1428,7 +1490,8 @@ alter_hidden_relation(Relation ftrel, Oid hiddenid, List *cmds, List *domains)
  * Returns the attnums of the table's columns it added.
  */
 static List *
-sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind, List *retyped)
+sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind, bool raw,
+					 List *retyped)
 {
 	TupleDesc	fdesc = RelationGetDescr(ftrel);
 	Relation	hidden = table_open(hiddenid, AccessExclusiveLock);
@@ -1539,6 +1602,19 @@ sync_hidden_relation(Relation ftrel, Oid hiddenid, SwKind kind, List *retyped)
 	if (kind == SW_KIND_WEBHOOK && layout.delivery == InvalidAttrNumber)
 		cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, SW_META_DELIVERY,
 											(Node *) makeColumnDef(SW_META_DELIVERY, TEXTOID, -1, C_COLLATION_OID)));
+
+	/*
+	 * retain_raw turned on: the columns of the raw message, after the
+	 * others, NULL in the rows written before (they keep none).  Turned off,
+	 * they stay, and rows written from then on keep nothing in them.
+	 */
+	if (raw)
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			if (sw_raw_column_of(kind, i) && layout.raw[i] == InvalidAttrNumber)
+				cmds = lappend(cmds, make_alter_cmd(AT_AddColumn, sw_raw_names[i],
+													(Node *) makeColumnDef(sw_raw_names[i],
+																		   raw_type(i), -1,
+																		   InvalidOid)));
 
 	table_close(hidden, NoLock);
 

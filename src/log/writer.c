@@ -739,8 +739,8 @@ note_block(SwWriter *w, TupleTableSlot *slot)
 
 /*
  * Where the rows written next come from: a message of a stream, or (NULL)
- * none, a person's new rows.  The delivery's key must last until they are
- * written.
+ * none, a person's new rows.  The delivery's key and the raw message's
+ * values must last until they are written.
  */
 void
 sw_writer_set_position(SwWriter *w, const SwPosition *position)
@@ -799,6 +799,23 @@ form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst,
 		for (int i = 0; i < 3; i++)
 			if (ours[i] != InvalidAttrNumber)
 				values[ours[i] - 1] = heap_getattr(from, ours[i], desc, &isnull[ours[i] - 1]);
+
+		/*
+		 * The raw message stays with a row that the system rewrites (filling
+		 * added columns: it still is the message's row); a person's UPDATE
+		 * makes a row of the person's, which keeps none.
+		 */
+		for (int i = 0; i < SW_NUM_RAW; i++)
+		{
+			AttrNumber	attnum = layout->raw[i];
+
+			if (attnum == InvalidAttrNumber)
+				continue;
+			if (w->origin == SW_ORIGIN_SYSTEM)
+				values[attnum - 1] = heap_getattr(from, attnum, desc, &isnull[attnum - 1]);
+			else
+				set_meta(values, isnull, attnum, (Datum) 0, true);
+		}
 	}
 	else
 	{
@@ -809,6 +826,9 @@ form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst,
 		set_meta(values, isnull, layout->delivery,
 				 p->delivery ? CStringGetTextDatum(p->delivery) : (Datum) 0,
 				 p->delivery == NULL);
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			set_meta(values, isnull, layout->raw[i], p->raw[i],
+					 !p->raw_kept || p->raw_null[i]);
 	}
 	ExecStoreVirtualTuple(dst);
 }
@@ -1535,6 +1555,9 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		copy_meta(values, isnull, to->pos, w->current_values, w->current_isnull, from->pos);
 		copy_meta(values, isnull, to->delivery, w->current_values, w->current_isnull,
 				  from->delivery);
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			copy_meta(values, isnull, to->raw[i], w->current_values, w->current_isnull,
+					  from->raw[i]);
 		tuple = heap_form_tuple(desc, values, isnull);
 	}
 	MemoryContextSwitchTo(oldcxt);

@@ -101,6 +101,7 @@ static const SwOption sw_options[] = {
 	{"retain_history", ForeignTableRelationId, SW_ANY_KIND, NULL, check_interval},
 	{"version_of", ForeignTableRelationId, SW_ANY_KIND, NULL, check_nonempty},
 	{"carry_edits", ForeignTableRelationId, SW_ANY_KIND, NULL, check_boolean},
+	{"retain_raw", ForeignTableRelationId, SW_ANY_KIND, NULL, check_boolean},
 	{"max_body_bytes", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_byte_size},
 	{"signature_scheme", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, NULL, sw_signature_scheme_names},
 	{"signature_tolerance", ForeignTableRelationId, SW_KIND_WEBHOOK, NULL, check_interval},
@@ -288,6 +289,21 @@ sw_check_option(DefElem *def, Oid context, int kinds)
 }
 
 /*
+ * A boolean, as PostgreSQL reads one (true, off, yes, 0, ...).
+ */
+static void
+check_boolean(const char *option, const char *value)
+{
+	bool		result;
+
+	if (!parse_bool(value, &result))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", option, value),
+				 errhint("Valid values are true and false.")));
+}
+
+/*
  * Kafka topic names: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
  */
 static void
@@ -461,17 +477,6 @@ check_interval(const char *option, const char *value)
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("option \"%s\" must not be negative", option),
 				 errhint("Give an interval of zero or more, e.g. '7 days' or '0'.")));
-}
-
-/* a boolean, as PostgreSQL's options take it: true, off, 1, ... */
-static void
-check_boolean(const char *option, const char *value)
-{
-	if (!parse_bool(value, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("option \"%s\" requires a Boolean value", option),
-				 errhint("Give 'true' or 'false'.")));
 }
 
 int

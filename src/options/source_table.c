@@ -519,6 +519,8 @@ sw_source_table(Relation rel)
 			(void) parse_bool(value, &st->carry_edits);
 			has_carry_edits = true;
 		}
+		else if (strcmp(def->defname, "retain_raw") == 0)
+			(void) parse_bool(value, &st->retain_raw);
 		else if (strcmp(def->defname, "max_body_bytes") == 0)
 			st->max_body_bytes = sw_parse_byte_size(def->defname, value);
 		else if (strcmp(def->defname, "signature_header") == 0)
