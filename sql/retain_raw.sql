@@ -77,8 +77,9 @@ FROM source_writes.raw_messages(NULL::raw) ORDER BY "offset";
 SELECT "offset", key, value, "timestamp", header_names, header_values, data
 FROM source_writes.raw_messages(NULL::bin);
 
--- a person's rows keep none: an INSERT, and the new version of an UPDATE;
--- the version an UPDATE retracts keeps its message in the history
+-- a person's new row keeps none; the new version of an UPDATE keeps the
+-- message of the row it replaces (it still comes from it, as its position
+-- does), and the version the UPDATE retracts keeps it in the history
 INSERT INTO raw VALUES (3, 'typed');
 UPDATE raw SET v = 'ONE' WHERE id = 1;
 SELECT (data).id, (data).v, "offset", valid_to IS NULL AS current

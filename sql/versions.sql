@@ -200,6 +200,46 @@ DROP FOREIGN TABLE orders;
 SELECT count(*) FROM source_writes.uncarried_edits;
 SELECT count(*) FROM source_writes.progress WHERE source::text LIKE '%orders%';
 
+-- a source that keeps its messages (retain_raw): a version decodes its
+-- new columns from them, by its own options (the others come from the
+-- rows, a person's changes too); a message it cannot decode is kept as
+-- its error, message and all (the messages come here through
+-- retry_errors(), as a worker's would)
+SET ROLE regress_ver_owner;
+CREATE FOREIGN TABLE ver.ev (id int, amount text) SERVER kafka
+  OPTIONS (topic 'ev', retain_raw 'true');
+RESET ROLE;
+INSERT INTO source_writes.errors (source, ts, partition, "offset", key, value, error, "timestamp")
+VALUES ('ev', 0, 0, 10, 'k1', '{"id": 1, "amount": "1.5", "note": "first"}', 'kept', 1767261600000),
+       ('ev', 0, 0, 11, 'k2', '{"id": 2, "amount": "oops", "note": "second"}', 'kept', 1767261600001),
+       ('ev', 0, 0, 12, NULL, '{"id": 3, "amount": "7", "note": "third"}', 'kept', 1767261600002);
+SELECT source_writes.retry_errors('ev');
+GRANT SELECT, UPDATE ON ver.ev TO regress_ver_editor;
+SET ROLE regress_ver_editor;
+UPDATE ev SET amount = '3.25' WHERE id = 3;
+RESET ROLE;
+SET ROLE regress_ver_owner;
+CREATE FOREIGN TABLE ver.ev_v2 (id int, amount numeric, note text DEFAULT 'none')
+  SERVER kafka OPTIONS (topic 'ev', version_of 'ev', retain_raw 'true');
+RESET ROLE;
+-- note comes from the messages, not the default: also for the row a
+-- person changed, which keeps its message
+SELECT * FROM ev_v2 ORDER BY id;
+SELECT "partition", "offset", convert_from(key, 'UTF8') AS key, convert_from(value, 'UTF8') AS value,
+       "timestamp", error
+FROM source_writes.errors WHERE source = 'ev_v2'::regclass;
+-- the version keeps the messages too, as they came
+SELECT (SELECT array_agg(ROW(r."partition", r."offset", r.key, r.value, r."timestamp")
+                         ORDER BY r."offset")
+        FROM source_writes.raw_messages(NULL::ev) r WHERE r."offset" <> 11)
+     = (SELECT array_agg(ROW(r."partition", r."offset", r.key, r.value, r."timestamp")
+                         ORDER BY r."offset")
+        FROM source_writes.raw_messages(NULL::ev_v2) r) AS same_messages;
+-- once its column takes the value, retry_errors() brings the message in
+ALTER FOREIGN TABLE ev_v2 ALTER COLUMN amount TYPE text;
+SELECT source_writes.retry_errors('ev_v2');
+SELECT * FROM ev_v2 ORDER BY id;
+
 RESET search_path;
 DROP SCHEMA ver CASCADE;
 DROP SERVER kafka, hooks CASCADE;

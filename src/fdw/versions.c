@@ -106,6 +106,7 @@ typedef struct Version
 	ExprState **cast;			/* ... the cast of its value; NULL: none */
 	ExprState **defaults;		/* ... a new column's default; NULL: none */
 	bool		fallible;		/* may a cast fail (not only relabel)? */
+	bool		new_columns;	/* has the new table columns the old has not? */
 	EState	   *estate;
 	ExprContext *econtext;
 	Datum	   *oldvalues;
@@ -206,6 +207,7 @@ map_columns(Version *v)
 		{
 			Node	   *def = build_column_default(v->new, i + 1);
 
+			v->new_columns = true;
 			if (def)
 				v->defaults[i] = ExecPrepareExpr((Expr *) def, v->estate);
 			continue;
@@ -282,28 +284,34 @@ make_new_row(Version *v)
 }
 
 /*
- * The new row's columns decoded again, by the new version's options, from
- * the message the old row was ingested from (retain_raw).
+ * The new row from a row that keeps its message (retain_raw): the columns
+ * the old table has from the old row (make_new_row()), and the new ones
+ * decoded from the message, by the new version's options.
  */
 static void
 decode_new_row(Version *v)
 {
 	sw_decode(v->decoder, &v->msg, v->decoded);
 	slot_getallattrs(v->decoded);
-	memcpy(v->newvalues, v->decoded->tts_values, sizeof(Datum) * v->newdesc->natts);
-	memcpy(v->newnulls, v->decoded->tts_isnull, sizeof(bool) * v->newdesc->natts);
+	make_new_row(v);
+	for (int i = 0; i < v->newdesc->natts; i++)
+		if (v->from[i] == 0 && !TupleDescAttr(v->newdesc, i)->attisdropped)
+		{
+			v->newvalues[i] = v->decoded->tts_values[i];
+			v->newnulls[i] = v->decoded->tts_isnull[i];
+		}
 }
 
 /*
  * Make the new row (make_new_row(), or decode_new_row() when decode) when
  * that may fail: false, with the reason, when the new columns do not take
  * it (a value its new type refuses, a message its options cannot decode),
- * so that the row is left behind and reported rather than the version
- * refused.  Errors that are not the row's (see sw_error_may_be_kept())
+ * with the error, so that the row is left behind and reported rather than
+ * the version refused.  Errors that are not the row's (see sw_error_may_be_kept())
  * are raised.
  */
 static bool
-make_new_row_safely(Version *v, bool decode, char **reason)
+make_new_row_safely(Version *v, bool decode, ErrorData **error)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -329,7 +337,7 @@ make_new_row_safely(Version *v, bool decode, char **reason)
 		sw_roll_back_sub(cxt, owner);
 		if (!sw_error_may_be_kept(edata))
 			ReThrowError(edata);
-		*reason = sw_error_text(edata);
+		*error = edata;
 		made = false;
 	}
 	PG_END_TRY();
@@ -351,6 +359,16 @@ make_new_row_safely(Version *v, bool decode, char **reason)
 #define Anum_u_reason		7
 #define Natts_u				7
 
+/* the old row, as JSON */
+static char *
+old_row_json(Version *v)
+{
+	HeapTuple	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
+
+	return text_to_cstring(DatumGetTextPP(DirectFunctionCall1(row_to_json,
+															  heap_copy_tuple_as_datum(row, v->olddesc))));
+}
+
 /*
  * Report an edit of the old table that the new version does not carry
  * (source_writes.uncarried_edits): the insert or delete of the old row
@@ -364,7 +382,6 @@ uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reaso
 	Relation	rel;
 	Datum		values[Natts_u];
 	bool		nulls[Natts_u] = {0};
-	HeapTuple	row;
 	HeapTuple	tuple;
 
 	if (!OidIsValid(table))
@@ -372,17 +389,12 @@ uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reaso
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a version that does not carry every edit needs source_writes 0.3"),
 				 errhint("Update the extension: ALTER EXTENSION source_writes UPDATE.")));
-	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
 	values[Anum_u_source - 1] = ObjectIdGetDatum(RelationGetRelid(v->new));
 	values[Anum_u_version_of - 1] = CStringGetTextDatum(RelationGetRelationName(v->old));
 	values[Anum_u_ts - 1] = Int64GetDatum(b->ts);
 	values[Anum_u_role - 1] = NameGetDatum(&b->role);
 	values[Anum_u_edit - 1] = CStringGetTextDatum(edit);
-	values[Anum_u_row - 1] =
-		DirectFunctionCall1(jsonb_in,
-							CStringGetDatum(text_to_cstring(DatumGetTextPP(
-								DirectFunctionCall1(row_to_json,
-													heap_copy_tuple_as_datum(row, v->olddesc))))));
+	values[Anum_u_row - 1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(old_row_json(v)));
 	values[Anum_u_reason - 1] = CStringGetTextDatum(reason);
 	rel = table_open(table, RowExclusiveLock);
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
@@ -741,12 +753,7 @@ keep_error(Version *v, const char *reason)
 		msg.offset = pos.pos;
 	}
 	sw_keep_error(RelationGetRelid(v->new), &msg,
-				  psprintf("%s (copying row %s of source table \"%s\")", reason,
-						   text_to_cstring(DatumGetTextPP(
-							   DirectFunctionCall1(row_to_json,
-												   heap_copy_tuple_as_datum(heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls),
-																			v->olddesc)))),
-						   RelationGetRelationName(v->old)));
+				  psprintf("%s: the row was %s", reason, old_row_json(v)));
 	v->nerrors++;
 }
 
@@ -761,7 +768,7 @@ copy_row(Version *v, const SwLogRow *row)
 	int64		retracted_id = retracted ? retracted->batch : 0;
 	SwPosition	pos;
 	bool		made = true;
-	char	   *reason = NULL;
+	ErrorData  *error = NULL;
 
 	/* a row a person added stays behind without edits */
 	if (added && added->batch == 0)
@@ -770,25 +777,25 @@ copy_row(Version *v, const SwLogRow *row)
 	if (retracted && retracted->batch == 0)
 		retracted_id = stream_retraction(v, retracted->ts);
 
-	/* a row that keeps its message is decoded again, by the new options */
+	/* a row that keeps its message gets its new columns from it */
 	v->has_msg = sw_raw_message(v->layout, v->hidden, &v->msg);
-	if (v->has_msg)
+	if (v->has_msg && v->new_columns)
 	{
 		v->msg.topic = v->newst->topic;
 		if (v->newst->debezium)
 			v->msg.op = sw_decoder_event_op(v->decoder, &v->msg);
-		made = make_new_row_safely(v, true, &reason);
+		made = make_new_row_safely(v, true, &error);
 	}
 	else if (v->fallible)
-		made = make_new_row_safely(v, false, &reason);
+		made = make_new_row_safely(v, false, &error);
 	else
 		make_new_row(v);
 	if (!made)
 	{
 		if (added == NULL || of_stream(added))
-			keep_error(v, reason);
+			keep_error(v, sw_error_text(error));
 		else
-			uncarried(v, added, "insert", reason);
+			uncarried(v, added, "insert", error->message);
 		if (retracted && retracted->batch != 0 && !of_stream(retracted))
 			uncarried(v, retracted, "delete",
 					  "the row it deletes is not in the new version");
