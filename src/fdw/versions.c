@@ -130,8 +130,10 @@ typedef struct Version
 	const SwLayout *layout;		/* ... its heap's layout */
 	bool		has_msg;		/* ... and whether it keeps its message: */
 	SwMessage	msg;
+	bool		use_decoded;	/* ... which decoded is (for new columns) */
 	int64		nuncarried;
 	int64		nerrors;		/* rows of the stream kept as errors */
+	int64		npast;			/* ... and past versions left out */
 } Version;
 
 /* ---------------------------------------------------------------------
@@ -250,7 +252,10 @@ read_old_row(Version *v)
 				   v->hidden->tts_isnull, v->oldvalues, v->oldnulls);
 }
 
-/* the new row's columns, from the old row's (which may raise an error) */
+/*
+ * the new row's columns, from the old row's (which may raise an error),
+ * and its new ones from its message, decoded (use_decoded), or defaults
+ */
 static void
 make_new_row(Version *v)
 {
@@ -265,7 +270,12 @@ make_new_row(Version *v)
 			continue;
 		if (from == 0)
 		{
-			if (v->defaults[i])
+			if (v->use_decoded)
+			{
+				v->newvalues[i] = v->decoded->tts_values[i];
+				v->newnulls[i] = v->decoded->tts_isnull[i];
+			}
+			else if (v->defaults[i])
 				v->newvalues[i] = ExecEvalExpr(v->defaults[i], v->econtext,
 											   &v->newnulls[i]);
 		}
@@ -284,34 +294,50 @@ make_new_row(Version *v)
 }
 
 /*
- * The new row from a row that keeps its message (retain_raw): the columns
- * the old table has from the old row (make_new_row()), and the new ones
- * decoded from the message, by the new version's options.
+ * Decode the message the old row keeps (retain_raw) by the new version's
+ * options, for its new columns: false if they cannot decode it (the new
+ * columns then get their defaults).  Errors that are not the message's
+ * (see sw_error_may_be_kept()) are raised.
  */
-static void
-decode_new_row(Version *v)
+static bool
+decode_message(Version *v)
 {
-	sw_decode(v->decoder, &v->msg, v->decoded);
-	slot_getallattrs(v->decoded);
-	make_new_row(v);
-	for (int i = 0; i < v->newdesc->natts; i++)
-		if (v->from[i] == 0 && !TupleDescAttr(v->newdesc, i)->attisdropped)
-		{
-			v->newvalues[i] = v->decoded->tts_values[i];
-			v->newnulls[i] = v->decoded->tts_isnull[i];
-		}
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool decoded = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		sw_decode(v->decoder, &v->msg, v->decoded);
+		slot_getallattrs(v->decoded);
+		sw_release_sub(cxt, owner);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sw_roll_back_sub(cxt, owner);
+		if (!sw_error_may_be_kept(edata))
+			ReThrowError(edata);
+		decoded = false;
+	}
+	PG_END_TRY();
+	return decoded;
 }
 
 /*
- * Make the new row (make_new_row(), or decode_new_row() when decode) when
- * that may fail: false, with the reason, when the new columns do not take
- * it (a value its new type refuses, a message its options cannot decode),
- * with the error, so that the row is left behind and reported rather than
- * the version refused.  Errors that are not the row's (see sw_error_may_be_kept())
- * are raised.
+ * Make the new row when a cast may fail: false, with the error, when the
+ * new columns do not take it (a value its new type refuses), so that the
+ * row is left behind and reported rather than the version refused.
+ * Errors that are not the row's (see sw_error_may_be_kept()) are raised.
  */
 static bool
-make_new_row_safely(Version *v, bool decode, ErrorData **error)
+make_new_row_safely(Version *v, ErrorData **error)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -321,10 +347,7 @@ make_new_row_safely(Version *v, bool decode, ErrorData **error)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		if (decode)
-			decode_new_row(v);
-		else
-			make_new_row(v);
+		make_new_row(v);
 		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
@@ -779,21 +802,24 @@ copy_row(Version *v, const SwLogRow *row)
 
 	/* a row that keeps its message gets its new columns from it */
 	v->has_msg = sw_raw_message(v->layout, v->hidden, &v->msg);
+	v->use_decoded = false;
 	if (v->has_msg && v->new_columns)
 	{
 		v->msg.topic = v->newst->topic;
 		if (v->newst->debezium)
 			v->msg.op = sw_decoder_event_op(v->decoder, &v->msg);
-		made = make_new_row_safely(v, true, &error);
+		v->use_decoded = decode_message(v);
 	}
-	else if (v->fallible)
-		made = make_new_row_safely(v, false, &error);
+	if (v->fallible)
+		made = make_new_row_safely(v, &error);
 	else
 		make_new_row(v);
 	if (!made)
 	{
-		if (added == NULL || of_stream(added))
+		if ((added == NULL || of_stream(added)) && retracted_id == 0)
 			keep_error(v, sw_error_text(error));
+		else if (added == NULL || of_stream(added))
+			v->npast++;			/* a past version: not the present's error */
 		else
 			uncarried(v, added, "insert", error->message);
 		if (retracted && retracted->batch != 0 && !of_stream(retracted))
@@ -973,6 +999,12 @@ sw_version_create(Oid relid)
 							   v.nerrors, (long long) v.nerrors, RelationGetRelationName(v.old),
 						RelationGetRelationName(v.new)),
 				 errhint("See source_writes.errors.")));
+	if (v.npast > 0)
+		ereport(NOTICE,
+				(errmsg_plural("%lld past version of a row of source table \"%s\" is not in the history of \"%s\": its columns do not take it",
+							   "%lld past versions of rows of source table \"%s\" are not in the history of \"%s\": its columns do not take them",
+							   v.npast, (long long) v.npast, RelationGetRelationName(v.old),
+							   RelationGetRelationName(v.new))));
 	if (v.nuncarried > 0)
 		ereport(NOTICE,
 				(errmsg_plural("%lld edit of source table \"%s\" is not carried to \"%s\"",
