@@ -906,7 +906,7 @@ store_row(Import *im, RowLine *r)
 	if (r->added && r->retracted && r->retracted->ts <= r->added->ts)
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
 	if (r->has_part != r->has_pos)
-		bad_export(im, "A row has both a \"part\" and a \"pos\", or neither.");
+		bad_export(im, "A row has a \"part\" without a \"pos\", or a \"pos\" without a \"part\".");
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);

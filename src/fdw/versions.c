@@ -32,6 +32,7 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "commands/defrem.h"
+#include "commands/tablecmds.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
 #include "funcapi.h"
@@ -50,10 +51,11 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "utils/regproc.h"
+#include "utils/typcache.h"
 
 #include "fdw/fdw.h"
 #include "ingest/ingest.h"
@@ -98,6 +100,7 @@ typedef struct Version
 	SwBatchMap *map;
 	HTAB	   *batches;		/* VersionBatch by the old id */
 	int64		folded;			/* the id of rows added before since */
+	VersionBatch folded_batch;	/* ... as a batch of its own, at since */
 
 	/* the columns: each new one from an old one of its name, or a default */
 	TupleDesc	olddesc;
@@ -105,6 +108,12 @@ typedef struct Version
 	AttrNumber *from;			/* per new column: the old one, or 0 */
 	ExprState **cast;			/* ... the cast of its value; NULL: none */
 	ExprState **defaults;		/* ... a new column's default; NULL: none */
+	ExprState **generated;		/* ... a generated column's expression */
+	TupleTableSlot *newslot;	/* the new row, for generated columns */
+	TupleDesc	jsondesc;		/* the old columns the new table has, as
+								 * reports show the old row */
+	AttrNumber *jsonatts;
+	int			njson;
 	bool		fallible;		/* may a cast fail (not only relabel)? */
 	bool		new_columns;	/* has the new table columns the old has not? */
 	EState	   *estate;
@@ -183,17 +192,22 @@ sw_version_check_alter(CollectedCommand *command)
 
 /*
  * How each column of the new table is made: from the old table's column
- * of its name, cast as CAST(old AS new) casts it if its type differs; a
- * column the old table has not gets its default, or NULL.
+ * of its name, cast as INSERT casts it (or, where only an explicit cast
+ * exists, as CAST does) if its type differs; a column the old table has
+ * not gets its default, or NULL (checked against its domain, as ALTER
+ * TABLE ... ADD COLUMN does); a generated column is computed again.
  */
 static void
 map_columns(Version *v)
 {
 	int			natts = v->newdesc->natts;
+	int			njson = 0;
 
 	v->from = palloc0(sizeof(AttrNumber) * Max(natts, 1));
 	v->cast = palloc0(sizeof(ExprState *) * Max(natts, 1));
 	v->defaults = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	v->generated = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	v->jsonatts = palloc0(sizeof(AttrNumber) * Max(natts, 1));
 	v->estate = CreateExecutorState();
 	v->econtext = GetPerTupleExprContext(v->estate);
 	for (int i = 0; i < natts; i++)
@@ -205,10 +219,29 @@ map_columns(Version *v)
 		if (att->attisdropped)
 			continue;
 		from = get_attnum(RelationGetRelid(v->old), NameStr(att->attname));
+		if (from > 0)
+			v->jsonatts[njson++] = from;
+		if (att->attgenerated)
+		{
+			v->generated[i] = ExecPrepareExpr((Expr *) build_column_default(v->new, i + 1),
+											  v->estate);
+			continue;
+		}
 		if (from <= 0)
 		{
 			Node	   *def = build_column_default(v->new, i + 1);
 
+			if (def == NULL && DomainHasConstraints(att->atttypid))
+			{
+				int32		basetypmod = att->atttypmod;
+				Oid			basetype = getBaseTypeAndTypmod(att->atttypid, &basetypmod);
+
+				def = coerce_to_target_type(NULL,
+											(Node *) makeNullConst(basetype, basetypmod,
+																   att->attcollation),
+											basetype, att->atttypid, att->atttypmod,
+											COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+			}
 			v->new_columns = true;
 			if (def)
 				v->defaults[i] = ExecPrepareExpr((Expr *) def, v->estate);
@@ -226,7 +259,11 @@ map_columns(Version *v)
 			value->collation = oldatt->attcollation;
 			cast = coerce_to_target_type(NULL, (Node *) value, oldatt->atttypid,
 										 att->atttypid, att->atttypmod,
-										 COERCION_EXPLICIT, COERCE_EXPLICIT_CAST, -1);
+										 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+			if (cast == NULL)
+				cast = coerce_to_target_type(NULL, (Node *) value, oldatt->atttypid,
+											 att->atttypid, att->atttypmod,
+											 COERCION_EXPLICIT, COERCE_EXPLICIT_CAST, -1);
 			if (cast == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -241,6 +278,21 @@ map_columns(Version *v)
 				v->fallible = true;
 		}
 	}
+	v->newslot = MakeSingleTupleTableSlot(v->newdesc, &TTSOpsVirtual);
+
+	/* what the reports show of an old row: only what the new table has */
+	v->jsondesc = CreateTemplateTupleDesc(Max(njson, 1));
+	for (int k = 0; k < njson; k++)
+	{
+		Form_pg_attribute oldatt = TupleDescAttr(v->olddesc, v->jsonatts[k] - 1);
+
+		TupleDescInitEntry(v->jsondesc, k + 1, NameStr(oldatt->attname),
+						   oldatt->atttypid, oldatt->atttypmod, 0);
+	}
+	if (njson == 0)
+		TupleDescInitEntry(v->jsondesc, 1, "?column?", INT4OID, -1, 0);
+	v->jsondesc = BlessTupleDesc(v->jsondesc);
+	v->njson = njson;
 }
 
 /* the old row, read into oldvalues */
@@ -253,8 +305,8 @@ read_old_row(Version *v)
 }
 
 /*
- * the new row's columns, from the old row's (which may raise an error),
- * and its new ones from its message, decoded (use_decoded), or defaults
+ * The new row's columns that the old table has, from the old row's (a
+ * cast may raise an error).
  */
 static void
 make_new_row(Version *v)
@@ -266,20 +318,9 @@ make_new_row(Version *v)
 
 		v->newvalues[i] = (Datum) 0;
 		v->newnulls[i] = true;
-		if (TupleDescAttr(v->newdesc, i)->attisdropped)
-			continue;
 		if (from == 0)
-		{
-			if (v->use_decoded)
-			{
-				v->newvalues[i] = v->decoded->tts_values[i];
-				v->newnulls[i] = v->decoded->tts_isnull[i];
-			}
-			else if (v->defaults[i])
-				v->newvalues[i] = ExecEvalExpr(v->defaults[i], v->econtext,
-											   &v->newnulls[i]);
-		}
-		else if (v->cast[i] == NULL)
+			continue;
+		if (v->cast[i] == NULL)
 		{
 			v->newvalues[i] = v->oldvalues[from - 1];
 			v->newnulls[i] = v->oldnulls[from - 1];
@@ -291,6 +332,44 @@ make_new_row(Version *v)
 			v->newvalues[i] = ExecEvalExpr(v->cast[i], v->econtext, &v->newnulls[i]);
 		}
 	}
+}
+
+/*
+ * ... and the others: its new columns from its message, decoded
+ * (use_decoded), or their defaults, and then its generated columns, from
+ * the row, as INSERT computes them.  An error here is the new table's
+ * (a default or a domain that refuses), and refuses the version, as it
+ * would refuse ALTER TABLE ... ADD COLUMN.
+ */
+static void
+complete_new_row(Version *v)
+{
+	bool		any_generated = false;
+
+	for (int i = 0; i < v->newdesc->natts; i++)
+	{
+		if (v->from[i] != 0 || TupleDescAttr(v->newdesc, i)->attisdropped)
+			continue;
+		if (v->generated[i])
+			any_generated = true;
+		else if (v->use_decoded)
+		{
+			v->newvalues[i] = v->decoded->tts_values[i];
+			v->newnulls[i] = v->decoded->tts_isnull[i];
+		}
+		else if (v->defaults[i])
+			v->newvalues[i] = ExecEvalExpr(v->defaults[i], v->econtext, &v->newnulls[i]);
+	}
+	if (!any_generated)
+		return;
+	ExecClearTuple(v->newslot);
+	memcpy(v->newslot->tts_values, v->newvalues, sizeof(Datum) * v->newdesc->natts);
+	memcpy(v->newslot->tts_isnull, v->newnulls, sizeof(bool) * v->newdesc->natts);
+	ExecStoreVirtualTuple(v->newslot);
+	v->econtext->ecxt_scantuple = v->newslot;
+	for (int i = 0; i < v->newdesc->natts; i++)
+		if (v->generated[i])
+			v->newvalues[i] = ExecEvalExpr(v->generated[i], v->econtext, &v->newnulls[i]);
 }
 
 /*
@@ -382,14 +461,27 @@ make_new_row_safely(Version *v, ErrorData **error)
 #define Anum_u_reason		7
 #define Natts_u				7
 
-/* the old row, as JSON */
+/*
+ * The old row as JSON, as reports show it: its columns that the new table
+ * has (whoever reads the new version need not see the others).
+ */
 static char *
 old_row_json(Version *v)
 {
-	HeapTuple	row = heap_form_tuple(v->olddesc, v->oldvalues, v->oldnulls);
+	Datum	   *values = palloc0(sizeof(Datum) * Max(v->njson, 1));
+	bool	   *nulls = palloc0(sizeof(bool) * Max(v->njson, 1));
+	HeapTuple	row;
 
+	if (v->njson == 0)
+		nulls[0] = true;
+	for (int k = 0; k < v->njson; k++)
+	{
+		values[k] = v->oldvalues[v->jsonatts[k] - 1];
+		nulls[k] = v->oldnulls[v->jsonatts[k] - 1];
+	}
+	row = heap_form_tuple(v->jsondesc, values, nulls);
 	return text_to_cstring(DatumGetTextPP(DirectFunctionCall1(row_to_json,
-															  heap_copy_tuple_as_datum(row, v->olddesc))));
+															  heap_copy_tuple_as_datum(row, v->jsondesc))));
 }
 
 /*
@@ -413,7 +505,9 @@ uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reaso
 				 errmsg("a version that does not carry every edit needs source_writes 0.3"),
 				 errhint("Update the extension: ALTER EXTENSION source_writes UPDATE.")));
 	values[Anum_u_source - 1] = ObjectIdGetDatum(RelationGetRelid(v->new));
-	values[Anum_u_version_of - 1] = CStringGetTextDatum(RelationGetRelationName(v->old));
+	values[Anum_u_version_of - 1] =
+		CStringGetTextDatum(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(v->old)),
+													   RelationGetRelationName(v->old)));
 	values[Anum_u_ts - 1] = Int64GetDatum(b->ts);
 	values[Anum_u_role - 1] = NameGetDatum(&b->role);
 	values[Anum_u_edit - 1] = CStringGetTextDatum(edit);
@@ -555,6 +649,25 @@ of_stream(const VersionBatch *b)
 	return b->origin == SW_ORIGIN_KAFKA || b->origin == SW_ORIGIN_WEBHOOK;
 }
 
+/*
+ * Is the old row the stream's?  By the batch that added it, or, for a row
+ * added before since (whose batch is folded), by its position: a person's
+ * new row has none.  (Storage made before positions were kept says
+ * nothing: such a row counts as the stream's.)
+ */
+static bool
+row_of_stream(Version *v, const VersionBatch *added)
+{
+	bool		isnull;
+
+	if (added)
+		return of_stream(added);
+	if (v->layout->part == InvalidAttrNumber)
+		return true;
+	(void) slot_getattr(v->hidden, v->layout->part, &isnull);
+	return !isnull;
+}
+
 /* where a row of the old table is, in the error context of the copy */
 static void
 version_context(void *arg)
@@ -623,8 +736,8 @@ find_retracted_keys(Version *v, const SwLogRow *row)
 	KeyWrites  *kw;
 	bool		found;
 
-	if (row->added != SW_LOG_IN || row->retracted != SW_LOG_IN ||
-		!of_stream(version_batch(v, row->added_batch)) ||
+	if (row->added == SW_LOG_LATER || row->retracted != SW_LOG_IN ||
+		!row_of_stream(v, row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL) ||
 		of_stream(version_batch(v, row->retracted_batch)))
 		return;
 	read_old_row(v);
@@ -794,7 +907,7 @@ copy_row(Version *v, const SwLogRow *row)
 	ErrorData  *error = NULL;
 
 	/* a row a person added stays behind without edits */
-	if (added && added->batch == 0)
+	if ((added && added->batch == 0) || (!v->carry && !row_of_stream(v, added)))
 		return;
 	read_old_row(v);
 	if (retracted && retracted->batch == 0)
@@ -816,17 +929,18 @@ copy_row(Version *v, const SwLogRow *row)
 		make_new_row(v);
 	if (!made)
 	{
-		if ((added == NULL || of_stream(added)) && retracted_id == 0)
+		if (row_of_stream(v, added) && retracted_id == 0)
 			keep_error(v, sw_error_text(error));
-		else if (added == NULL || of_stream(added))
+		else if (row_of_stream(v, added))
 			v->npast++;			/* a past version: not the present's error */
 		else
-			uncarried(v, added, "insert", error->message);
+			uncarried(v, added ? added : &v->folded_batch, "insert", error->message);
 		if (retracted && retracted->batch != 0 && !of_stream(retracted))
 			uncarried(v, retracted, "delete",
 					  "the row it deletes is not in the new version");
 		return;
 	}
+	complete_new_row(v);
 	old_position(v, &pos);
 	sw_loader_add(v->loader, v->newvalues, v->newnulls, added_id, retracted_id, &pos, 1);
 }
@@ -856,6 +970,27 @@ copy_progress(Version *v)
 	sw_catalog_copy_errors(RelationGetRelid(v->old), relid, v->snapshot);
 }
 
+/* do two key lists (of column names) name the same columns, in any order? */
+static bool
+same_key(List *a, List *b)
+{
+	ListCell   *lc;
+
+	if (list_length(a) != list_length(b))
+		return false;
+	foreach(lc, a)
+	{
+		ListCell   *lc2;
+		bool		found = false;
+
+		foreach(lc2, b)
+			found |= strcmp((char *) lfirst(lc), (char *) lfirst(lc2)) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 /*
  * The old table that option version_of names, opened and checked: a
  * source table of the same kind (and topic) that the caller owns, not the
@@ -866,8 +1001,9 @@ open_old_table(Version *v, const SwSourceTable *st)
 {
 	Oid			relid;
 
-	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(st->version_of)),
-							 AccessShareLock, false);
+	/* the owner's only: no lock is taken on another role's table */
+	relid = RangeVarGetRelidExtended(makeRangeVarFromNameList(stringToQualifiedNameList(st->version_of)),
+									 AccessShareLock, 0, RangeVarCallbackOwnsRelation, NULL);
 	if (relid == RelationGetRelid(v->new))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -878,8 +1014,6 @@ open_old_table(Version *v, const SwSourceTable *st)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a source table", st->version_of),
 				 errhint("Option version_of names the source table that the new one is a version of.")));
-	if (!pg_class_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
 	if (v->oldsrc.moved)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -894,6 +1028,14 @@ open_old_table(Version *v, const SwSourceTable *st)
 						RelationGetRelationName(v->old), sw_kind_name(v->oldst->kind),
 						RelationGetRelationName(v->new), sw_kind_name(st->kind)),
 				 errhint("A version is of the same kind as the table it is a version of.")));
+	if (v->oldst->upsert != st->upsert || v->oldst->debezium != st->debezium ||
+		!same_key(v->oldst->key, st->key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source table \"%s\" has another envelope or key than \"%s\"",
+						RelationGetRelationName(v->new), RelationGetRelationName(v->old)),
+				 errdetail("Rows that are one row each in the old table could be rows of one key in the new one."),
+				 errhint("Give the new version the options envelope and key of the table it is a version of.")));
 	if (st->kind == SW_KIND_KAFKA && strcmp(v->oldst->topic, st->topic) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -927,6 +1069,11 @@ sw_version_create(Oid relid)
 	st = sw_source_table(v.new);
 	if (st->version_of == NULL)
 	{
+		if (st->carry_edits_given)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+					 errmsg("option \"carry_edits\" is only valid with option \"version_of\""),
+					 errhint("It says whether a new version of a source table gets the edits of the one it is a version of.")));
 		relation_close(v.new, NoLock);
 		return;
 	}
@@ -962,6 +1109,9 @@ sw_version_create(Oid relid)
 		add_batch(batch, &v);
 	sw_segments_each(v.map->segments, add_batch, &v);
 	v.folded = sw_catalog_new_batch_id();
+	v.folded_batch.batch = v.folded;
+	v.folded_batch.ts = frontiers.since;
+	v.folded_batch.origin = SW_ORIGIN_USER;
 
 	/* the rows */
 	context.callback = version_context;
@@ -987,6 +1137,7 @@ sw_version_create(Oid relid)
 		sw_catalog_set_since(relid, frontiers.since, stored.retain);
 	UnregisterSnapshot(v.snapshot);
 	ExecDropSingleTupleTableSlot(v.decoded);
+	ExecDropSingleTupleTableSlot(v.newslot);
 	FreeExecutorState(v.estate);
 	CommandCounterIncrement();
 

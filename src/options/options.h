@@ -92,6 +92,7 @@ typedef struct SwSourceTable
 	int64		retain_history_ms;	/* -1: keep all history */
 	char	   *version_of;		/* the table it is a version of, as named */
 	bool		carry_edits;	/* ... and whether people's edits come too */
+	bool		carry_edits_given;	/* ... the option is there */
 	bool		retain_raw;		/* rows keep the message they came from */
 	int			max_body_bytes; /* webhook */
 	char	   *signature_header;

@@ -564,11 +564,7 @@ sw_source_table(Relation rel)
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("key_format \"avro\" needs server option \"schema_registry\""),
 				 errhint("Name the schema registry the writers use, e.g. ALTER SERVER ... OPTIONS (ADD schema_registry 'http://registry:8081').")));
-	if (has_carry_edits && st->version_of == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-				 errmsg("option \"carry_edits\" is only valid with option \"version_of\""),
-				 errhint("It says whether a new version of a source table gets the edits of the one it is a version of.")));
+	st->carry_edits_given = has_carry_edits;
 	if (st->idempotency_header && st->idempotency_field)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
