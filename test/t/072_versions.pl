@@ -145,6 +145,17 @@ is(sql($blame =~ s/TABLE/orders_v2/r), sql($blame =~ s/TABLE/orders/r),
 	'blame(): the same timestamps, origins, roles and positions');
 is(sql($history =~ s/TABLE/orders_v2/r), sql($history =~ s/TABLE/orders/r),
 	'history(): the same versions, retractions included');
+my $updates = q{SELECT string_agg(format('%s %s %s %s %s', ts, diff, origin, (data).id, (data).item), E'\n'
+	ORDER BY ts, diff, (data).id) FROM source_writes.updates(NULL::TABLE) WHERE (data).id <> 1002};
+is(sql($updates =~ s/TABLE/orders_v2/r), sql($updates =~ s/TABLE/orders/r), 'updates(): the same log');
+my $middle = sql(q{SELECT ts FROM source_writes.blame(NULL::orders) WHERE (data).id = 1001});
+is(sql(qq{SET source_writes.as_of = '$middle';
+	SELECT string_agg(id || ' ' || item, ',' ORDER BY id) FROM orders_v2}),
+	sql(qq{SET source_writes.as_of = '$middle';
+	SELECT string_agg(id || ' ' || item, ',' ORDER BY id) FROM orders WHERE id <= 1001}),
+	'read as of a person\'s insert, the same rows');
+like(sql(qq{SET source_writes.as_of = '$middle'; SELECT string_agg(id::text, ',' ORDER BY id) FROM orders_v2}),
+	qr/^1,2,3,5,6,.*,19,20,1001$/, 'those of that time');
 like(sql($history =~ s/TABLE/orders_v2/r), qr/^\d+ \d+ kafka \S+ user editor \d\/\d+ 3 i3$/m,
 	'the edit of a dropped message is there');
 is(sql(q{SELECT count(*) FROM source_writes.batches b1 JOIN source_writes.batches b2 USING (batch)
