@@ -329,51 +329,67 @@ is(stream_rows('orders'), stream_rows('orders_v1'), 'the same stream rows');
 #
 sql(q{CREATE FOREIGN TABLE big (id int, v text) SERVER k OPTIONS (topic 'big');
 	SELECT test_write('big', 'kafka', 'append',
-	  (SELECT array_agg(ROW(g, 'v' || g)::big) FROM generate_series(1, 200000) g), 0, 0);
+	  (SELECT array_agg(ROW(g, g::text)::big) FROM generate_series(1, 200000) g), 0, 0);
 	-- (rows as if from offsets the topic has not: it goes on at its start)
-	SELECT source_writes.reset_offsets('big', 'earliest')});
+	SELECT source_writes.reset_offsets('big', 'earliest');
+	-- a row a person added, after the others, that the version does not take
+	INSERT INTO big VALUES (0, 'typed')});
 my $catalog = q{SELECT (SELECT count(*) FROM source_writes.source_tables) || ' '
 	|| (SELECT count(*) FROM source_writes.batches) || ' '
 	|| (SELECT count(*) FROM source_writes.progress) || ' '
+	|| (SELECT count(*) FROM source_writes.uncarried_edits) || ' '
 	|| (SELECT count(*) FROM pg_class WHERE relnamespace = (SELECT relnamespace FROM pg_class
 	    WHERE oid = (SELECT current_rel FROM source_writes.source_tables LIMIT 1)))};
-my $before = sql($catalog);
-# the creation has written its batches when it waits for the old table's
-# history, locked here: it is killed there
-my $locker = $node->background_psql('postgres');
-$locker->query_safe(q{BEGIN; SELECT format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', history_rel)
-	FROM source_writes.source_tables WHERE relid = 'big'::regclass \gexec});
-my $creator = $node->background_psql('postgres', on_error_stop => 0);
-my $creator_pid = $creator->query_safe('SELECT pg_backend_pid()');
-$creator->query_until(qr/started/, q{\echo started
-	CREATE FOREIGN TABLE big_v2 (id bigint, v text, n int DEFAULT 7) SERVER k
-	  OPTIONS (topic 'big', version_of 'big');
-});
-ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_locks l
-	JOIN source_writes.source_tables s ON l.relation = s.history_rel
-	WHERE l.pid = $creator_pid AND NOT l.granted AND s.relid = 'big'::regclass}),
-	'the creation is under way: it waits for the old table\'s history');
-my $from = -s $node->logfile;
-kill 'KILL', $creator_pid;
-SwTest::wait_for_restart($node, $from);
-eval { $creator->quit };
-eval { $locker->quit };
-is(sql(q{SELECT count(*) FROM pg_class WHERE relname = 'big_v2'}), '0', 'after the crash: no version');
-is(sql($catalog), $before, 'no catalog row, progress row or hidden relation of it');
-is(sql(q{SELECT (SELECT count(*) FROM source_writes.batches b
-	  WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = b.source))
-	+ (SELECT count(*) FROM source_writes.progress p
-	  WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = p.source))}), '0',
-	'nothing of a table that is not there');
-SwTest::produce($broker, 'big', map { qq(\t{"id": $_, "v": "m$_"}) } 300001 .. 300005);
+my $big_v2 = q{CREATE FOREIGN TABLE big_v2 (id bigint, v int, n int DEFAULT 7) SERVER k
+	  OPTIONS (topic 'big', version_of 'big')};
+my $sum = 100000 * 200001;
+# The creation is killed where it waits for a lock held here: the old
+# table's history (it has written its batches, and opened the rows), then
+# the report of what is not carried (it has loaded the rows before the
+# person's, the last)
+for my $stage ([ 'the old table\'s history', q{SELECT format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE',
+	  history_rel) FROM source_writes.source_tables WHERE relid = 'big'::regclass \gexec},
+	  q{SELECT history_rel FROM source_writes.source_tables WHERE relid = 'big'::regclass} ],
+	[ 'the report of the edits not carried',
+	  q{LOCK TABLE source_writes.uncarried_edits IN ACCESS EXCLUSIVE MODE},
+	  q{SELECT 'source_writes.uncarried_edits'::regclass} ])
+{
+	my ($what, $lock, $relation) = @$stage;
+	my $before = sql($catalog);
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe("BEGIN; $lock");
+	my $creator = $node->background_psql('postgres', on_error_stop => 0);
+	my $creator_pid = $creator->query_safe('SELECT pg_backend_pid()');
+	$creator->query_until(qr/started/, "\\echo started\n$big_v2;\n");
+	ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_locks
+		WHERE pid = $creator_pid AND NOT granted AND relation = ($relation)}),
+		"the creation is under way: it waits for $what");
+	my $from = -s $node->logfile;
+	kill 'KILL', $creator_pid;
+	SwTest::wait_for_restart($node, $from);
+	eval { $creator->quit };
+	eval { $locker->quit };
+	is(sql(q{SELECT count(*) FROM pg_class WHERE relname = 'big_v2'}), '0',
+		'after the crash: no version');
+	is(sql($catalog), $before,
+		'no catalog row, progress row, report or hidden relation of it');
+	is(sql(q{SELECT (SELECT count(*) FROM source_writes.batches b
+		  WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = b.source))
+		+ (SELECT count(*) FROM source_writes.progress p
+		  WHERE NOT EXISTS (SELECT FROM pg_class WHERE oid = p.source))}), '0',
+		'nothing of a table that is not there');
+}
+SwTest::produce($broker, 'big', map { qq(\t{"id": $_, "v": "$_"}) } 300001 .. 300005);
 sql(q{SELECT source_writes.wait_for('big')});
-is(sql(q{SELECT count(*), sum(id) FROM big}), '200005|' . (100000 * 200001 + 1500015),
+is(sql(q{SELECT count(*), sum(id) FROM big}), '200006|' . ($sum + 1500015),
 	'the old table is whole, and ingests');
-sql(q{CREATE FOREIGN TABLE big_v2 (id bigint, v text, n int DEFAULT 7) SERVER k
-	  OPTIONS (topic 'big', version_of 'big')});
-is(sql(q{SELECT count(*), sum(id), min(n) FROM big_v2}), '200005|' . (100000 * 200001 + 1500015) . '|7',
+sql($big_v2);
+is(sql(q{SELECT count(*), sum(id), sum(v), min(n) FROM big_v2}),
+	'200005|' . ($sum + 1500015) . '|' . ($sum + 1500015) . '|7',
 	'made again, the version has it all');
-SwTest::produce($broker, 'big', map { qq(\t{"id": $_, "v": "m$_"}) } 300006 .. 300007);
+is(sql(q{SELECT "row"->>'v' FROM source_writes.uncarried_edits WHERE source = 'big_v2'::regclass}),
+	'typed', 'but the person\'s row its type refuses');
+SwTest::produce($broker, 'big', map { qq(\t{"id": $_, "v": "$_"}) } 300006 .. 300007);
 sql(q{SELECT source_writes.wait_for('big_v2')});
 is(sql(q{SELECT count(*) FROM big_v2 WHERE id > 300000}), '7', 'and goes on ingesting');
 sql(q{DROP FOREIGN TABLE big, big_v2});
