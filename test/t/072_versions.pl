@@ -27,8 +27,8 @@ sub message
 }
 sub produce { SwTest::produce($broker, 'orders', map { message($_) } @_); }
 
-# messages to one partition of orders (kcat's partitioner for messages
-# without a key sticks to a partition for a while: not even enough)
+# messages to one partition of orders (kcat's partitioner keeps messages
+# without a key on one partition for a while: these must fill both)
 my $files = PostgreSQL::Test::Utils::tempdir();
 sub produce_to
 {
