@@ -43,6 +43,7 @@
 #include "parser/parse_collate.h"
 #include "rewrite/rewriteHandler.h"
 #include "tcop/deparse_utility.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -1000,6 +1001,7 @@ static void
 open_old_table(Version *v, const SwSourceTable *st)
 {
 	Oid			relid;
+	LOCKTAG		tag;
 
 	/* the owner's only: no lock is taken on another role's table */
 	relid = RangeVarGetRelidExtended(makeRangeVarFromNameList(stringToQualifiedNameList(st->version_of)),
@@ -1019,6 +1021,18 @@ open_old_table(Version *v, const SwSourceTable *st)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("source table \"%s\" was moved", get_rel_name(relid)),
 				 errhint("Make the version of the table it was moved to.")));
+	/*
+	 * A write of this transaction to the old table is not in its log until
+	 * the commit stamps it (as for a fenced export): the copy would miss it.
+	 */
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	if (LockHeldByMe(&tag, RowExclusiveLock))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot make a version of source table \"%s\" in a transaction that writes to it",
+						get_rel_name(relid)),
+				 errdetail("Its writes are not in its log until the transaction commits."),
+				 errhint("Make the version in a transaction of its own, or after the writes commit.")));
 	v->old = relation_open(relid, NoLock);
 	v->oldst = sw_source_table(v->old);
 	if (v->oldst->kind != st->kind)
