@@ -98,8 +98,9 @@ SELECT count(*) AS history_differs FROM (
 SELECT source::text, part, next_offset FROM source_writes.progress
 WHERE source IN ('kv'::regclass, 'kv_raw'::regclass, 'kv_v2'::regclass) ORDER BY 1, 2;
 
--- the creating transaction's own edits of the old table are not in the
--- copy (they have no timestamp yet), and nothing is doubled or lost
+-- a version made in a transaction that already wrote to the old table
+-- is refused: those writes have no timestamp yet, and the copy would
+-- miss them; nothing is made, the writes roll back with it
 BEGIN;
 UPDATE kv SET v = 'in the same transaction' WHERE k = 5;
 INSERT INTO kv VALUES (8, 'new in the same transaction');
