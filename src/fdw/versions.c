@@ -8,8 +8,9 @@
  * CREATE FOREIGN TABLE orders_v2 (...) SERVER ... OPTIONS (version_of
  * 'orders') makes a table that starts where orders is: its batches with
  * their timestamps, origins and roles (new ids), its rows with their
- * columns mapped by name (cast to the new types, a new column gets its
- * default), its Kafka offsets, webhook keys and kept errors.  Its worker
+ * columns mapped by name (cast as INSERT casts; a new column decoded from
+ * the message the row keeps, or its default; generated columns computed
+ * again), its Kafka offsets, webhook keys and kept errors.  Its worker
  * then goes on from those offsets, beside the old table's.  With
  * carry_edits 'false' the people's (and DDL's) batches stay behind, and
  * the rows they retracted are current again until the stream replaces
@@ -42,8 +43,8 @@
 #include "parser/parse_coerce.h"
 #include "parser/parse_collate.h"
 #include "rewrite/rewriteHandler.h"
-#include "tcop/deparse_utility.h"
 #include "storage/lmgr.h"
+#include "tcop/deparse_utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
