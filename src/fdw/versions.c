@@ -71,7 +71,6 @@ typedef struct VersionBatch
 	int64		batch;			/* its id in the new one; 0: left behind */
 	int64		ts;
 	SwOrigin	origin;
-	NameData	role;
 } VersionBatch;
 
 /*
@@ -102,7 +101,7 @@ typedef struct Version
 	SwBatchMap *map;
 	HTAB	   *batches;		/* VersionBatch by the old id */
 	int64		folded;			/* the id of rows added before since */
-	VersionBatch folded_batch;	/* ... as a batch of its own, at since */
+	int64		since;			/* ... and when they were at the latest */
 
 	/* the columns: each new one from an old one of its name, or a default */
 	TupleDesc	olddesc;
@@ -489,11 +488,11 @@ old_row_json(Version *v)
 /*
  * Report an edit of the old table that the new version does not carry
  * (source_writes.uncarried_edits): the insert or delete of the old row
- * being copied, by batch b, and why.  Written directly, as the catalog
- * is.
+ * being copied, by batch b (NULL: one folded, before since), and why.
+ * Written directly, as the catalog is.
  */
 static void
-uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reason)
+uncarried(Version *v, const SwBatch *b, const char *edit, const char *reason)
 {
 	Oid			table = sw_catalog_uncarried_oid();
 	Relation	rel;
@@ -510,8 +509,8 @@ uncarried(Version *v, const VersionBatch *b, const char *edit, const char *reaso
 	values[Anum_u_version_of - 1] =
 		CStringGetTextDatum(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(v->old)),
 													   RelationGetRelationName(v->old)));
-	values[Anum_u_ts - 1] = Int64GetDatum(b->ts);
-	values[Anum_u_role - 1] = NameGetDatum(&b->role);
+	values[Anum_u_ts - 1] = Int64GetDatum(b ? b->ts : v->since);
+	values[Anum_u_role - 1] = b ? NameGetDatum(&b->role) : DirectFunctionCall1(namein, CStringGetDatum(""));
 	values[Anum_u_edit - 1] = CStringGetTextDatum(edit);
 	values[Anum_u_row - 1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(old_row_json(v)));
 	values[Anum_u_reason - 1] = CStringGetTextDatum(reason);
@@ -618,7 +617,6 @@ add_batch(const SwBatch *batch, void *arg)
 		return;
 	vb->ts = batch->ts;
 	vb->origin = batch->origin;
-	vb->role = batch->role;
 	vb->batch = 0;
 	/* without edits, only the stream's own batches come along */
 	if (v->carry || batch->origin == SW_ORIGIN_KAFKA || batch->origin == SW_ORIGIN_WEBHOOK)
@@ -936,9 +934,10 @@ copy_row(Version *v, const SwLogRow *row)
 		else if (row_of_stream(v, added))
 			v->npast++;			/* a past version: not the present's error */
 		else
-			uncarried(v, added ? added : &v->folded_batch, "insert", error->message);
+			uncarried(v, row->added == SW_LOG_IN ? row->added_batch : NULL, "insert",
+					  error->message);
 		if (retracted && retracted->batch != 0 && !of_stream(retracted))
-			uncarried(v, retracted, "delete",
+			uncarried(v, row->retracted_batch, "delete",
 					  "the row it deletes is not in the new version");
 		return;
 	}
@@ -1124,9 +1123,7 @@ sw_version_create(Oid relid)
 		add_batch(batch, &v);
 	sw_segments_each(v.map->segments, add_batch, &v);
 	v.folded = sw_catalog_new_batch_id();
-	v.folded_batch.batch = v.folded;
-	v.folded_batch.ts = frontiers.since;
-	v.folded_batch.origin = SW_ORIGIN_USER;
+	v.since = frontiers.since;
 
 	/* the rows */
 	context.callback = version_context;
