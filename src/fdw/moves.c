@@ -68,7 +68,8 @@
 /* what export() is writing */
 typedef struct Export
 {
-	ReturnSetInfo *rsinfo;
+	Tuplestorestate *store;		/* where lines go, until the rows' */
+	TupleDesc	store_desc;
 	StringInfoData line;
 	TupleDesc	desc;			/* the table's */
 	FmgrInfo   *out;			/* its columns' output functions */
@@ -78,14 +79,20 @@ typedef struct Export
 	int64		ndeliveries;
 } Export;
 
-/* one line of the export */
+/*
+ * One line of the export: into the store while there is one (the header
+ * and the batches), else left in ex->line for the caller to return
+ */
 static void
 put_line(Export *ex)
 {
-	Datum		value = PointerGetDatum(cstring_to_text_with_len(ex->line.data, ex->line.len));
+	Datum		value;
 	bool		isnull = false;
 
-	tuplestore_putvalues(ex->rsinfo->setResult, ex->rsinfo->setDesc, &value, &isnull);
+	if (ex->store == NULL)
+		return;
+	value = PointerGetDatum(cstring_to_text_with_len(ex->line.data, ex->line.len));
+	tuplestore_putvalues(ex->store, ex->store_desc, &value, &isnull);
 	pfree(DatumGetPointer(value));
 	resetStringInfo(&ex->line);
 }
@@ -332,61 +339,99 @@ put_delivery(Export *ex, const SwDelivery *d)
 	ex->ndeliveries++;
 }
 
-PG_FUNCTION_INFO_V1(source_writes_export);
-
-/*
- * export(source regclass, fence boolean DEFAULT false) -> SETOF text
- *
- * The retained log of a source, its frontiers, offsets and idempotency
- * keys, as lines of the format of doc/moves.md: a header, the batches,
- * the row versions, the progress of partitions, the deliveries' keys, and
- * an end that counts them (an export without it was cut short).  It needs
- * the right to read the table.  With fence, which needs its ownership, the
- * source is marked moved as the caller's transaction commits: writers wait
- * for the export, and from then on are refused.  The export then reads
- * with a snapshot taken once every writer is out, so that it has every
- * batch the source will ever have.
- */
-Datum
-source_writes_export(PG_FUNCTION_ARGS)
+/* where export() is, between the calls that return its lines */
+typedef enum ExportPhase
 {
-	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
-	bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
-	Export		ex = {0};
+	EXPORT_HEAD,				/* the header and the batches, from the store */
+	EXPORT_ROWS,				/* the row versions, from the log */
+	EXPORT_TAIL,				/* the progress or the deliveries */
+	EXPORT_END,					/* the end */
+	EXPORT_DONE
+} ExportPhase;
+
+/* what export() keeps between its calls */
+typedef struct ExportState
+{
+	Export		ex;
+	ExportPhase phase;
+	bool		fence;
 	SwSource	source;
-	SwFrontiers frontiers;
 	Relation	ftrel;
 	Relation	current;
 	Relation	history;
 	Snapshot	snapshot;
 	SwBatchMap *map;
 	SwLogScan	ls;
-	HASH_SEQ_STATUS status;
-	SwBatch    *batch;
-	TupleTableSlot *hidden;
-	const SwLayout *layout;
-	SwLogRow	row;
+	bool		scanning;		/* ls is open */
+	TupleTableSlot *store_slot;
+	List	   *tail;			/* SwProgress or SwDelivery */
+	ListCell   *next;
 	Datum	   *values;
 	bool	   *isnull;
 	MemoryContext row_cxt;
-	ListCell   *lc;
+	ExprContext *econtext;
+} ExportState;
+
+/* close the scan of the log, and its tables */
+static void
+export_end_scan(ExportState *st)
+{
+	if (!st->scanning)
+		return;
+	sw_log_end_scan(&st->ls);
+	table_close(st->history, AccessShareLock);
+	table_close(st->current, AccessShareLock);
+	st->scanning = false;
+}
+
+/*
+ * What export() holds, let go when the query stops reading it before its
+ * end (a LIMIT), or at its end
+ */
+static void
+export_release(ExportState *st)
+{
+	if (st->phase == EXPORT_DONE)
+		return;
+	export_end_scan(st);
+	if (st->ex.store)
+		tuplestore_end(st->ex.store);
+	st->ex.store = NULL;
+	UnregisterSnapshot(st->snapshot);
+	relation_close(st->ftrel, NoLock);
+	st->phase = EXPORT_DONE;
+}
+
+/* the query's shutdown of export() (RegisterExprContextCallback()) */
+static void
+export_shutdown(Datum arg)
+{
+	export_release((ExportState *) DatumGetPointer(arg));
+}
+
+/*
+ * The first call of export(): check, lock, take the snapshot, write the
+ * header and the batches into a store, and begin the scan of the log
+ */
+static ExportState *
+export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
+{
+	ExportState *st = palloc0(sizeof(ExportState));
+	Export	   *ex = &st->ex;
+	SwFrontiers frontiers;
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
 	LOCKTAG		tag;
 
-	/* a NULL source: no lines, as functions of a NULL table return NULL */
-	if (!OidIsValid(relid))
-	{
-		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-		return (Datum) 0;
-	}
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
-	sw_source_resolve(relid, &source, true);
+	sw_source_resolve(relid, &st->source, true);
 	if (fence)
 	{
 		if (!pg_class_ownercheck(relid, GetUserId()))
 			aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
 						   get_rel_name(relid));
 		PreventCommandIfReadOnly("export(..., fence => true)");
-		if (source.moved)
+		if (st->source.moved)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("source table \"%s\" was moved already", get_rel_name(relid))));
@@ -406,32 +451,35 @@ source_writes_export(PG_FUNCTION_ARGS)
 					 errdetail("Its writes would commit after the export was read."),
 					 errhint("Export with fence in a transaction of its own.")));
 	}
+	st->fence = fence;
 
 	/* fenced: no writer is in, none gets in until the commit */
-	ftrel = relation_open(relid, fence ? ShareRowExclusiveLock : AccessShareLock);
-	snapshot = fence ? RegisterSnapshot(GetLatestSnapshot()) :
+	st->ftrel = relation_open(relid, fence ? ShareRowExclusiveLock : AccessShareLock);
+	st->snapshot = fence ? RegisterSnapshot(GetLatestSnapshot()) :
 		RegisterSnapshot(GetActiveSnapshot());
-	if (!sw_catalog_frontiers(relid, snapshot, &frontiers))
-		elog(ERROR, "source table \"%s\" has no catalog row", RelationGetRelationName(ftrel));
+	if (!sw_catalog_frontiers(relid, st->snapshot, &frontiers))
+		elog(ERROR, "source table \"%s\" has no catalog row", RelationGetRelationName(st->ftrel));
 
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	ex.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	initStringInfo(&ex.line);
-	ex.desc = RelationGetDescr(ftrel);
-	ex.out = palloc0(sizeof(FmgrInfo) * Max(ex.desc->natts, 1));
-	for (int i = 0; i < ex.desc->natts; i++)
+	initStringInfo(&ex->line);
+	ex->desc = RelationGetDescr(st->ftrel);
+	ex->out = palloc0(sizeof(FmgrInfo) * Max(ex->desc->natts, 1));
+	for (int i = 0; i < ex->desc->natts; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(ex.desc, i);
+		Form_pg_attribute att = TupleDescAttr(ex->desc, i);
 		Oid			func;
 		bool		varlena;
 
 		if (att->attisdropped)
 			continue;
 		getTypeOutputInfo(att->atttypid, &func, &varlena);
-		fmgr_info(func, &ex.out[i]);
+		fmgr_info(func, &ex->out[i]);
 	}
-	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
-	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
+	st->values = palloc(sizeof(Datum) * Max(ex->desc->natts, 1));
+	st->isnull = palloc(sizeof(bool) * Max(ex->desc->natts, 1));
+	ex->store_desc = CreateTemplateTupleDesc(1);
+	TupleDescInitEntry(ex->store_desc, (AttrNumber) 1, "line", TEXTOID, -1, 0);
+	ex->store = tuplestore_begin_heap(false, false, work_mem);
+	st->store_slot = MakeSingleTupleTableSlot(ex->store_desc, &TTSOpsMinimalTuple);
 
 	/*
 	 * The batches of the retained log.  Without a fence, a batch that the
@@ -439,65 +487,178 @@ source_writes_export(PG_FUNCTION_ARGS)
 	 * committing, and whose timestamp is the upper: the export's upper is
 	 * after every batch it has, as its import's will be.
 	 */
-	map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
-	hash_seq_init(&status, map->batches);
+	st->map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, st->snapshot);
+	hash_seq_init(&status, st->map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		frontiers.upper = Max(frontiers.upper, batch->ts + 1);
-	put_header(&ex, ftrel, &source, &frontiers);
-	hash_seq_init(&status, map->batches);
+	put_header(ex, st->ftrel, &st->source, &frontiers);
+	hash_seq_init(&status, st->map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
-		put_batch(&ex, batch);
+		put_batch(ex, batch);
 	/* those rolled up into segments (older than the rows') */
-	sw_segments_each(map->segments, put_segment_batch, &ex);
+	sw_segments_each(st->map->segments, put_segment_batch, ex);
 
-	/* the row versions in it */
-	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
-									ALLOCSET_DEFAULT_SIZES);
-	current = table_open(source.current_rel, AccessShareLock);
-	history = table_open(source.history_rel, AccessShareLock);
-	sw_log_begin_scan(&ls, ftrel, current, history, snapshot, map);
-	while ((hidden = sw_log_next(&ls, &layout, &row)) != NULL)
+	/* the row versions in it, read a call at a time */
+	st->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
+										ALLOCSET_DEFAULT_SIZES);
+	st->current = table_open(st->source.current_rel, AccessShareLock);
+	st->history = table_open(st->source.history_rel, AccessShareLock);
+	sw_log_begin_scan(&st->ls, st->ftrel, st->current, st->history, st->snapshot, st->map);
+	st->scanning = true;
+	st->phase = EXPORT_HEAD;
+	return st;
+}
+
+/*
+ * The next line of export() into st->ex.line, or false when all are
+ * written
+ */
+static bool
+export_next(ExportState *st)
+{
+	Export	   *ex = &st->ex;
+	TupleTableSlot *hidden;
+	const SwLayout *layout;
+	SwLogRow	row;
+	Oid			relid = RelationGetRelid(st->ftrel);
+
+	resetStringInfo(&ex->line);
+	switch (st->phase)
 	{
+		case EXPORT_HEAD:
+			if (tuplestore_gettupleslot(ex->store, true, false, st->store_slot))
+			{
+				bool		isnull;
+				text	   *t = DatumGetTextPP(slot_getattr(st->store_slot, 1, &isnull));
+
+				appendBinaryStringInfo(&ex->line, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				return true;
+			}
+			ExecDropSingleTupleTableSlot(st->store_slot);
+			tuplestore_end(ex->store);
+			ex->store = NULL;
+			st->phase = EXPORT_ROWS;
+			/* FALLTHROUGH */
+		case EXPORT_ROWS:
+			MemoryContextReset(st->row_cxt);
+			while ((hidden = sw_log_next(&st->ls, &layout, &row)) != NULL)
+			{
+				MemoryContext old;
+
+				/* retracted before since (compaction's to delete), or not stamped */
+				if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
+					continue;
+				old = MemoryContextSwitchTo(st->row_cxt);
+				put_row(ex, hidden, layout, &row, st->values, st->isnull);
+				MemoryContextSwitchTo(old);
+				return true;
+			}
+			export_end_scan(st);
+
+			/* where ingestion goes on, and what it must not write again */
+			st->tail = st->source.kind == SW_KIND_KAFKA ?
+				sw_catalog_progress_at(relid, st->snapshot) :
+				sw_deliveries_of(relid, st->snapshot);
+			st->next = list_head(st->tail);
+			st->phase = EXPORT_TAIL;
+			/* FALLTHROUGH */
+		case EXPORT_TAIL:
+			if (st->next != NULL)
+			{
+				if (st->source.kind == SW_KIND_KAFKA)
+					put_progress(ex, lfirst(st->next));
+				else
+					put_delivery(ex, lfirst(st->next));
+				st->next = lnext(st->tail, st->next);
+				return true;
+			}
+			st->phase = EXPORT_END;
+			/* FALLTHROUGH */
+		case EXPORT_END:
+			appendStringInfoString(&ex->line, "{\"end\": true");
+			put_int(&ex->line, "batches", ex->nbatches, false);
+			put_int(&ex->line, "rows", ex->nrows, false);
+			put_int(&ex->line, "progress", ex->nprogress, false);
+			put_int(&ex->line, "deliveries", ex->ndeliveries, false);
+			appendStringInfoChar(&ex->line, '}');
+
+			/* later writes of this statement and transaction see the fence too */
+			if (st->fence)
+			{
+				sw_catalog_set_moved(relid);
+				CommandCounterIncrement();
+			}
+			export_release(st);
+			return true;
+		case EXPORT_DONE:
+			break;
+	}
+	return false;
+}
+
+PG_FUNCTION_INFO_V1(source_writes_export);
+
+/*
+ * export(source regclass, fence boolean DEFAULT false) -> SETOF text
+ *
+ * The retained log of a source, its frontiers, offsets and idempotency
+ * keys, as lines of the format of doc/moves.md: a header, the batches,
+ * the row versions, the progress of partitions, the deliveries' keys, and
+ * an end that counts them (an export without it was cut short).  It needs
+ * the right to read the table.  With fence, which needs its ownership, the
+ * source is marked moved as the caller's transaction commits: writers wait
+ * for the export, and from then on are refused.  The export then reads
+ * with a snapshot taken once every writer is out, so that it has every
+ * batch the source will ever have.
+ *
+ * It returns a line a call: called in a query's select list (SELECT
+ * export(...)), the rows stream out as the log is read.  The fence is set
+ * when the end is written.
+ */
+Datum
+source_writes_export(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+	ExportState *st;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
+		bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 		MemoryContext old;
 
-		/* retracted before since (compaction's to delete), or not stamped */
-		if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
-			continue;
-		old = MemoryContextSwitchTo(row_cxt);
-		put_row(&ex, hidden, layout, &row, values, isnull);
+		funcctx = SRF_FIRSTCALL_INIT();
+		/* a NULL source: no lines, as functions of a NULL table return NULL */
+		if (!OidIsValid(relid))
+			SRF_RETURN_DONE(funcctx);
+		if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+			(rsinfo->allowedModes & SFRM_ValuePerCall) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("set-valued function called in context that cannot accept a set")));
+		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		st = export_begin(fcinfo, relid, fence);
 		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
+		st->econtext = rsinfo->econtext;
+		RegisterExprContextCallback(st->econtext, export_shutdown, PointerGetDatum(st));
+		funcctx->user_fctx = st;
 	}
-	sw_log_end_scan(&ls);
-	table_close(history, AccessShareLock);
-	table_close(current, AccessShareLock);
-
-	/* where ingestion goes on, and what it must not write again */
-	if (source.kind == SW_KIND_KAFKA)
-		foreach(lc, sw_catalog_progress_at(relid, snapshot))
-			put_progress(&ex, lfirst(lc));
-	else
-		foreach(lc, sw_deliveries_of(relid, snapshot))
-			put_delivery(&ex, lfirst(lc));
-
-	appendStringInfoString(&ex.line, "{\"end\": true");
-	put_int(&ex.line, "batches", ex.nbatches, false);
-	put_int(&ex.line, "rows", ex.nrows, false);
-	put_int(&ex.line, "progress", ex.nprogress, false);
-	put_int(&ex.line, "deliveries", ex.ndeliveries, false);
-	appendStringInfoChar(&ex.line, '}');
-	put_line(&ex);
-
-	/* later writes of this statement and transaction see the fence too */
-	if (fence)
+	funcctx = SRF_PERCALL_SETUP();
+	st = funcctx->user_fctx;
+	if (st != NULL)
 	{
-		sw_catalog_set_moved(relid);
-		CommandCounterIncrement();
+		MemoryContext old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		bool		more = export_next(st);
+
+		MemoryContextSwitchTo(old);
+		if (more)
+			SRF_RETURN_NEXT(funcctx,
+							PointerGetDatum(cstring_to_text_with_len(st->ex.line.data,
+																	 st->ex.line.len)));
+		UnregisterExprContextCallback(st->econtext, export_shutdown, PointerGetDatum(st));
 	}
-	UnregisterSnapshot(snapshot);
-	MemoryContextDelete(row_cxt);
-	relation_close(ftrel, NoLock);
-	return (Datum) 0;
+	SRF_RETURN_DONE(funcctx);
 }
 
 /* ---------------------------------------------------------------------

@@ -100,7 +100,7 @@ my $producer = IPC::Run::start([ 'bash', '-c', join('; ',
 sub move
 {
 	my ($table) = @_;
-	my $pipe = sprintf(q{psql -X -d '%s' -c "\\copy (SELECT * FROM source_writes.export('%s', fence => true)) TO STDOUT" | psql -X -At -1 -v ON_ERROR_STOP=1 -d '%s' -c "%s" -c "CREATE TEMP TABLE lines (line text)" -c "\\copy lines FROM STDIN" -c "SELECT 'imported ' || source_writes.import('%s', 'lines')" -c "SELECT 'frontiers ' || since || ' ' || upper FROM source_writes.frontiers('%s')" -c "%s"},
+	my $pipe = sprintf(q{psql -X -d '%s' -c "\\copy (SELECT source_writes.export('%s', fence => true)) TO STDOUT" | psql -X -At -1 -v ON_ERROR_STOP=1 -d '%s' -c "%s" -c "CREATE TEMP TABLE lines (line text)" -c "\\copy lines FROM STDIN" -c "SELECT 'imported ' || source_writes.import('%s', 'lines')" -c "SELECT 'frontiers ' || since || ' ' || upper FROM source_writes.frontiers('%s')" -c "%s"},
 		$a->connstr('postgres'), $table, $b->connstr('postgres'), $create{$table}, $table, $table,
 		"SELECT 'progress ' || coalesce(string_agg(part || ':' || next_offset || ':' || topic, ' ' ORDER BY part), '') FROM source_writes.progress");
 	my ($out, $err) = run_command([ 'bash', '-c', "set -o pipefail; $pipe" ]);
