@@ -60,6 +60,13 @@
 #define SW_EXPORT_FORMAT	"source_writes export"
 #define SW_EXPORT_VERSION	2
 
+/*
+ * export() puts rows in a line until it would be longer than this: lines
+ * of COPY and of a table cost per line, and a line of a table longer than
+ * about 2 kB is compressed (TOAST_TUPLE_THRESHOLD)
+ */
+#define SW_EXPORT_LINE_BYTES	1900
+
 /* ---------------------------------------------------------------------
  * export()
  * ---------------------------------------------------------------------
@@ -253,16 +260,16 @@ put_elem_int(StringInfo s, int64 value, bool isnull)
 }
 
 /*
- * A row version, as a JSON array (format version 2): the batches that
- * added it (null: before since) and retracted it (null: it is current),
- * its partition and offset, its delivery, and then its columns in the
- * header's order, each as its type's text.
+ * A row version into s, as a JSON array (format version 2): the batches
+ * that added it (null: before since) and retracted it (null: it is
+ * current), its partition and offset, its delivery, and then its columns
+ * in the header's order, each as its type's text.  A line holds rows
+ * (export_next()).
  */
 static void
-put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
+put_row(Export *ex, StringInfo s, TupleTableSlot *hidden, const SwLayout *layout,
 		const SwLogRow *row, Datum *values, bool *isnull)
 {
-	StringInfo	s = &ex->line;
 	bool		null;
 	Datum		d;
 
@@ -299,7 +306,6 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 			put_json_string(s, OutputFunctionCall(&ex->out[i], values[i]));
 	}
 	appendStringInfoChar(s, ']');
-	put_line(ex);
 	ex->nrows++;
 }
 
@@ -366,6 +372,8 @@ typedef struct ExportState
 	TupleTableSlot *store_slot;
 	List	   *tail;			/* SwProgress or SwDelivery */
 	ListCell   *next;
+	StringInfoData row;			/* a row that did not fit in the last line */
+	bool		rows_read;		/* the scan of the log is at its end */
 	Datum	   *values;
 	bool	   *isnull;
 	MemoryContext row_cxt;
@@ -476,6 +484,7 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 	}
 	st->values = palloc(sizeof(Datum) * Max(ex->desc->natts, 1));
 	st->isnull = palloc(sizeof(bool) * Max(ex->desc->natts, 1));
+	initStringInfo(&st->row);
 	ex->store_desc = CreateTemplateTupleDesc(1);
 	TupleDescInitEntry(ex->store_desc, (AttrNumber) 1, "line", TEXTOID, -1, 0);
 	ex->store = tuplestore_begin_heap(false, false, work_mem);
@@ -540,17 +549,42 @@ export_next(ExportState *st)
 			st->phase = EXPORT_ROWS;
 			/* FALLTHROUGH */
 		case EXPORT_ROWS:
-			MemoryContextReset(st->row_cxt);
-			while ((hidden = sw_log_next(&st->ls, &layout, &row)) != NULL)
+			/* rows, as many as fit in a line, and the one that did not first */
+			if (st->row.len > 0)
+			{
+				appendStringInfoChar(&ex->line, '[');
+				appendBinaryStringInfo(&ex->line, st->row.data, st->row.len);
+				resetStringInfo(&st->row);
+			}
+			while (!st->rows_read)
 			{
 				MemoryContext old;
 
+				if ((hidden = sw_log_next(&st->ls, &layout, &row)) == NULL)
+				{
+					st->rows_read = true;
+					break;
+				}
 				/* retracted before since (compaction's to delete), or not stamped */
 				if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
 					continue;
 				old = MemoryContextSwitchTo(st->row_cxt);
-				put_row(ex, hidden, layout, &row, st->values, st->isnull);
+				put_row(ex, &st->row, hidden, layout, &row, st->values, st->isnull);
 				MemoryContextSwitchTo(old);
+				MemoryContextReset(st->row_cxt);
+				if (ex->line.len > 0 &&
+					ex->line.len + st->row.len + 2 > SW_EXPORT_LINE_BYTES)
+				{
+					appendStringInfoChar(&ex->line, ']');
+					return true;	/* st->row goes first in the next line */
+				}
+				appendStringInfoChar(&ex->line, ex->line.len > 0 ? ',' : '[');
+				appendBinaryStringInfo(&ex->line, st->row.data, st->row.len);
+				resetStringInfo(&st->row);
+			}
+			if (ex->line.len > 0)
+			{
+				appendStringInfoChar(&ex->line, ']');
 				return true;
 			}
 			export_end_scan(st);
@@ -1291,30 +1325,30 @@ read_row_object(Import *im, Jsonb *j)
 }
 
 /*
- * A row line of format version 2 read as jsonb: [added, retracted, part,
- * pos, delivery, and each column in the header's order], with clear
- * errors
+ * A row of format version 2 read as jsonb: [added, retracted, part, pos,
+ * delivery, and each column in the header's order], with clear errors
  */
 static void
-read_row_array(Import *im, Jsonb *j)
+read_row_array(Import *im, JsonbContainer *c)
 {
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	RowLine		r = {0};
 	JsonbValue *v;
+	int			n = JsonContainerSize(c);
 
-	if (JB_ROOT_COUNT(j) != 5 + im->ncolumns)
+	if (n != 5 + im->ncolumns)
 		bad_export(im, psprintf("A row has %d values, and not %d: its batches, \"part\", \"pos\", \"delivery\" and a value for each of the %d columns.",
-								(int) JB_ROOT_COUNT(j), 5 + im->ncolumns, im->ncolumns));
+								n, 5 + im->ncolumns, im->ncolumns));
 	r.texts = im->texts;
-	r.added = imported_batch(im, getIthJsonbValueFromContainer(&j->root, 0), "added");
-	r.retracted = imported_batch(im, getIthJsonbValueFromContainer(&j->root, 1), "retracted");
-	v = getIthJsonbValueFromContainer(&j->root, 2);
+	r.added = imported_batch(im, getIthJsonbValueFromContainer(c, 0), "added");
+	r.retracted = imported_batch(im, getIthJsonbValueFromContainer(c, 1), "retracted");
+	v = getIthJsonbValueFromContainer(c, 2);
 	if ((r.has_part = v->type != jbvNull))
 		value_int32(im, v, "part", &r.part);
-	v = getIthJsonbValueFromContainer(&j->root, 3);
+	v = getIthJsonbValueFromContainer(c, 3);
 	if ((r.has_pos = v->type != jbvNull))
 		value_int(im, v, "pos", &r.pos);
-	v = getIthJsonbValueFromContainer(&j->root, 4);
+	v = getIthJsonbValueFromContainer(c, 4);
 	if (v->type != jbvNull)
 	{
 		if (v->type != jbvString)
@@ -1327,7 +1361,7 @@ read_row_array(Import *im, Jsonb *j)
 	{
 		int			i = im->order[k];
 
-		v = getIthJsonbValueFromContainer(&j->root, 5 + k);
+		v = getIthJsonbValueFromContainer(c, 5 + k);
 		if (v->type == jbvNull)
 			continue;
 		if (v->type != jbvString)
@@ -1338,20 +1372,32 @@ read_row_array(Import *im, Jsonb *j)
 	store_row(im, &r);
 }
 
-/* a row line read as jsonb, of the export's format version */
+/*
+ * A row line read as jsonb, of the export's format version: an array of
+ * rows in version 2, a row object in version 1
+ */
 static void
 read_row(Import *im, Jsonb *j)
 {
 	if (JB_ROOT_IS_ARRAY(j))
 	{
+		int			n = JB_ROOT_COUNT(j);
+
 		if (im->version < 2)
 			bad_export(im, "A row of format version 1 is an object.");
-		read_row_array(im, j);
+		for (int k = 0; k < n; k++)
+		{
+			JsonbValue *v = getIthJsonbValueFromContainer(&j->root, k);
+
+			if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+				bad_export(im, "A line of rows of format version 2 is an array of arrays.");
+			read_row_array(im, v->val.binary.data);
+		}
 	}
 	else
 	{
 		if (im->version >= 2)
-			bad_export(im, "A row of format version 2 is an array.");
+			bad_export(im, "A row of format version 2 is an array, in an array of rows.");
 		read_row_object(im, j);
 	}
 }
@@ -1501,81 +1547,120 @@ scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
 }
 
 /*
- * A row line exactly as export() writes it, of the header's format
- * version (an array in version 2: its columns in the header's order; an
- * object in version 1, its fields in export()'s order and its columns in
- * the table's), read without making jsonb: the bulk of an import.  False,
- * having written nothing, for any other line (or one that names a batch
- * not read yet), which read_row() reads as jsonb, or says what is wrong
- * with.
+ * A row of a line of format version 2 exactly as export() writes it,
+ * into r (its texts in line memory)
+ */
+static bool
+scan_row_array(Import *im, LineScan *sc, RowLine *r)
+{
+	int64		part;
+	bool		isnull;
+
+	if (!SCAN_LITERAL(sc, "[") ||
+		!scan_batch(im, sc, &r->added) ||
+		!SCAN_LITERAL(sc, ",") ||
+		!scan_batch(im, sc, &r->retracted) ||
+		!SCAN_LITERAL(sc, ",") ||
+		!scan_int(sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r->has_part = !isnull;
+	r->part = (int32) part;
+	if (!SCAN_LITERAL(sc, ",") || !scan_int(sc, &r->pos, &isnull))
+		return false;
+	r->has_pos = !isnull;
+	if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->delivery))
+		return false;
+	for (int k = 0; k < im->ncolumns; k++)
+		if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->texts[im->order[k]]))
+			return false;
+	return SCAN_LITERAL(sc, "]");
+}
+
+/*
+ * A row of format version 1 exactly as export() wrote it (its fields in
+ * its order, its columns in the table's), into r
+ */
+static bool
+scan_row_object(Import *im, LineScan *sc, RowLine *r)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	int64		part;
+	bool		isnull;
+
+	if (!SCAN_LITERAL(sc, "{\"row\": true, \"added\": ") ||
+		!scan_batch(im, sc, &r->added) ||
+		!SCAN_LITERAL(sc, ", \"retracted\": ") ||
+		!scan_batch(im, sc, &r->retracted) ||
+		!SCAN_LITERAL(sc, ", \"part\": ") ||
+		!scan_int(sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r->has_part = !isnull;
+	r->part = (int32) part;
+	if (!SCAN_LITERAL(sc, ", \"pos\": ") || !scan_int(sc, &r->pos, &isnull))
+		return false;
+	r->has_pos = !isnull;
+	if (!SCAN_LITERAL(sc, ", \"delivery\": ") ||
+		!scan_string(sc, &r->delivery) ||
+		!SCAN_LITERAL(sc, ", \"data\": {"))
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		if (!scan_literal(sc, im->keys[i].data, im->keys[i].len) ||
+			!scan_string(sc, &r->texts[i]))
+			return false;
+	}
+	return SCAN_LITERAL(sc, "}}");
+}
+
+/*
+ * A line of rows exactly as export() writes it, of the header's format
+ * version (in version 2 an array of rows, each an array; in version 1 a
+ * row object), read without making jsonb: the bulk of an import.  The
+ * whole line is read before any of its rows is written: false, having
+ * written nothing, for any other line (or one that names a batch not read
+ * yet), which read_row() reads as jsonb, or says what is wrong with.
  */
 static bool
 read_row_fast(Import *im, text *line)
 {
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	LineScan	sc;
-	RowLine		r = {0};
-	int64		part;
-	bool		isnull;
+	RowLine    *rows;
+	int			n = 0;
+	int			size = 32;
 	bool		array;
 
 	sc.p = VARDATA_ANY(line);
 	sc.end = sc.p + VARSIZE_ANY_EXHDR(line);
-	r.texts = im->texts;
 	array = sc.p < sc.end && *sc.p == '[';
 	if (array != (im->version >= 2))
 		return false;
-	if (array ?
-		(!SCAN_LITERAL(&sc, "[") ||
-		 !scan_batch(im, &sc, &r.added) ||
-		 !SCAN_LITERAL(&sc, ",") ||
-		 !scan_batch(im, &sc, &r.retracted) ||
-		 !SCAN_LITERAL(&sc, ",") ||
-		 !scan_int(&sc, &part, &isnull)) :
-		(!SCAN_LITERAL(&sc, "{\"row\": true, \"added\": ") ||
-		 !scan_batch(im, &sc, &r.added) ||
-		 !SCAN_LITERAL(&sc, ", \"retracted\": ") ||
-		 !scan_batch(im, &sc, &r.retracted) ||
-		 !SCAN_LITERAL(&sc, ", \"part\": ") ||
-		 !scan_int(&sc, &part, &isnull)))
+	if (array && !SCAN_LITERAL(&sc, "["))
 		return false;
-	if (!isnull && (part < 0 || part > PG_INT32_MAX))
-		return false;
-	r.has_part = !isnull;
-	r.part = (int32) part;
-	if (!(array ? SCAN_LITERAL(&sc, ",") : SCAN_LITERAL(&sc, ", \"pos\": ")) ||
-		!scan_int(&sc, &r.pos, &isnull))
-		return false;
-	r.has_pos = !isnull;
-	if (!(array ? SCAN_LITERAL(&sc, ",") : SCAN_LITERAL(&sc, ", \"delivery\": ")) ||
-		!scan_string(&sc, &r.delivery))
-		return false;
-	for (int i = 0; i < desc->natts; i++)
-		r.texts[i] = NULL;
-	if (array)
+	rows = palloc(sizeof(RowLine) * size);
+	do
 	{
-		for (int k = 0; k < im->ncolumns; k++)
-			if (!SCAN_LITERAL(&sc, ",") || !scan_string(&sc, &r.texts[im->order[k]]))
-				return false;
-		if (!SCAN_LITERAL(&sc, "]") || sc.p != sc.end)
-			return false;
-	}
-	else
-	{
-		if (!SCAN_LITERAL(&sc, ", \"data\": {"))
-			return false;
-		for (int i = 0; i < desc->natts; i++)
+		RowLine    *r;
+
+		if (n == size)
 		{
-			if (TupleDescAttr(desc, i)->attisdropped)
-				continue;
-			if (!scan_literal(&sc, im->keys[i].data, im->keys[i].len) ||
-				!scan_string(&sc, &r.texts[i]))
-				return false;
+			size *= 2;
+			rows = repalloc(rows, sizeof(RowLine) * size);
 		}
-		if (!SCAN_LITERAL(&sc, "}}") || sc.p != sc.end)
+		r = &rows[n++];
+		memset(r, 0, sizeof(RowLine));
+		r->texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
+		if (!(array ? scan_row_array(im, &sc, r) : scan_row_object(im, &sc, r)))
 			return false;
-	}
-	store_row(im, &r);
+	} while (array && SCAN_LITERAL(&sc, ","));
+	if ((array && !SCAN_LITERAL(&sc, "]")) || sc.p != sc.end)
+		return false;
+	for (int k = 0; k < n; k++)
+		store_row(im, &rows[k]);
 	return true;
 }
 
