@@ -725,6 +725,7 @@ typedef struct Import
 	bool		ready;			/* the header is read and checked */
 	int64		deferred;		/* the first line left to a second pass, or 0 */
 	HTAB	   *batches;
+	ImportedBatch *last_batch;	/* the last a row named (scan_batch()) */
 	int64		folded;			/* the id of rows added before since */
 	int64		nrows;
 	int64		nprogress;
@@ -1542,7 +1543,10 @@ scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
 		return false;
 	if (isnull)
 		return true;
-	*ib = hash_search(im->batches, &id, HASH_FIND, NULL);
+	/* rows come in runs of one batch: look up a new one only */
+	if (im->last_batch == NULL || im->last_batch->exported != id)
+		im->last_batch = hash_search(im->batches, &id, HASH_FIND, NULL);
+	*ib = im->last_batch;
 	return *ib != NULL;
 }
 
