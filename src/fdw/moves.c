@@ -28,6 +28,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
@@ -45,14 +47,25 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 #include "fdw/fdw.h"
 #include "log/log.h"
 
-/* the version of the format that export() writes and import() reads */
+/*
+ * the version of the format that export() writes, and the latest that
+ * import() reads (it reads version 1 too)
+ */
 #define SW_EXPORT_FORMAT	"source_writes export"
-#define SW_EXPORT_VERSION	1
+#define SW_EXPORT_VERSION	2
+
+/*
+ * export() puts rows in a line until it would be longer than this: lines
+ * of COPY and of a table cost per line, and a line of a table longer than
+ * about 2 kB is compressed (TOAST_TUPLE_THRESHOLD)
+ */
+#define SW_EXPORT_LINE_BYTES	1900
 
 /* ---------------------------------------------------------------------
  * export()
@@ -62,25 +75,31 @@
 /* what export() is writing */
 typedef struct Export
 {
-	ReturnSetInfo *rsinfo;
+	Tuplestorestate *store;		/* where lines go, until the rows' */
+	TupleDesc	store_desc;
 	StringInfoData line;
 	TupleDesc	desc;			/* the table's */
 	FmgrInfo   *out;			/* its columns' output functions */
-	StringInfoData *keys;		/* the columns' names in a row line */
 	int64		nbatches;
 	int64		nrows;
 	int64		nprogress;
 	int64		ndeliveries;
 } Export;
 
-/* one line of the export */
+/*
+ * One line of the export: into the store while there is one (the header
+ * and the batches), else left in ex->line for the caller to return
+ */
 static void
 put_line(Export *ex)
 {
-	Datum		value = PointerGetDatum(cstring_to_text_with_len(ex->line.data, ex->line.len));
+	Datum		value;
 	bool		isnull = false;
 
-	tuplestore_putvalues(ex->rsinfo->setResult, ex->rsinfo->setDesc, &value, &isnull);
+	if (ex->store == NULL)
+		return;
+	value = PointerGetDatum(cstring_to_text_with_len(ex->line.data, ex->line.len));
+	tuplestore_putvalues(ex->store, ex->store_desc, &value, &isnull);
 	pfree(DatumGetPointer(value));
 	resetStringInfo(&ex->line);
 }
@@ -125,8 +144,9 @@ put_json_string(StringInfo s, const char *value)
 }
 
 /*
- * The names of the columns as a row line has them, each with what comes
- * before it: {"a": "1", "b": null}.  import() compares them as they are.
+ * The names of the columns as a row line of format version 1 has them,
+ * each with what comes before it: {"a": "1", "b": null}.  import()
+ * compares them as they are.
  */
 static StringInfoData *
 column_keys(TupleDesc desc)
@@ -215,13 +235,6 @@ put_segment_batch(const SwBatch *batch, void *arg)
 	put_batch((Export *) arg, batch);
 }
 
-/* a batch id of a row, or null for one the export has not (folded) */
-static void
-put_row_batch(StringInfo s, const char *name, SwLogWhen when, const SwBatch *batch)
-{
-	put_int(s, name, batch ? batch->batch : 0, when != SW_LOG_IN || batch == NULL);
-}
-
 /* a column of ours of a hidden row */
 static Datum
 meta_of(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
@@ -234,28 +247,46 @@ meta_of(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
 	return slot_getattr(hidden, attnum, isnull);
 }
 
+/* a number, or null, as an element of a row line */
+static void
+put_elem_int(StringInfo s, int64 value, bool isnull)
+{
+	char		digits[MAXINT8LEN + 1];
+
+	if (isnull)
+		appendBinaryStringInfo(s, "null", 4);
+	else
+		appendBinaryStringInfo(s, digits, pg_lltoa(value, digits));
+}
+
 /*
- * A row version: the batches that added it (null: before since) and
- * retracted it (null: it is current), where it came from, and its
- * columns by name, as their types' text.
+ * A row version into s, as a JSON array (format version 2): the batches
+ * that added it (null: before since) and retracted it (null: it is
+ * current), its partition and offset, its delivery, and then its columns
+ * in the header's order, each as its type's text.  A line holds rows
+ * (export_next()).
  */
 static void
-put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
+put_row(Export *ex, StringInfo s, TupleTableSlot *hidden, const SwLayout *layout,
 		const SwLogRow *row, Datum *values, bool *isnull)
 {
-	StringInfo	s = &ex->line;
 	bool		null;
 	Datum		d;
 
-	appendStringInfoString(s, "{\"row\": true");
-	put_row_batch(s, "added", row->added, row->added_batch);
-	put_row_batch(s, "retracted", row->retracted, row->retracted_batch);
+	appendStringInfoChar(s, '[');
+	put_elem_int(s, row->added_batch ? row->added_batch->batch : 0,
+				 row->added != SW_LOG_IN || row->added_batch == NULL);
+	appendStringInfoChar(s, ',');
+	put_elem_int(s, row->retracted_batch ? row->retracted_batch->batch : 0,
+				 row->retracted != SW_LOG_IN || row->retracted_batch == NULL);
+	appendStringInfoChar(s, ',');
 	d = meta_of(hidden, layout->part, &null);
-	put_int(s, "part", null ? 0 : DatumGetInt32(d), null);
+	put_elem_int(s, null ? 0 : DatumGetInt32(d), null);
+	appendStringInfoChar(s, ',');
 	d = meta_of(hidden, layout->pos, &null);
-	put_int(s, "pos", null ? 0 : DatumGetInt64(d), null);
+	put_elem_int(s, null ? 0 : DatumGetInt64(d), null);
+	appendStringInfoChar(s, ',');
 	d = meta_of(hidden, layout->delivery, &null);
-	appendStringInfoString(s, ", \"delivery\": ");
 	if (null)
 		appendBinaryStringInfo(s, "null", 4);
 	else
@@ -264,21 +295,17 @@ put_row(Export *ex, TupleTableSlot *hidden, const SwLayout *layout,
 	slot_getallattrs(hidden);
 	sw_from_hidden(layout, ex->desc->natts, hidden->tts_values, hidden->tts_isnull,
 				   values, isnull);
-	appendStringInfoString(s, ", \"data\": {");
 	for (int i = 0; i < ex->desc->natts; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(ex->desc, i);
-
-		if (att->attisdropped)
+		if (TupleDescAttr(ex->desc, i)->attisdropped)
 			continue;
-		appendBinaryStringInfo(s, ex->keys[i].data, ex->keys[i].len);
+		appendStringInfoChar(s, ',');
 		if (isnull[i])
 			appendBinaryStringInfo(s, "null", 4);
 		else
 			put_json_string(s, OutputFunctionCall(&ex->out[i], values[i]));
 	}
-	appendStringInfoString(s, "}}");
-	put_line(ex);
+	appendStringInfoChar(s, ']');
 	ex->nrows++;
 }
 
@@ -318,61 +345,101 @@ put_delivery(Export *ex, const SwDelivery *d)
 	ex->ndeliveries++;
 }
 
-PG_FUNCTION_INFO_V1(source_writes_export);
-
-/*
- * export(source regclass, fence boolean DEFAULT false) -> SETOF text
- *
- * The retained log of a source, its frontiers, offsets and idempotency
- * keys, as lines of the format of doc/moves.md: a header, the batches,
- * the row versions, the progress of partitions, the deliveries' keys, and
- * an end that counts them (an export without it was cut short).  It needs
- * the right to read the table.  With fence, which needs its ownership, the
- * source is marked moved as the caller's transaction commits: writers wait
- * for the export, and from then on are refused.  The export then reads
- * with a snapshot taken once every writer is out, so that it has every
- * batch the source will ever have.
- */
-Datum
-source_writes_export(PG_FUNCTION_ARGS)
+/* where export() is, between the calls that return its lines */
+typedef enum ExportPhase
 {
-	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
-	bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
-	Export		ex = {0};
+	EXPORT_HEAD,				/* the header and the batches, from the store */
+	EXPORT_ROWS,				/* the row versions, from the log */
+	EXPORT_TAIL,				/* the progress or the deliveries */
+	EXPORT_END,					/* the end */
+	EXPORT_DONE
+} ExportPhase;
+
+/* what export() keeps between its calls */
+typedef struct ExportState
+{
+	Export		ex;
+	ExportPhase phase;
+	bool		fence;
 	SwSource	source;
-	SwFrontiers frontiers;
 	Relation	ftrel;
 	Relation	current;
 	Relation	history;
 	Snapshot	snapshot;
 	SwBatchMap *map;
 	SwLogScan	ls;
-	HASH_SEQ_STATUS status;
-	SwBatch    *batch;
-	TupleTableSlot *hidden;
-	const SwLayout *layout;
-	SwLogRow	row;
+	bool		scanning;		/* ls is open */
+	TupleTableSlot *store_slot;
+	List	   *tail;			/* SwProgress or SwDelivery */
+	ListCell   *next;
+	StringInfoData row;			/* a row that did not fit in the last line */
+	bool		rows_read;		/* the scan of the log is at its end */
 	Datum	   *values;
 	bool	   *isnull;
 	MemoryContext row_cxt;
-	ListCell   *lc;
+	ExprContext *econtext;
+} ExportState;
+
+/* close the scan of the log, and its tables */
+static void
+export_end_scan(ExportState *st)
+{
+	if (!st->scanning)
+		return;
+	sw_log_end_scan(&st->ls);
+	table_close(st->history, AccessShareLock);
+	table_close(st->current, AccessShareLock);
+	st->scanning = false;
+}
+
+/*
+ * What export() holds, let go when the query stops reading it before its
+ * end (a LIMIT), or at its end
+ */
+static void
+export_release(ExportState *st)
+{
+	if (st->phase == EXPORT_DONE)
+		return;
+	export_end_scan(st);
+	if (st->ex.store)
+		tuplestore_end(st->ex.store);
+	st->ex.store = NULL;
+	UnregisterSnapshot(st->snapshot);
+	relation_close(st->ftrel, NoLock);
+	st->phase = EXPORT_DONE;
+}
+
+/* the query's shutdown of export() (RegisterExprContextCallback()) */
+static void
+export_shutdown(Datum arg)
+{
+	export_release((ExportState *) DatumGetPointer(arg));
+}
+
+/*
+ * The first call of export(): check, lock, take the snapshot, write the
+ * header and the batches into a store, and begin the scan of the log
+ */
+static ExportState *
+export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
+{
+	ExportState *st = palloc0(sizeof(ExportState));
+	Export	   *ex = &st->ex;
+	SwFrontiers frontiers;
+	HASH_SEQ_STATUS status;
+	SwBatch    *batch;
 	LOCKTAG		tag;
 
-	/* a NULL source: no lines, as functions of a NULL table return NULL */
-	if (!OidIsValid(relid))
-	{
-		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-		return (Datum) 0;
-	}
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
-	sw_source_resolve(relid, &source, true);
+	sw_source_resolve(relid, &st->source, true);
 	if (fence)
 	{
 		if (!pg_class_ownercheck(relid, GetUserId()))
 			aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
 						   get_rel_name(relid));
 		PreventCommandIfReadOnly("export(..., fence => true)");
-		if (source.moved)
+		if (st->source.moved)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("source table \"%s\" was moved already", get_rel_name(relid))));
@@ -392,33 +459,36 @@ source_writes_export(PG_FUNCTION_ARGS)
 					 errdetail("Its writes would commit after the export was read."),
 					 errhint("Export with fence in a transaction of its own.")));
 	}
+	st->fence = fence;
 
 	/* fenced: no writer is in, none gets in until the commit */
-	ftrel = relation_open(relid, fence ? ShareRowExclusiveLock : AccessShareLock);
-	snapshot = fence ? RegisterSnapshot(GetLatestSnapshot()) :
+	st->ftrel = relation_open(relid, fence ? ShareRowExclusiveLock : AccessShareLock);
+	st->snapshot = fence ? RegisterSnapshot(GetLatestSnapshot()) :
 		RegisterSnapshot(GetActiveSnapshot());
-	if (!sw_catalog_frontiers(relid, snapshot, &frontiers))
-		elog(ERROR, "source table \"%s\" has no catalog row", RelationGetRelationName(ftrel));
+	if (!sw_catalog_frontiers(relid, st->snapshot, &frontiers))
+		elog(ERROR, "source table \"%s\" has no catalog row", RelationGetRelationName(st->ftrel));
 
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	ex.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	initStringInfo(&ex.line);
-	ex.desc = RelationGetDescr(ftrel);
-	ex.out = palloc0(sizeof(FmgrInfo) * Max(ex.desc->natts, 1));
-	for (int i = 0; i < ex.desc->natts; i++)
+	initStringInfo(&ex->line);
+	ex->desc = RelationGetDescr(st->ftrel);
+	ex->out = palloc0(sizeof(FmgrInfo) * Max(ex->desc->natts, 1));
+	for (int i = 0; i < ex->desc->natts; i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(ex.desc, i);
+		Form_pg_attribute att = TupleDescAttr(ex->desc, i);
 		Oid			func;
 		bool		varlena;
 
 		if (att->attisdropped)
 			continue;
 		getTypeOutputInfo(att->atttypid, &func, &varlena);
-		fmgr_info(func, &ex.out[i]);
+		fmgr_info(func, &ex->out[i]);
 	}
-	ex.keys = column_keys(ex.desc);
-	values = palloc(sizeof(Datum) * Max(ex.desc->natts, 1));
-	isnull = palloc(sizeof(bool) * Max(ex.desc->natts, 1));
+	st->values = palloc(sizeof(Datum) * Max(ex->desc->natts, 1));
+	st->isnull = palloc(sizeof(bool) * Max(ex->desc->natts, 1));
+	initStringInfo(&st->row);
+	ex->store_desc = CreateTemplateTupleDesc(1);
+	TupleDescInitEntry(ex->store_desc, (AttrNumber) 1, "line", TEXTOID, -1, 0);
+	ex->store = tuplestore_begin_heap(false, false, work_mem);
+	st->store_slot = MakeSingleTupleTableSlot(ex->store_desc, &TTSOpsMinimalTuple);
 
 	/*
 	 * The batches of the retained log.  Without a fence, a batch that the
@@ -426,65 +496,203 @@ source_writes_export(PG_FUNCTION_ARGS)
 	 * committing, and whose timestamp is the upper: the export's upper is
 	 * after every batch it has, as its import's will be.
 	 */
-	map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, snapshot);
-	hash_seq_init(&status, map->batches);
+	st->map = sw_log_batches(relid, PG_INT64_MIN, PG_INT64_MAX, st->snapshot);
+	hash_seq_init(&status, st->map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
 		frontiers.upper = Max(frontiers.upper, batch->ts + 1);
-	put_header(&ex, ftrel, &source, &frontiers);
-	hash_seq_init(&status, map->batches);
+	put_header(ex, st->ftrel, &st->source, &frontiers);
+	hash_seq_init(&status, st->map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
-		put_batch(&ex, batch);
+		put_batch(ex, batch);
 	/* those rolled up into segments (older than the rows') */
-	sw_segments_each(map->segments, put_segment_batch, &ex);
+	sw_segments_each(st->map->segments, put_segment_batch, ex);
 
-	/* the row versions in it */
-	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
-									ALLOCSET_DEFAULT_SIZES);
-	current = table_open(source.current_rel, AccessShareLock);
-	history = table_open(source.history_rel, AccessShareLock);
-	sw_log_begin_scan(&ls, ftrel, current, history, snapshot, map);
-	while ((hidden = sw_log_next(&ls, &layout, &row)) != NULL)
+	/* the row versions in it, read a call at a time */
+	st->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "source_writes export",
+										ALLOCSET_DEFAULT_SIZES);
+	st->current = table_open(st->source.current_rel, AccessShareLock);
+	st->history = table_open(st->source.history_rel, AccessShareLock);
+	sw_log_begin_scan(&st->ls, st->ftrel, st->current, st->history, st->snapshot, st->map);
+	st->scanning = true;
+	st->phase = EXPORT_HEAD;
+	return st;
+}
+
+/*
+ * The next line of export() into st->ex.line, or false when all are
+ * written
+ */
+static bool
+export_next(ExportState *st)
+{
+	Export	   *ex = &st->ex;
+	TupleTableSlot *hidden;
+	const SwLayout *layout;
+	SwLogRow	row;
+	Oid			relid = RelationGetRelid(st->ftrel);
+
+	resetStringInfo(&ex->line);
+	switch (st->phase)
 	{
+		case EXPORT_HEAD:
+			if (tuplestore_gettupleslot(ex->store, true, false, st->store_slot))
+			{
+				bool		isnull;
+				text	   *t = DatumGetTextPP(slot_getattr(st->store_slot, 1, &isnull));
+
+				appendBinaryStringInfo(&ex->line, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				return true;
+			}
+			ExecDropSingleTupleTableSlot(st->store_slot);
+			tuplestore_end(ex->store);
+			ex->store = NULL;
+			st->phase = EXPORT_ROWS;
+			/* FALLTHROUGH */
+		case EXPORT_ROWS:
+			/* rows, as many as fit in a line, and the one that did not first */
+			if (st->row.len > 0)
+			{
+				appendStringInfoChar(&ex->line, '[');
+				appendBinaryStringInfo(&ex->line, st->row.data, st->row.len);
+				resetStringInfo(&st->row);
+			}
+			while (!st->rows_read)
+			{
+				MemoryContext old;
+
+				if ((hidden = sw_log_next(&st->ls, &layout, &row)) == NULL)
+				{
+					st->rows_read = true;
+					break;
+				}
+				/* retracted before since (compaction's to delete), or not stamped */
+				if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
+					continue;
+				old = MemoryContextSwitchTo(st->row_cxt);
+				put_row(ex, &st->row, hidden, layout, &row, st->values, st->isnull);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(st->row_cxt);
+				if (ex->line.len > 0 &&
+					ex->line.len + st->row.len + 2 > SW_EXPORT_LINE_BYTES)
+				{
+					appendStringInfoChar(&ex->line, ']');
+					return true;	/* st->row goes first in the next line */
+				}
+				appendStringInfoChar(&ex->line, ex->line.len > 0 ? ',' : '[');
+				appendBinaryStringInfo(&ex->line, st->row.data, st->row.len);
+				resetStringInfo(&st->row);
+			}
+			if (ex->line.len > 0)
+			{
+				appendStringInfoChar(&ex->line, ']');
+				return true;
+			}
+			export_end_scan(st);
+
+			/* where ingestion goes on, and what it must not write again */
+			st->tail = st->source.kind == SW_KIND_KAFKA ?
+				sw_catalog_progress_at(relid, st->snapshot) :
+				sw_deliveries_of(relid, st->snapshot);
+			st->next = list_head(st->tail);
+			st->phase = EXPORT_TAIL;
+			/* FALLTHROUGH */
+		case EXPORT_TAIL:
+			if (st->next != NULL)
+			{
+				if (st->source.kind == SW_KIND_KAFKA)
+					put_progress(ex, lfirst(st->next));
+				else
+					put_delivery(ex, lfirst(st->next));
+				st->next = lnext(st->tail, st->next);
+				return true;
+			}
+			st->phase = EXPORT_END;
+			/* FALLTHROUGH */
+		case EXPORT_END:
+			appendStringInfoString(&ex->line, "{\"end\": true");
+			put_int(&ex->line, "batches", ex->nbatches, false);
+			put_int(&ex->line, "rows", ex->nrows, false);
+			put_int(&ex->line, "progress", ex->nprogress, false);
+			put_int(&ex->line, "deliveries", ex->ndeliveries, false);
+			appendStringInfoChar(&ex->line, '}');
+
+			/* later writes of this statement and transaction see the fence too */
+			if (st->fence)
+			{
+				sw_catalog_set_moved(relid);
+				CommandCounterIncrement();
+			}
+			export_release(st);
+			return true;
+		case EXPORT_DONE:
+			break;
+	}
+	return false;
+}
+
+PG_FUNCTION_INFO_V1(source_writes_export);
+
+/*
+ * export(source regclass, fence boolean DEFAULT false) -> SETOF text
+ *
+ * The retained log of a source, its frontiers, offsets and idempotency
+ * keys, as lines of the format of doc/moves.md: a header, the batches,
+ * the row versions, the progress of partitions, the deliveries' keys, and
+ * an end that counts them (an export without it was cut short).  It needs
+ * the right to read the table.  With fence, which needs its ownership, the
+ * source is marked moved as the caller's transaction commits: writers wait
+ * for the export, and from then on are refused.  The export then reads
+ * with a snapshot taken once every writer is out, so that it has every
+ * batch the source will ever have.
+ *
+ * It returns a line a call: called in a query's select list (SELECT
+ * export(...)), the rows stream out as the log is read.  The fence is set
+ * when the end is written.
+ */
+Datum
+source_writes_export(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+	ExportState *st;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
+		bool		fence = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 		MemoryContext old;
 
-		/* retracted before since (compaction's to delete), or not stamped */
-		if (row.retracted == SW_LOG_BEFORE || row.added == SW_LOG_LATER)
-			continue;
-		old = MemoryContextSwitchTo(row_cxt);
-		put_row(&ex, hidden, layout, &row, values, isnull);
+		funcctx = SRF_FIRSTCALL_INIT();
+		/* a NULL source: no lines, as functions of a NULL table return NULL */
+		if (!OidIsValid(relid))
+			SRF_RETURN_DONE(funcctx);
+		if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+			(rsinfo->allowedModes & SFRM_ValuePerCall) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("set-valued function called in context that cannot accept a set")));
+		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		st = export_begin(fcinfo, relid, fence);
 		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
+		st->econtext = rsinfo->econtext;
+		RegisterExprContextCallback(st->econtext, export_shutdown, PointerGetDatum(st));
+		funcctx->user_fctx = st;
 	}
-	sw_log_end_scan(&ls);
-	table_close(history, AccessShareLock);
-	table_close(current, AccessShareLock);
-
-	/* where ingestion goes on, and what it must not write again */
-	if (source.kind == SW_KIND_KAFKA)
-		foreach(lc, sw_catalog_progress_at(relid, snapshot))
-			put_progress(&ex, lfirst(lc));
-	else
-		foreach(lc, sw_deliveries_of(relid, snapshot))
-			put_delivery(&ex, lfirst(lc));
-
-	appendStringInfoString(&ex.line, "{\"end\": true");
-	put_int(&ex.line, "batches", ex.nbatches, false);
-	put_int(&ex.line, "rows", ex.nrows, false);
-	put_int(&ex.line, "progress", ex.nprogress, false);
-	put_int(&ex.line, "deliveries", ex.ndeliveries, false);
-	appendStringInfoChar(&ex.line, '}');
-	put_line(&ex);
-
-	/* later writes of this statement and transaction see the fence too */
-	if (fence)
+	funcctx = SRF_PERCALL_SETUP();
+	st = funcctx->user_fctx;
+	if (st != NULL)
 	{
-		sw_catalog_set_moved(relid);
-		CommandCounterIncrement();
+		MemoryContext old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		bool		more = export_next(st);
+
+		MemoryContextSwitchTo(old);
+		if (more)
+			SRF_RETURN_NEXT(funcctx,
+							PointerGetDatum(cstring_to_text_with_len(st->ex.line.data,
+																	 st->ex.line.len)));
+		UnregisterExprContextCallback(st->econtext, export_shutdown, PointerGetDatum(st));
 	}
-	UnregisterSnapshot(snapshot);
-	MemoryContextDelete(row_cxt);
-	relation_close(ftrel, NoLock);
-	return (Datum) 0;
+	SRF_RETURN_DONE(funcctx);
 }
 
 /* ---------------------------------------------------------------------
@@ -506,10 +714,18 @@ typedef struct Import
 	Relation	ftrel;
 	SwSource	source;
 	MemoryContext cxt;			/* the function's */
+	Oid			lines_relid;
 	const char *lines;			/* the table of lines, as named */
+	bool		direct;			/* read lines with a scan of its heap, not SPI */
 	Jsonb	   *header;
 	Jsonb	   *end;
+	int64		version;		/* the header's format version */
+	int64		since;
+	int64		upper;
+	bool		ready;			/* the header is read and checked */
+	int64		deferred;		/* the first line left to a second pass, or 0 */
 	HTAB	   *batches;
+	ImportedBatch *last_batch;	/* the last a row named (scan_batch()) */
 	int64		folded;			/* the id of rows added before since */
 	int64		nrows;
 	int64		nprogress;
@@ -524,7 +740,9 @@ typedef struct Import
 	Datum	   *values;
 	bool	   *isnull;
 	char	  **texts;			/* a row's columns as text */
-	StringInfoData *keys;		/* the columns' names in a row line */
+	StringInfoData *keys;		/* the columns' names in a row line (version 1) */
+	int			ncolumns;		/* the header's columns */
+	int		   *order;			/* the table's column of each of the header's */
 } Import;
 
 /* the export is not one import() takes: say where */
@@ -550,25 +768,45 @@ field(Jsonb *j, const char *name, JsonbValue *v)
 }
 
 /*
- * A number field that must be an integer of 64 bits (a fraction is not
- * rounded, nor a number out of range cut): false if it has none.
+ * A JSON value that must be an integer of 64 bits (a fraction is not
+ * rounded, nor a number out of range cut); name says which, in errors
  */
-static bool
-int_field(Import *im, Jsonb *j, const char *name, int64 *value)
+static void
+value_int(Import *im, JsonbValue *v, const char *name, int64 *value)
 {
-	JsonbValue	v;
 	char	   *text;
 	char	   *end;
 
-	if (field(j, name, &v) == NULL)
-		return false;
-	if (v.type != jbvNumeric)
+	if (v->type != jbvNumeric)
 		bad_export(im, psprintf("\"%s\" is not a number.", name));
-	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
 	errno = 0;
 	*value = strtoi64(text, &end, 10);
 	if (errno != 0 || end == text || *end != '\0')
 		bad_export(im, psprintf("\"%s\" is %s, not an integer of 64 bits.", name, text));
+}
+
+/* the same, for an integer of 32 bits that is not negative */
+static void
+value_int32(Import *im, JsonbValue *jv, const char *name, int32 *value)
+{
+	int64		v;
+
+	value_int(im, jv, name, &v);
+	if (v < 0 || v > PG_INT32_MAX)
+		bad_export(im, psprintf("\"%s\" is " INT64_FORMAT ", out of range.", name, v));
+	*value = (int32) v;
+}
+
+/* a number field that must be an integer of 64 bits: false if it has none */
+static bool
+int_field(Import *im, Jsonb *j, const char *name, int64 *value)
+{
+	JsonbValue	v;
+
+	if (field(j, name, &v) == NULL)
+		return false;
+	value_int(im, &v, name, value);
 	return true;
 }
 
@@ -576,13 +814,11 @@ int_field(Import *im, Jsonb *j, const char *name, int64 *value)
 static bool
 int32_field(Import *im, Jsonb *j, const char *name, int32 *value)
 {
-	int64		v;
+	JsonbValue	v;
 
-	if (!int_field(im, j, name, &v))
+	if (field(j, name, &v) == NULL)
 		return false;
-	if (v < 0 || v > PG_INT32_MAX)
-		bad_export(im, psprintf("\"%s\" is " INT64_FORMAT ", out of range.", name, v));
-	*value = (int32) v;
+	value_int32(im, &v, name, value);
 	return true;
 }
 
@@ -612,35 +848,72 @@ text_field(Import *im, Jsonb *j, const char *name)
 }
 
 /*
- * Read the lines: run fn on each, as JSON, in the order the table gives
- * them (each line says what it is: the order does not matter).
+ * How the lines are read.  A plain table (the temporary table of a move)
+ * that no row-level security policy applies to is read with a scan of its
+ * heap, in its physical order, the same in both passes: the caller needs
+ * SELECT on it, or on its first column, which is all that is read.  Any
+ * other relation (a view, a foreign table) is read through SPI, with the
+ * checks of a query, and twice (see read_first()).
+ */
+static void
+choose_reader(Import *im)
+{
+	Relation	rel = table_open(im->lines_relid, AccessShareLock);
+
+	im->direct = rel->rd_rel->relkind == RELKIND_RELATION &&
+		rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		check_enable_rls(im->lines_relid, InvalidOid, true) == RLS_NONE;
+	if (im->direct)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		AttrNumber	first = InvalidAttrNumber;
+
+		for (int i = 0; i < desc->natts && first == InvalidAttrNumber; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				first = i + 1;
+		if (pg_class_aclcheck(im->lines_relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+			(first == InvalidAttrNumber ||
+			 pg_attribute_aclcheck(im->lines_relid, first, GetUserId(), ACL_SELECT) != ACLCHECK_OK))
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, RelationGetRelationName(rel));
+	}
+	table_close(rel, AccessShareLock);
+	if (!im->direct)
+		im->deferred = 1;		/* its order may change between passes */
+}
+
+/*
+ * Read the lines: run fn on each, in the order the table gives them, with
+ * its number in im->line
  */
 static void
 read_lines(Import *im, void (*fn) (Import *im, text *line))
 {
-	Portal		portal;
 	MemoryContext line_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "source_writes import line",
 												   ALLOCSET_DEFAULT_SIZES);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
-									   0, NULL, NULL, NULL, true, 0);
+	MemoryContext old;
+
 	im->line = 0;
-	for (;;)
+	if (im->direct)
 	{
-		SPI_cursor_fetch(portal, true, 1000);
-		if (SPI_processed == 0)
-			break;
-		if (SPI_tuptable->tupdesc->natts < 1 ||
-			getBaseType(TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid) != TEXTOID)
+		Relation	rel = table_open(im->lines_relid, AccessShareLock);
+		TupleDesc	desc = RelationGetDescr(rel);
+		AttrNumber	first = InvalidAttrNumber;
+		TableScanDesc scan;
+		HeapTuple	tuple;
+
+		for (int i = 0; i < desc->natts && first == InvalidAttrNumber; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				first = i + 1;
+		if (first == InvalidAttrNumber ||
+			getBaseType(TupleDescAttr(desc, first - 1)->atttypid) != TEXTOID)
 			bad_export(im, "The lines must be the table's first column, of type text.");
-		for (uint64 i = 0; i < SPI_processed; i++)
+		/* no synchronized scan: each pass reads from the first block */
+		scan = table_beginscan_strat(rel, GetActiveSnapshot(), 0, NULL, true, false);
+		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
 			bool		isnull;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
-										  &isnull);
-			MemoryContext old;
+			Datum		d = heap_getattr(tuple, first, desc, &isnull);
 
 			CHECK_FOR_INTERRUPTS();
 			im->line++;
@@ -651,41 +924,89 @@ read_lines(Import *im, void (*fn) (Import *im, text *line))
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(line_cxt);
 		}
-		SPI_freetuptable(SPI_tuptable);
+		table_endscan(scan);
+		table_close(rel, AccessShareLock);
 	}
-	SPI_cursor_close(portal);
-	SPI_finish();
+	else
+	{
+		Portal		portal;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT * FROM %s", im->lines),
+										   0, NULL, NULL, NULL, true, 0);
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, 1000);
+			if (SPI_processed == 0)
+				break;
+			if (SPI_tuptable->tupdesc->natts < 1 ||
+				getBaseType(TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid) != TEXTOID)
+				bad_export(im, "The lines must be the table's first column, of type text.");
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				bool		isnull;
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+											  &isnull);
+
+				CHECK_FOR_INTERRUPTS();
+				im->line++;
+				if (isnull)
+					continue;
+				old = MemoryContextSwitchTo(line_cxt);
+				fn(im, DatumGetTextPP(d));
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(line_cxt);
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		SPI_cursor_close(portal);
+		SPI_finish();
+	}
 	im->line = 0;
 	MemoryContextDelete(line_cxt);
 }
 
-/* a line as JSON, which must be an object */
+/* a line as JSON: an object, or an array (a row of format version 2) */
 static Jsonb *
 line_jsonb(Import *im, text *line)
 {
 	Jsonb	   *j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 													   CStringGetDatum(text_to_cstring(line))));
 
-	if (!JB_ROOT_IS_OBJECT(j))
-		bad_export(im, "A line is a JSON object.");
+	if (JB_ROOT_IS_SCALAR(j) || (!JB_ROOT_IS_OBJECT(j) && !JB_ROOT_IS_ARRAY(j)))
+		bad_export(im, "A line is a JSON object, or an array for a row.");
 	return j;
 }
 
+/* is a line read as jsonb a row? */
+static bool
+is_row(Jsonb *j)
+{
+	JsonbValue	v;
+
+	return JB_ROOT_IS_ARRAY(j) || field(j, "row", &v) != NULL;
+}
+
 /*
- * Does a line begin as export() begins a row?  Such lines are read by
- * read_row_fast() (pass 1 leaves them alone); any other line is read as
- * jsonb, rows too.
+ * Does a line begin as export() begins a row, of format version 2 (an
+ * array) or 1?  Such lines are read by read_row_fast(), or left alone
+ * until a row may be read; any other line is read as jsonb, rows too.
  */
 static bool
 row_prefix(text *line)
 {
 	static const char prefix[] = "{\"row\": true, ";
 
-	return VARSIZE_ANY_EXHDR(line) > sizeof(prefix) - 1 &&
-		memcmp(VARDATA_ANY(line), prefix, sizeof(prefix) - 1) == 0;
+	return (VARSIZE_ANY_EXHDR(line) > 0 && *VARDATA_ANY(line) == '[') ||
+		(VARSIZE_ANY_EXHDR(line) > sizeof(prefix) - 1 &&
+		 memcmp(VARDATA_ANY(line), prefix, sizeof(prefix) - 1) == 0);
 }
 
-/* the export's columns must be the table's, by name and type */
+/*
+ * The export's columns must be the table's, by name and type, each once;
+ * im->order gets the table's column of each
+ */
 static void
 check_columns(Import *im)
 {
@@ -695,11 +1016,13 @@ check_columns(Import *im)
 	JsonbIteratorToken tok;
 	int			n = 0;
 	int			live = 0;
+	bool	   *seen = palloc0(sizeof(bool) * Max(desc->natts, 1));
 
 	if (field(im->header, "columns", &v) == NULL || v.type != jbvBinary)
 		bad_export(im, "The header has no \"columns\".");
 	for (int i = 0; i < desc->natts; i++)
 		live += !TupleDescAttr(desc, i)->attisdropped;
+	im->order = palloc0(sizeof(int) * Max(live, 1));
 	it = JsonbIteratorInit(v.val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -740,6 +1063,11 @@ check_columns(Import *im)
 							format_type_with_typemod(att->atttypid, att->atttypmod),
 							RelationGetRelationName(im->ftrel)),
 					 errhint("Import into a table of the same columns as the one exported.")));
+		if (seen[attnum - 1])
+			bad_export(im, psprintf("The header has column \"%s\" twice.", colname));
+		seen[attnum - 1] = true;
+		if (n < live)
+			im->order[n] = attnum - 1;
 		n++;
 	}
 	if (n != live)
@@ -748,15 +1076,73 @@ check_columns(Import *im)
 				 errmsg("source table \"%s\" has columns that the export has not",
 						RelationGetRelationName(im->ftrel)),
 				 errhint("Import into a table of the same columns as the one exported.")));
+	im->ncolumns = n;
 }
 
-/* pass 1: the header, the end, and the batches, which get ids here */
+/*
+ * The header, once read: what the export is (its format and version, its
+ * kind, its columns, its range) must be what the table takes.  Then the
+ * rows can be written.
+ */
 static void
-read_batches(Import *im, text *line)
+check_header(Import *im)
 {
-	Jsonb	   *j;
-	JsonbValue	v;
-	int64		id;
+	char	   *kind;
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	MemoryContext old = MemoryContextSwitchTo(im->cxt);
+
+	if ((kind = text_field(im, im->header, "format")) == NULL ||
+		strcmp(kind, SW_EXPORT_FORMAT) != 0)
+		bad_export(im, "Its header is not that of an export of source_writes.");
+	if (!int_field(im, im->header, "version", &im->version) ||
+		im->version > SW_EXPORT_VERSION || im->version < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the export in \"%s\" is of format version " INT64_FORMAT,
+						im->lines, im->version),
+				 errdetail("This version of source_writes imports format versions 1 to %d.",
+						   SW_EXPORT_VERSION),
+				 errhint("Import it with the version of source_writes that exported it, or a later one.")));
+	kind = text_field(im, im->header, "kind");
+	if (kind == NULL ||
+		strcmp(kind, im->source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("the export is of a %s source, and \"%s\" is a %s source",
+						kind ? kind : "unknown", RelationGetRelationName(im->ftrel),
+						im->source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka")));
+	check_columns(im);
+	if (!int_field(im, im->header, "since", &im->since) ||
+		!int_field(im, im->header, "upper", &im->upper))
+		bad_export(im, "Its header has no \"since\" or no \"upper\".");
+
+	/* what writing the rows takes */
+	im->in = palloc0(sizeof(FmgrInfo) * Max(desc->natts, 1));
+	im->ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
+	im->values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	im->isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	im->texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
+	im->keys = column_keys(desc);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		Oid			func;
+
+		if (att->attisdropped)
+			continue;
+		getTypeInputInfo(att->atttypid, &func, &im->ioparams[i]);
+		fmgr_info_cxt(func, &im->in[i], im->cxt);
+	}
+	im->folded = sw_catalog_new_batch_id();
+	im->loader = sw_loader_open(im->ftrel, &im->source);
+	im->ready = true;
+	MemoryContextSwitchTo(old);
+}
+
+/* a batch, which gets an id here */
+static void
+read_batch(Import *im, Jsonb *j, int64 id)
+{
 	int64		ts;
 	char	   *origin;
 	char	   *role;
@@ -765,27 +1151,11 @@ read_batches(Import *im, text *line)
 	ImportedBatch *ib;
 	bool		found;
 
-	if (row_prefix(line))
-		return;					/* a row: pass 2's */
-	j = line_jsonb(im, line);
-	if (field(j, "row", &v))
-		return;
-	if (field(j, "format", &v) || field(j, "end", &v))
-	{
-		Jsonb	  **kept = field(j, "format", &v) ? &im->header : &im->end;
-		MemoryContext old;
-
-		if (*kept)
-			bad_export(im, kept == &im->header ? "It has two headers." : "It has two ends.");
-		old = MemoryContextSwitchTo(im->cxt);
-		*kept = DatumGetJsonbPCopy(JsonbPGetDatum(j));
-		MemoryContextSwitchTo(old);
-		return;
-	}
-	if (!int_field(im, j, "batch", &id))
-		return;
 	if (!int_field(im, j, "ts", &ts) || (origin = text_field(im, j, "origin")) == NULL)
 		bad_export(im, "A batch has a \"ts\" and an \"origin\".");
+	if (im->ready && ts >= im->upper)
+		bad_export(im, psprintf("A batch has a \"ts\" of " INT64_FORMAT ", not before its \"upper\", " INT64_FORMAT ".",
+								ts, im->upper));
 	role = text_field(im, j, "role");
 	ib = hash_search(im->batches, &id, HASH_ENTER, &found);
 	if (found)
@@ -803,39 +1173,26 @@ read_batches(Import *im, text *line)
 
 /* a row's batch, by its id in the export, or NULL */
 static ImportedBatch *
-imported_batch(Import *im, Jsonb *j, const char *name)
+imported_batch(Import *im, JsonbValue *v, const char *name)
 {
 	int64		id;
 	ImportedBatch *ib;
 
-	if (!int_field(im, j, name, &id))
+	if (v == NULL || v->type == jbvNull)
 		return NULL;
+	value_int(im, v, name, &id);
 	ib = hash_search(im->batches, &id, HASH_FIND, NULL);
 	if (ib == NULL)
 		bad_export(im, psprintf("A row names batch " INT64_FORMAT ", which it has not.", id));
 	return ib;
 }
 
-static void read_row(Import *im, Jsonb *j);
-static bool read_row_fast(Import *im, text *line);
-
-/* pass 2: the rows, the progress of partitions, the deliveries' keys */
+/* a partition's progress (Kafka), or a delivery's key (webhooks) */
 static void
-read_rows(Import *im, text *line)
+read_other(Import *im, Jsonb *j)
 {
-	Jsonb	   *j;
 	JsonbValue	v;
 
-	if (row_prefix(line) && read_row_fast(im, line))
-		return;
-	j = line_jsonb(im, line);
-	if (field(j, "row", &v))
-	{
-		read_row(im, j);
-		return;
-	}
-	if (field(j, "format", &v) || field(j, "end", &v))
-		return;					/* the header and the end: read */
 	if (field(j, "progress", &v))
 	{
 		SwProgress	p = {0};
@@ -929,9 +1286,9 @@ store_row(Import *im, RowLine *r)
 	im->nrows++;
 }
 
-/* a row line read as jsonb: any order of fields, and clear errors */
+/* a row line of format version 1 read as jsonb: any order of fields */
 static void
-read_row(Import *im, Jsonb *j)
+read_row_object(Import *im, Jsonb *j)
 {
 	JsonbValue	v;
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
@@ -939,8 +1296,8 @@ read_row(Import *im, Jsonb *j)
 	JsonbContainer *data;
 
 	r.texts = im->texts;
-	r.added = imported_batch(im, j, "added");
-	r.retracted = imported_batch(im, j, "retracted");
+	r.added = imported_batch(im, field(j, "added", &v), "added");
+	r.retracted = imported_batch(im, field(j, "retracted", &v), "retracted");
 	if (field(j, "data", &v) == NULL || v.type != jbvBinary ||
 		!JsonContainerIsObject(v.val.binary.data))
 		bad_export(im, "A row has its columns in an object \"data\".");
@@ -966,6 +1323,84 @@ read_row(Import *im, Jsonb *j)
 	r.has_pos = int_field(im, j, "pos", &r.pos);
 	r.delivery = text_field(im, j, "delivery");
 	store_row(im, &r);
+}
+
+/*
+ * A row of format version 2 read as jsonb: [added, retracted, part, pos,
+ * delivery, and each column in the header's order], with clear errors
+ */
+static void
+read_row_array(Import *im, JsonbContainer *c)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	RowLine		r = {0};
+	JsonbValue *v;
+	int			n = JsonContainerSize(c);
+
+	if (n != 5 + im->ncolumns)
+		bad_export(im, psprintf("A row has %d values, and not %d: its batches, \"part\", \"pos\", \"delivery\" and a value for each of the %d columns.",
+								n, 5 + im->ncolumns, im->ncolumns));
+	r.texts = im->texts;
+	r.added = imported_batch(im, getIthJsonbValueFromContainer(c, 0), "added");
+	r.retracted = imported_batch(im, getIthJsonbValueFromContainer(c, 1), "retracted");
+	v = getIthJsonbValueFromContainer(c, 2);
+	if ((r.has_part = v->type != jbvNull))
+		value_int32(im, v, "part", &r.part);
+	v = getIthJsonbValueFromContainer(c, 3);
+	if ((r.has_pos = v->type != jbvNull))
+		value_int(im, v, "pos", &r.pos);
+	v = getIthJsonbValueFromContainer(c, 4);
+	if (v->type != jbvNull)
+	{
+		if (v->type != jbvString)
+			bad_export(im, "\"delivery\" is not a string.");
+		r.delivery = pnstrdup(v->val.string.val, v->val.string.len);
+	}
+	for (int i = 0; i < desc->natts; i++)
+		r.texts[i] = NULL;
+	for (int k = 0; k < im->ncolumns; k++)
+	{
+		int			i = im->order[k];
+
+		v = getIthJsonbValueFromContainer(c, 5 + k);
+		if (v->type == jbvNull)
+			continue;
+		if (v->type != jbvString)
+			bad_export(im, psprintf("Column \"%s\" of a row is not a string.",
+									NameStr(TupleDescAttr(desc, i)->attname)));
+		r.texts[i] = pnstrdup(v->val.string.val, v->val.string.len);
+	}
+	store_row(im, &r);
+}
+
+/*
+ * A row line read as jsonb, of the export's format version: an array of
+ * rows in version 2, a row object in version 1
+ */
+static void
+read_row(Import *im, Jsonb *j)
+{
+	if (JB_ROOT_IS_ARRAY(j))
+	{
+		int			n = JB_ROOT_COUNT(j);
+
+		if (im->version < 2)
+			bad_export(im, "A row of format version 1 is an object.");
+		for (int k = 0; k < n; k++)
+		{
+			JsonbValue *v = getIthJsonbValueFromContainer(&j->root, k);
+
+			if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+				bad_export(im, "A line of rows of format version 2 is an array of arrays.");
+			read_row_array(im, v->val.binary.data);
+		}
+	}
+	else
+	{
+		if (im->version >= 2)
+			bad_export(im, "A row of format version 2 is an array, in an array of rows.");
+		read_row_object(im, j);
+	}
 }
 
 /* where read_row_fast() is in a line */
@@ -1108,59 +1543,207 @@ scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
 		return false;
 	if (isnull)
 		return true;
-	*ib = hash_search(im->batches, &id, HASH_FIND, NULL);
+	/* rows come in runs of one batch: look up a new one only */
+	if (im->last_batch == NULL || im->last_batch->exported != id)
+		im->last_batch = hash_search(im->batches, &id, HASH_FIND, NULL);
+	*ib = im->last_batch;
 	return *ib != NULL;
 }
 
 /*
- * A row line exactly as export() writes it (its fields in its order, its
- * columns in the table's), read without making jsonb: the bulk of an
- * import.  False, having written nothing, for any other line, which
- * read_row() reads as jsonb, or says what is wrong with.
+ * A row of a line of format version 2 exactly as export() writes it,
+ * into r (its texts in line memory)
+ */
+static bool
+scan_row_array(Import *im, LineScan *sc, RowLine *r)
+{
+	int64		part;
+	bool		isnull;
+
+	if (!SCAN_LITERAL(sc, "[") ||
+		!scan_batch(im, sc, &r->added) ||
+		!SCAN_LITERAL(sc, ",") ||
+		!scan_batch(im, sc, &r->retracted) ||
+		!SCAN_LITERAL(sc, ",") ||
+		!scan_int(sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r->has_part = !isnull;
+	r->part = (int32) part;
+	if (!SCAN_LITERAL(sc, ",") || !scan_int(sc, &r->pos, &isnull))
+		return false;
+	r->has_pos = !isnull;
+	if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->delivery))
+		return false;
+	for (int k = 0; k < im->ncolumns; k++)
+		if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->texts[im->order[k]]))
+			return false;
+	return SCAN_LITERAL(sc, "]");
+}
+
+/*
+ * A row of format version 1 exactly as export() wrote it (its fields in
+ * its order, its columns in the table's), into r
+ */
+static bool
+scan_row_object(Import *im, LineScan *sc, RowLine *r)
+{
+	TupleDesc	desc = RelationGetDescr(im->ftrel);
+	int64		part;
+	bool		isnull;
+
+	if (!SCAN_LITERAL(sc, "{\"row\": true, \"added\": ") ||
+		!scan_batch(im, sc, &r->added) ||
+		!SCAN_LITERAL(sc, ", \"retracted\": ") ||
+		!scan_batch(im, sc, &r->retracted) ||
+		!SCAN_LITERAL(sc, ", \"part\": ") ||
+		!scan_int(sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r->has_part = !isnull;
+	r->part = (int32) part;
+	if (!SCAN_LITERAL(sc, ", \"pos\": ") || !scan_int(sc, &r->pos, &isnull))
+		return false;
+	r->has_pos = !isnull;
+	if (!SCAN_LITERAL(sc, ", \"delivery\": ") ||
+		!scan_string(sc, &r->delivery) ||
+		!SCAN_LITERAL(sc, ", \"data\": {"))
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		if (!scan_literal(sc, im->keys[i].data, im->keys[i].len) ||
+			!scan_string(sc, &r->texts[i]))
+			return false;
+	}
+	return SCAN_LITERAL(sc, "}}");
+}
+
+/*
+ * A line of rows exactly as export() writes it, of the header's format
+ * version (in version 2 an array of rows, each an array; in version 1 a
+ * row object), read without making jsonb: the bulk of an import.  The
+ * whole line is read before any of its rows is written: false, having
+ * written nothing, for any other line (or one that names a batch not read
+ * yet), which read_row() reads as jsonb, or says what is wrong with.
  */
 static bool
 read_row_fast(Import *im, text *line)
 {
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	LineScan		sc;
-	RowLine		r = {0};
-	int64		part;
-	bool		isnull;
+	LineScan	sc;
+	RowLine    *rows;
+	int			n = 0;
+	int			size = 32;
+	bool		array;
 
 	sc.p = VARDATA_ANY(line);
 	sc.end = sc.p + VARSIZE_ANY_EXHDR(line);
-	r.texts = im->texts;
-	if (!SCAN_LITERAL(&sc, "{\"row\": true, \"added\": ") ||
-		!scan_batch(im, &sc, &r.added) ||
-		!SCAN_LITERAL(&sc, ", \"retracted\": ") ||
-		!scan_batch(im, &sc, &r.retracted) ||
-		!SCAN_LITERAL(&sc, ", \"part\": ") ||
-		!scan_int(&sc, &part, &isnull) ||
-		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+	array = sc.p < sc.end && *sc.p == '[';
+	if (array != (im->version >= 2))
 		return false;
-	r.has_part = !isnull;
-	r.part = (int32) part;
-	if (!SCAN_LITERAL(&sc, ", \"pos\": ") ||
-		!scan_int(&sc, &r.pos, &isnull))
+	if (array && !SCAN_LITERAL(&sc, "["))
 		return false;
-	r.has_pos = !isnull;
-	if (!SCAN_LITERAL(&sc, ", \"delivery\": ") ||
-		!scan_string(&sc, &r.delivery) ||
-		!SCAN_LITERAL(&sc, ", \"data\": {"))
-		return false;
-	for (int i = 0; i < desc->natts; i++)
+	rows = palloc(sizeof(RowLine) * size);
+	do
 	{
-		r.texts[i] = NULL;
-		if (TupleDescAttr(desc, i)->attisdropped)
-			continue;
-		if (!scan_literal(&sc, im->keys[i].data, im->keys[i].len) ||
-			!scan_string(&sc, &r.texts[i]))
+		RowLine    *r;
+
+		if (n == size)
+		{
+			size *= 2;
+			rows = repalloc(rows, sizeof(RowLine) * size);
+		}
+		r = &rows[n++];
+		memset(r, 0, sizeof(RowLine));
+		r->texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
+		if (!(array ? scan_row_array(im, &sc, r) : scan_row_object(im, &sc, r)))
 			return false;
-	}
-	if (!SCAN_LITERAL(&sc, "}}") || sc.p != sc.end)
+	} while (array && SCAN_LITERAL(&sc, ","));
+	if ((array && !SCAN_LITERAL(&sc, "]")) || sc.p != sc.end)
 		return false;
-	store_row(im, &r);
+	for (int k = 0; k < n; k++)
+		store_row(im, &rows[k]);
 	return true;
+}
+
+/* from this line on, rows, offsets and keys are read in a second pass */
+static void
+defer(Import *im)
+{
+	if (im->deferred == 0)
+		im->deferred = im->line;
+}
+
+/*
+ * Pass 1: the header (checked at once), the end, and the batches, which
+ * get ids here.  Rows, offsets and keys are read here too, as long as the
+ * lines come in export()'s order (the header first, then the batches, and
+ * rows that name only batches read before them): from the first line that
+ * does not, they are left to pass 2 (read_second()).  When the lines are
+ * not read with a scan of their heap, all of them are (choose_reader()).
+ */
+static void
+read_first(Import *im, text *line)
+{
+	Jsonb	   *j;
+	JsonbValue	v;
+	int64		id;
+
+	if (row_prefix(line))
+	{
+		if (!im->ready || im->deferred || !read_row_fast(im, line))
+			defer(im);
+		return;
+	}
+	j = line_jsonb(im, line);
+	if (is_row(j))
+	{
+		defer(im);
+		return;
+	}
+	if (field(j, "format", &v) || field(j, "end", &v))
+	{
+		Jsonb	  **kept = field(j, "format", &v) ? &im->header : &im->end;
+		MemoryContext old;
+
+		if (*kept)
+			bad_export(im, kept == &im->header ? "It has two headers." : "It has two ends.");
+		old = MemoryContextSwitchTo(im->cxt);
+		*kept = DatumGetJsonbPCopy(JsonbPGetDatum(j));
+		MemoryContextSwitchTo(old);
+		if (kept == &im->header)
+			check_header(im);
+		return;
+	}
+	if (int_field(im, j, "batch", &id))
+	{
+		read_batch(im, j, id);
+		return;
+	}
+	if (!im->ready || im->deferred)
+		defer(im);
+	else
+		read_other(im, j);
+}
+
+/* pass 2: the rows, the progress of partitions, the deliveries' keys */
+static void
+read_second(Import *im, text *line)
+{
+	Jsonb	   *j;
+	JsonbValue	v;
+
+	if (im->line < im->deferred)
+		return;					/* read in pass 1 */
+	if (row_prefix(line) && read_row_fast(im, line))
+		return;
+	j = line_jsonb(im, line);
+	if (is_row(j))
+		read_row(im, j);
+	else if (!field(j, "format", &v) && !field(j, "end", &v) && !field(j, "batch", &v))
+		read_other(im, j);
 }
 
 /* a count of the end must be what was read */
@@ -1215,8 +1798,9 @@ PG_FUNCTION_INFO_V1(source_writes_import);
  * is the export's.  It needs the ownership of the table, and writers wait
  * until the caller's transaction ends.  An export cut short (without its
  * end, or with fewer lines than the end counts), of another format version
- * or of other columns is refused, and nothing is written.  Returns the
- * rows imported.
+ * or of other columns is refused, and nothing is written (the caller's
+ * transaction fails).  Lines in export()'s order are read once; others
+ * twice.  Returns the rows imported.
  */
 Datum
 source_writes_import(PG_FUNCTION_ARGS)
@@ -1225,15 +1809,10 @@ source_writes_import(PG_FUNCTION_ARGS)
 	Oid			lines = PG_GETARG_OID(1);
 	Import		im = {0};
 	HASHCTL		ctl;
-	int64		version;
-	int64		since;
-	int64		upper;
 	ErrorContextCallback context;
 	HASH_SEQ_STATUS status;
 	ImportedBatch *ib;
-	char	   *kind;
 	Snapshot	snapshot;
-	TupleDesc	desc;
 	SwFrontiers frontiers;
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
@@ -1247,12 +1826,14 @@ source_writes_import(PG_FUNCTION_ARGS)
 				 errmsg("source table \"%s\" was moved", get_rel_name(relid)),
 				 errhint("Import into a new source table.")));
 	im.cxt = CurrentMemoryContext;
+	im.lines_relid = lines;
 	im.lines = get_rel_name(lines) ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(lines)),
 																get_rel_name(lines)) : NULL;
 	if (im.lines == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", lines)));
+	choose_reader(&im);
 
 	/* keep writers out until we commit, and find the table empty */
 	im.ftrel = relation_open(relid, ShareRowExclusiveLock);
@@ -1265,7 +1846,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 				 errhint("Create a new source table of the same columns, and import into it.")));
 	UnregisterSnapshot(snapshot);
 
-	/* pass 1: the header, the end, the batches */
+	/* pass 1: the header, the end, the batches, and what comes in order */
 	ctl.keysize = sizeof(int64);
 	ctl.entrysize = sizeof(ImportedBatch);
 	ctl.hcxt = CurrentMemoryContext;
@@ -1275,66 +1856,24 @@ source_writes_import(PG_FUNCTION_ARGS)
 	context.arg = &im;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	read_lines(&im, read_batches);
+	read_lines(&im, read_first);
 	if (im.header == NULL)
 		bad_export(&im, "It has no header: it is not an export of source_writes.");
-	if ((kind = text_field(&im, im.header, "format")) == NULL ||
-		strcmp(kind, SW_EXPORT_FORMAT) != 0)
-		bad_export(&im, "Its header is not that of an export of source_writes.");
-	if (!int_field(&im, im.header, "version", &version) || version > SW_EXPORT_VERSION ||
-		version < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the export in \"%s\" is of format version " INT64_FORMAT,
-						im.lines, version),
-				 errdetail("This version of source_writes imports format version %d.",
-						   SW_EXPORT_VERSION),
-				 errhint("Import it with the version of source_writes that exported it, or a later one.")));
-	kind = text_field(&im, im.header, "kind");
-	if (kind == NULL ||
-		strcmp(kind, im.source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("the export is of a %s source, and \"%s\" is a %s source",
-						kind ? kind : "unknown", get_rel_name(relid),
-						im.source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka")));
-	check_columns(&im);
 	if (im.end == NULL)
 		bad_export(&im, "It has no end: it was cut short.");
 	check_count(&im, "batches", hash_get_num_entries(im.batches));
-	if (!int_field(&im, im.header, "since", &since) ||
-		!int_field(&im, im.header, "upper", &upper))
-		bad_export(&im, "Its header has no \"since\" or no \"upper\".");
 	hash_seq_init(&status, im.batches);
 	while ((ib = hash_seq_search(&status)) != NULL)
-		if (ib->ts >= upper)
+		if (ib->ts >= im.upper)
 		{
 			hash_seq_term(&status);
 			bad_export(&im, psprintf("A batch has a \"ts\" of " INT64_FORMAT ", not before its \"upper\", " INT64_FORMAT ".",
-									 ib->ts, upper));
+									 ib->ts, im.upper));
 		}
 
-	/* pass 2: the rows, offsets and keys */
-	desc = RelationGetDescr(im.ftrel);
-	im.in = palloc0(sizeof(FmgrInfo) * Max(desc->natts, 1));
-	im.ioparams = palloc0(sizeof(Oid) * Max(desc->natts, 1));
-	im.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
-	im.isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
-	im.texts = palloc0(sizeof(char *) * Max(desc->natts, 1));
-	im.keys = column_keys(desc);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		Oid			func;
-
-		if (att->attisdropped)
-			continue;
-		getTypeInputInfo(att->atttypid, &func, &im.ioparams[i]);
-		fmgr_info(func, &im.in[i]);
-	}
-	im.folded = sw_catalog_new_batch_id();
-	im.loader = sw_loader_open(im.ftrel, &im.source);
-	read_lines(&im, read_rows);
+	/* pass 2: the rows, offsets and keys from the first line not in order */
+	if (im.deferred)
+		read_lines(&im, read_second);
 	(void) sw_loader_close(im.loader);
 	im.loader = NULL;
 	error_context_stack = context.previous;
@@ -1343,8 +1882,8 @@ source_writes_import(PG_FUNCTION_ARGS)
 	check_count(&im, "deliveries", im.ndeliveries);
 
 	/* readable from the export's since, with the table's retention */
-	if (sw_catalog_stored_frontiers(relid, &frontiers) && since < frontiers.since)
-		sw_catalog_set_since(relid, since, frontiers.retain);
+	if (sw_catalog_stored_frontiers(relid, &frontiers) && im.since < frontiers.since)
+		sw_catalog_set_since(relid, im.since, frontiers.retain);
 	CommandCounterIncrement();
 	CacheInvalidateRelcacheByRelid(relid);
 	relation_close(im.ftrel, NoLock);

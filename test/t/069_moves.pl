@@ -11,6 +11,7 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use SwTest;
+use JSON::PP;
 
 my $broker = SwTest::broker(topics => [ 'ev:2' ]);
 my $port_a = PostgreSQL::Test::Cluster::get_free_port();
@@ -99,7 +100,7 @@ my $producer = IPC::Run::start([ 'bash', '-c', join('; ',
 sub move
 {
 	my ($table) = @_;
-	my $pipe = sprintf(q{psql -X -d '%s' -c "\\copy (SELECT * FROM source_writes.export('%s', fence => true)) TO STDOUT" | psql -X -At -1 -v ON_ERROR_STOP=1 -d '%s' -c "%s" -c "CREATE TEMP TABLE lines (line text)" -c "\\copy lines FROM STDIN" -c "SELECT 'imported ' || source_writes.import('%s', 'lines')" -c "SELECT 'frontiers ' || since || ' ' || upper FROM source_writes.frontiers('%s')" -c "%s"},
+	my $pipe = sprintf(q{psql -X -d '%s' -c "\\copy (SELECT source_writes.export('%s', fence => true)) TO STDOUT" | psql -X -At -1 -v ON_ERROR_STOP=1 -d '%s' -c "%s" -c "CREATE TEMP TABLE lines (line text)" -c "\\copy lines FROM STDIN" -c "SELECT 'imported ' || source_writes.import('%s', 'lines')" -c "SELECT 'frontiers ' || since || ' ' || upper FROM source_writes.frontiers('%s')" -c "%s"},
 		$a->connstr('postgres'), $table, $b->connstr('postgres'), $create{$table}, $table, $table,
 		"SELECT 'progress ' || coalesce(string_agg(part || ':' || next_offset || ':' || topic, ' ' ORDER BY part), '') FROM source_writes.progress");
 	my ($out, $err) = run_command([ 'bash', '-c', "set -o pipefail; $pipe" ]);
@@ -187,7 +188,8 @@ $reader->query_safe(q{BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FRO
 produce(2001 .. 2005);
 ok($a->poll_query_until('postgres', q{SELECT count(*) = 315 FROM ev2}), 'which goes on ingesting');
 is($reader->query_safe(q{SELECT sum((e::jsonb->>'next_offset')::bigint) || ' '
-		|| count(*) FILTER (WHERE e::jsonb ? 'row') FROM source_writes.export('ev2') e}),
+		|| coalesce(sum(jsonb_array_length(e::jsonb)) FILTER (WHERE jsonb_typeof(e::jsonb) = 'array'), 0)
+		FROM source_writes.export('ev2') e}),
 	$reader->query_safe(q{SELECT sum(next_offset) || ' ' || (SELECT count(*) FROM ev2)
 		FROM source_writes.progress WHERE source = 'ev2'::regclass}),
 	"an export's offsets are those of its rows");
@@ -223,9 +225,9 @@ sub import_lines
 }
 like(import_lines('other', @lines[ 0 .. $#lines - 1 ]), qr/It has no end: it was cut short/,
 	'an export without its end');
-like(import_lines('other', grep { !/"row"/ } @lines), qr/Its end counts 1 rows, and it has 0/,
+like(import_lines('other', grep { !/^\[/ } @lines), qr/Its end counts 1 rows, and it has 0/,
 	'an export that lost a row');
-(my $future = $lines[0]) =~ s/"version": 1/"version": 99/;
+(my $future = $lines[0]) =~ s/"version": 2/"version": 99/;
 like(import_lines('other', $future, @lines[ 1 .. $#lines ]), qr/of format version 99/,
 	'a format version from the future');
 like(import_lines('wide', @lines), qr/source table "wide" has columns that the export has not/,
@@ -235,34 +237,65 @@ like(import_lines('kev', @lines), qr/the export is of a webhook source, and "kev
 like(import_lines('pay', @lines), qr/source table "pay" is not empty/, 'a table that is not empty');
 like(import_lines('other', 'not json'), qr/invalid input syntax for type json/, 'lines that are not JSON');
 
-# crafted exports: refused with what is wrong, and where
+# crafted exports: refused with what is wrong, and where; rows of format
+# version 2 (arrays) and of version 1 (objects)
 my ($header) = grep { /"format"/ } @lines;
 my ($upper_other) = $header =~ /"upper": (\d+)/;
+(my $header1 = $header) =~ s/"version": 2/"version": 1/;
 my @two = (map { sprintf('{"batch": %d, "ts": %d, "origin": "user", "role": "postgres"}', $_, $upper_other - 3 + $_) } 1, 2);
 sub crafted
 {
 	my (@rows) = @_;
-	return import_lines('other', $header, @two, @rows,
+	return import_lines('other', ($rows[0] =~ /^\[/ ? $header : $header1), @two, @rows,
 		sprintf('{"end": true, "batches": 2, "rows": %d, "progress": 0, "deliveries": 0}', scalar @rows));
 }
-like(crafted('{"row": true, "added": 2, "retracted": 1, "data": {"id": "1"}}'),
+like(crafted('[[2,1,null,null,null,"1"]]'),
 	qr/A row is retracted by a batch that is not later than the one that added it/,
 	'a row retracted before it was added');
-like(crafted('{"row": true, "added": 1, "retracted": 1, "data": {"id": "1"}}'),
-	qr/A row is retracted by a batch that is not later/, 'a row retracted by the batch that added it');
-like(crafted('{"row": true, "added": 1, "data": ["1"]}'), qr/A row has its columns in an object "data"/,
-	'a row whose columns are not an object');
-like(crafted('{"row": true, "added": 1, "data": {"other": "1"}}'), qr/A row has no column "id"/,
-	'a row without a column');
-like(crafted('{"row": true, "added": 1.5, "data": {"id": "1"}}'), qr/"added" is 1.5, not an integer of 64 bits/,
+like(crafted('[[1, 1, null, null, null, "1"]]'), qr/A row is retracted by a batch that is not later/,
+	'a row retracted by the batch that added it, spaced');
+like(crafted('[[1,null,null,null,null]]'), qr/A row has 5 values, and not 6/, 'a row without its column');
+like(crafted('[[1,null,null,null,null,"1","2"]]'), qr/A row has 7 values, and not 6/, 'a row with a column too many');
+like(crafted('[[1.5,null,null,null,null,"1"]]'), qr/"added" is 1.5, not an integer of 64 bits/,
 	'a batch id that is not an integer');
-like(crafted('{"row": true, "added": 1e30, "data": {"id": "1"}}'), qr/"added" is 1\d{30}, not an integer of 64 bits/,
-	'a batch id out of range');
-like(crafted('{"row": true, "added": 1, "part": 99999999999, "data": {"id": "1"}}'),
-	qr/"part" is 99999999999, out of range/, 'a partition out of range');
-like(crafted('{"row": true, "added": 1, "data": {"id": "x1"}}'),
+like(crafted('[[3,null,null,null,null,"1"]]'), qr/A row names batch 3, which it has not/,
+	'a batch that the export has not');
+like(crafted('[[1,null,99999999999,5,null,"1"]]'), qr/"part" is 99999999999, out of range/,
+	'a partition out of range');
+like(crafted('[[1,null,0,null,null,"1"]]'), qr/A row has both a "part" and a "pos", or neither/,
+	'a partition without a position');
+like(crafted('[[1,null,null,null,null,1]]'), qr/Column "id" of a row is not a string/,
+	'a value that is not a string');
+like(crafted('[1,null,null,null,null,"1"]'), qr/A line of rows of format version 2 is an array of arrays/,
+	'a row not in a line of rows');
+like(crafted('[[1,null,null,null,null,"1"],[3,null,null,null,null,"2"]]'), qr/A row names batch 3, which it has not/,
+	'a line of rows, one naming a batch that the export has not');
+like(crafted('[[1,null,null,null,null,"x1"]]'),
 	qr/invalid input syntax for type integer: "x1"\nCONTEXT:  line 4 of the export in "public.lines"/,
 	'a column that its type does not take, with the line');
+like(import_lines('other', $header, @two, '{"row": true, "added": 1, "data": {"id": "1"}}',
+		'{"end": true, "batches": 2, "rows": 1, "progress": 0, "deliveries": 0}'),
+	qr/A row of format version 2 is an array/, 'a row of version 1 in an export of version 2');
+like(crafted('{"row": true, "added": 1, "retracted": null, "part": null, "pos": null, "delivery": null, "data": {"id": "1"}}', '[[1,null,null,null,null,"1"]]'),
+	qr/At line 5: A row of format version 1 is an object/, 'a row of version 2 in an export of version 1');
+like(crafted('{"row": true, "added": 2, "retracted": 1, "data": {"id": "1"}}'),
+	qr/A row is retracted by a batch that is not later than the one that added it/,
+	'version 1: a row retracted before it was added');
+like(crafted('{"row": true, "added": 1, "retracted": 1, "data": {"id": "1"}}'),
+	qr/A row is retracted by a batch that is not later/, 'version 1: a row retracted by the batch that added it');
+like(crafted('{"row": true, "added": 1, "data": ["1"]}'), qr/A row has its columns in an object "data"/,
+	'version 1: a row whose columns are not an object');
+like(crafted('{"row": true, "added": 1, "data": {"other": "1"}}'), qr/A row has no column "id"/,
+	'version 1: a row without a column');
+like(crafted('{"row": true, "added": 1.5, "data": {"id": "1"}}'), qr/"added" is 1.5, not an integer of 64 bits/,
+	'version 1: a batch id that is not an integer');
+like(crafted('{"row": true, "added": 1e30, "data": {"id": "1"}}'), qr/"added" is 1\d{30}, not an integer of 64 bits/,
+	'version 1: a batch id out of range');
+like(crafted('{"row": true, "added": 1, "part": 99999999999, "data": {"id": "1"}}'),
+	qr/"part" is 99999999999, out of range/, 'version 1: a partition out of range');
+like(crafted('{"row": true, "added": 1, "data": {"id": "x1"}}'),
+	qr/invalid input syntax for type integer: "x1"\nCONTEXT:  line 4 of the export in "public.lines"/,
+	'version 1: a column that its type does not take, with the line');
 like(import_lines('other', $header, '{"batch": 1, "ts": 9223372036854775807, "origin": "user", "role": "postgres"}',
 		'{"end": true, "batches": 1, "rows": 0, "progress": 0, "deliveries": 0}'),
 	qr/A batch has a "ts" of 9223372036854775807, not before its "upper"/, 'a batch after the upper');
@@ -291,5 +324,51 @@ is(sql_b(q{SELECT count(*) FROM other}) . ' ' . sql_b(q{SELECT count(*) FROM sou
 is(sql_b(q{SELECT count(*) FROM source_writes.export(NULL)}), '0', 'the export of NULL is empty');
 is(import_lines('other', reverse @lines), '', 'the lines in any order');
 is(sql_b(q{SELECT id FROM other}), '1', 'are imported');
+
+# rows before the batches they name: read in a second pass
+my @odd = split /\n/, sql_a(q{SELECT string_agg(e, E'\n') FROM source_writes.export('odd') e});
+my @odd_rows = grep { /^\[/ } @odd;
+my @odd_rest = grep { !/^\[/ } @odd;
+sql_b(q{CREATE FOREIGN TABLE odd2 (id positive, a int[], b bytea, j json, jb jsonb, t text,
+	n numeric(10,2), at timestamptz) SERVER hooks});
+is(import_lines('odd2', $odd_rest[0], $odd_rows[0], @odd_rest[ 1 .. $#odd_rest ], @odd_rows[ 1 .. $#odd_rows ]),
+	'', 'a row before the batches');
+is(sql_b(sprintf($log, 'odd2')), sql_a(sprintf($log, 'odd')), 'the same log');
+
+# an export of format version 1 (rows as objects, with their columns by
+# name) is still read, as export() wrote it and in any other form
+sub v1_row
+{
+	my ($row, $names, $data_first) = @_;
+	my $j = JSON::PP->new->utf8->allow_nonref;
+	my @v = @$row;
+	my $num = sub { defined $_[0] ? $_[0] : 'null' };
+	my @data = map { $j->encode($names->[$_]) . ': ' . $j->encode($v[ 5 + $_ ]) } 0 .. $#$names;
+	my $fields = sprintf('"row": true, "added": %s, "retracted": %s, "part": %s, "pos": %s, "delivery": %s',
+		$num->($v[0]), $num->($v[1]), $num->($v[2]), $num->($v[3]), $j->encode($v[4]));
+	return $data_first ? sprintf('{"data": {%s}, %s}', join(', ', reverse @data), $fields)
+	  : sprintf('{%s, "data": {%s}}', $fields, join(', ', @data));
+}
+my @names = map { $_->[0] } @{ JSON::PP->new->utf8->decode($odd_rest[0])->{columns} };
+(my $odd_header1 = $odd_rest[0]) =~ s/"version": 2/"version": 1/;
+# the last row in another form, read as jsonb
+my @odd_each = map { @{ JSON::PP->new->utf8->decode($_) } } @odd_rows;
+my @v1 = ($odd_header1, @odd_rest[ 1 .. $#odd_rest - 1 ], (map { v1_row($_, \@names) } @odd_each[ 0 .. $#odd_each - 1 ]),
+	v1_row($odd_each[-1], \@names, 1), $odd_rest[-1]);
+sql_b(q{CREATE FOREIGN TABLE odd1 (id positive, a int[], b bytea, j json, jb jsonb, t text,
+	n numeric(10,2), at timestamptz) SERVER hooks});
+is(import_lines('odd1', @v1), '', 'an export of format version 1');
+is(sql_b(sprintf($log, 'odd1')), sql_a(sprintf($log, 'odd')), 'has the same log');
+
+# the lines are read with the caller's rights: SELECT on them; a view of
+# them is read with a query
+sql_b(q{CREATE ROLE mover; CREATE FOREIGN TABLE other2 (id int) SERVER hooks;
+	ALTER FOREIGN TABLE other2 OWNER TO mover; GRANT USAGE ON SCHEMA source_writes TO mover});
+sql_b(q{TRUNCATE lines; INSERT INTO lines VALUES } . join(', ', map { "(\$j\$$_\$j\$)" } @lines));
+($rc, $stdout, $stderr) = $b->psql('postgres', q{SET ROLE mover; SELECT source_writes.import('other2', 'lines')});
+like($stderr, qr/permission denied for table lines/, 'import() needs SELECT on the lines');
+is(sql_b(q{CREATE VIEW lines_view AS SELECT line FROM lines; GRANT SELECT ON lines_view TO mover;
+	SET ROLE mover; SELECT source_writes.import('other2', 'lines_view')}), '1', 'a view of them is read');
+is(sql_b(q{SELECT id FROM other2}), '1', 'and imported');
 
 done_testing();
