@@ -262,7 +262,7 @@ like(crafted('[[3,null,null,null,null,"1"]]'), qr/A row names batch 3, which it 
 	'a batch that the export has not');
 like(crafted('[[1,null,99999999999,5,null,"1"]]'), qr/"part" is 99999999999, out of range/,
 	'a partition out of range');
-like(crafted('[[1,null,0,null,null,"1"]]'), qr/A row has both a "part" and a "pos", or neither/,
+like(crafted('[[1,null,0,null,null,"1"]]'), qr/A row has a "part" without a "pos", or a "pos" without a "part"/,
 	'a partition without a position');
 like(crafted('[[1,null,null,null,null,1]]'), qr/Column "id" of a row is not a string/,
 	'a value that is not a string');
