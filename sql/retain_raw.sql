@@ -77,9 +77,8 @@ FROM source_writes.raw_messages(NULL::raw) ORDER BY "offset";
 SELECT "offset", key, value, "timestamp", header_names, header_values, data
 FROM source_writes.raw_messages(NULL::bin);
 
--- a person's new row keeps none; the new version of an UPDATE keeps the
--- message of the row it replaces (it still comes from it, as its position
--- does), and the version the UPDATE retracts keeps it in the history
+-- a person's rows keep none: an INSERT, and the new version of an UPDATE;
+-- the version an UPDATE retracts keeps its message in the history
 INSERT INTO raw VALUES (3, 'typed');
 UPDATE raw SET v = 'ONE' WHERE id = 1;
 SELECT (data).id, (data).v, "offset", valid_to IS NULL AS current
@@ -129,8 +128,10 @@ SELECT (data).id, (data).v, "offset", valid_to IS NULL AS current
 FROM source_writes.raw_messages(NULL::plain) ORDER BY valid_from, (data).id;
 SELECT id, v FROM plain ORDER BY id;
 
--- who may read the table's rows reads its raw messages; SELECT on one
--- column is not enough, as with history()
+-- who may read the table reads its raw messages; SELECT on one column is
+-- not enough, as with history(); nor on every column (history() is then
+-- readable): a message holds fields and headers no column holds, as the
+-- kept errors, which need SELECT on the table too
 GRANT SELECT ON raw TO regress_raw_reader;
 GRANT SELECT (id) ON raw TO regress_raw_one_column;
 SET ROLE regress_raw_reader;
@@ -139,6 +140,34 @@ SET ROLE regress_raw_one_column;
 SELECT count(*) FROM source_writes.raw_messages(NULL::raw);
 SELECT count(*) FROM source_writes.history(NULL::raw);
 RESET ROLE;
+DO $$ BEGIN
+  EXECUTE (SELECT format('GRANT SELECT (%s) ON r.raw TO regress_raw_one_column',
+                         string_agg(quote_ident(attname), ', '))
+           FROM pg_attribute WHERE attrelid = 'r.raw'::regclass AND attnum > 0 AND NOT attisdropped);
+END $$;
+SET ROLE regress_raw_one_column;
+SELECT count(*) > 0 AS reads_history FROM source_writes.history(NULL::raw);
+SELECT count(*) FROM source_writes.raw_messages(NULL::raw);
+RESET ROLE;
+
+-- a webhook's kept error (which has no position) keeps its message once
+-- retry_errors() takes it in
+INSERT INTO source_writes.errors (source, ts, value, error)
+VALUES ('hook', 0, '{"id": 8, "v": "retried"}', 'kept by the test');
+SELECT source_writes.retry_errors('hook');
+SELECT convert_from(value, 'UTF8') AS value, key, header_names, data
+FROM source_writes.raw_messages(NULL::hook) WHERE (data).id = 8;
+
+-- once it was on, its columns count against PostgreSQL's limit, also
+-- when it is off: the error is ours, before the storage is touched
+DO $$ BEGIN
+  EXECUTE (SELECT format('CREATE FOREIGN TABLE r.wide (%s) SERVER kafka OPTIONS (topic ''wide'', retain_raw ''true'')',
+                         string_agg(format('c%s int', g), ', '))
+           FROM generate_series(1, 1590) g);
+END $$;
+ALTER FOREIGN TABLE wide OPTIONS (SET retain_raw 'false');
+ALTER FOREIGN TABLE wide ADD COLUMN c1591 int;
+DROP FOREIGN TABLE wide;
 -- not a source table
 SELECT * FROM source_writes.raw_messages(NULL::pg_class);
 

@@ -277,8 +277,9 @@ CREATE FOREIGN TABLE ver.ev_v2 (id int, amount numeric, note text DEFAULT 'none'
   SERVER kafka OPTIONS (topic 'ev', version_of 'ev', retain_raw 'true');
 RESET ROLE;
 -- note comes from the messages, not the default: also for the rows a
--- person changed, which keep their messages; but a message the new
--- options cannot decode gives the default (the person's fix of 4 stays)
+-- person changed (which keep none), from the message of the row each
+-- replaced, in the history; but a message the new options cannot decode
+-- gives the default (the person's fix of 4 stays)
 SELECT * FROM ev_v2 ORDER BY id;
 SELECT "partition", "offset", convert_from(key, 'UTF8') AS key, convert_from(value, 'UTF8') AS value,
        "timestamp", error

@@ -504,6 +504,13 @@ source_writes_raw_messages(PG_FUNCTION_ARGS)
 	bool		nulls[12];
 
 	begin_read(&pr, fcinfo, "raw_messages", true, PG_INT64_MIN, PG_INT64_MAX, &frontiers);
+
+	/*
+	 * The messages hold what their producers sent, fields no column holds
+	 * and headers too: SELECT on each column is not enough, as for the
+	 * kept errors, which hold the same messages.
+	 */
+	(void) sw_check_source_privilege(pr.relid, GetUserId(), ACL_SELECT, false);
 	read_every_row(&pr);
 	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
 								 BTLessStrategyNumber);

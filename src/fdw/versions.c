@@ -140,7 +140,15 @@ typedef struct Version
 	const SwLayout *layout;		/* ... its heap's layout */
 	bool		has_msg;		/* ... and whether it keeps its message: */
 	SwMessage	msg;
-	bool		use_decoded;	/* ... which decoded is (for new columns) */
+	SwMessage  *decode_msg;		/* the message its new columns come from */
+	bool		use_decoded;	/* ... decoded into decoded */
+
+	/*
+	 * the messages of rows that a person changed (which keep none, but
+	 * their position), from the rows they replaced, by position
+	 */
+	HTAB	   *originals;
+	MemoryContext originals_cxt;
 	int64		nuncarried;
 	int64		nerrors;		/* rows of the stream kept as errors */
 	int64		npast;			/* ... and past versions left out */
@@ -374,8 +382,9 @@ complete_new_row(Version *v)
 }
 
 /*
- * Decode the message the old row keeps (retain_raw) by the new version's
- * options, for its new columns: false if they cannot decode it (the new
+ * Decode the message the old row came from (decode_msg: the one it keeps,
+ * with retain_raw, or that of the row a person changed into it) by the
+ * new version's options, for its new columns: false if they cannot decode it (the new
  * columns then get their defaults).  Errors that are not the message's
  * (see sw_error_may_be_kept()) are raised.
  */
@@ -390,7 +399,7 @@ decode_message(Version *v)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		sw_decode(v->decoder, &v->msg, v->decoded);
+		sw_decode(v->decoder, v->decode_msg, v->decoded);
 		slot_getallattrs(v->decoded);
 		sw_release_sub(cxt, owner);
 	}
@@ -893,6 +902,113 @@ keep_error(Version *v, const char *reason)
 	v->nerrors++;
 }
 
+/* a position of a row: a Kafka partition and offset, a webhook row's place */
+typedef struct OriginalKey
+{
+	int64		pos;
+	int32		part;
+} OriginalKey;
+
+/* the message of the rows at a position, once found */
+typedef struct Original
+{
+	OriginalKey key;
+	SwMessage  *msg;			/* NULL: not found (yet) */
+} Original;
+
+/* the old row's position, if it has one */
+static bool
+row_position(Version *v, OriginalKey *key)
+{
+	bool		null1;
+	bool		null2;
+	Datum		part;
+	Datum		pos;
+
+	if (v->layout->part == InvalidAttrNumber || v->layout->pos == InvalidAttrNumber)
+		return false;
+	part = slot_getattr(v->hidden, v->layout->part, &null1);
+	pos = slot_getattr(v->hidden, v->layout->pos, &null2);
+	if (null1 || null2)
+		return false;
+	memset(key, 0, sizeof(OriginalKey));
+	key->part = DatumGetInt32(part);
+	key->pos = DatumGetInt64(pos);
+	return true;
+}
+
+/*
+ * Pass 1 of new columns from kept messages: the positions of rows that
+ * keep no message but have a position (a person changed them).
+ */
+static void
+find_changed_rows(Version *v, const SwLogRow *row)
+{
+	SwMessage	msg;
+	OriginalKey key;
+	bool		found;
+	Original   *o;
+
+	if (!row_position(v, &key) || sw_raw_message(v->layout, v->hidden, &msg))
+		return;
+	o = hash_search(v->originals, &key, HASH_ENTER, &found);
+	if (!found)
+		o->msg = NULL;
+}
+
+/* a copy of a message, in memory of cxt */
+static SwMessage *
+copy_message(MemoryContext cxt, const SwMessage *from)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	SwMessage  *m = palloc(sizeof(SwMessage));
+	SwHeader   *headers = palloc0(sizeof(SwHeader) * Max(from->nheaders, 1));
+
+	*m = *from;
+	m->value = from->value ? pnstrdup(from->value, from->value_len) : NULL;
+	m->key = from->key ? pnstrdup(from->key, from->key_len) : NULL;
+	m->delivery = from->delivery ? pstrdup(from->delivery) : NULL;
+	for (int i = 0; i < from->nheaders; i++)
+	{
+		headers[i].name = pstrdup(from->headers[i].name);
+		headers[i].value = from->headers[i].value ?
+			pnstrdup(from->headers[i].value, from->headers[i].len) : NULL;
+		headers[i].len = from->headers[i].len;
+	}
+	m->headers = headers;
+	MemoryContextSwitchTo(old);
+	return m;
+}
+
+/* pass 2: the messages that the rows at those positions keep */
+static void
+find_original_messages(Version *v, const SwLogRow *row)
+{
+	SwMessage	msg;
+	OriginalKey key;
+	Original   *o;
+
+	if (!row_position(v, &key))
+		return;
+	o = hash_search(v->originals, &key, HASH_FIND, NULL);
+	if (o == NULL || o->msg != NULL || !sw_raw_message(v->layout, v->hidden, &msg))
+		return;
+	o->msg = copy_message(v->originals_cxt, &msg);
+}
+
+/* the message of the row a person changed into the old row, or NULL */
+static SwMessage *
+original_message(Version *v)
+{
+	OriginalKey key;
+	Original   *o;
+
+	if (v->originals == NULL || !row_position(v, &key))
+		return NULL;
+	o = hash_search(v->originals, &key, HASH_FIND, NULL);
+	return o ? o->msg : NULL;
+}
+
 /* pass 3: write a row version of the old table into the new one */
 static void
 copy_row(Version *v, const SwLogRow *row)
@@ -913,14 +1029,18 @@ copy_row(Version *v, const SwLogRow *row)
 	if (retracted && retracted->batch == 0)
 		retracted_id = stream_retraction(v, retracted->ts);
 
-	/* a row that keeps its message gets its new columns from it */
+	/*
+	 * a row that keeps its message gets its new columns from it; one that
+	 * a person changed, from that of the row it replaced
+	 */
 	v->has_msg = sw_raw_message(v->layout, v->hidden, &v->msg);
+	v->decode_msg = v->has_msg ? &v->msg : original_message(v);
 	v->use_decoded = false;
-	if (v->has_msg && v->new_columns)
+	if (v->decode_msg && v->new_columns)
 	{
-		v->msg.topic = v->newst->topic;
+		v->decode_msg->topic = v->newst->topic;
 		if (v->newst->debezium)
-			v->msg.op = sw_decoder_event_op(v->decoder, &v->msg);
+			v->decode_msg->op = sw_decoder_event_op(v->decoder, v->decode_msg);
 		v->use_decoded = decode_message(v);
 	}
 	if (v->fallible)
@@ -1060,6 +1180,26 @@ open_old_table(Version *v, const SwSourceTable *st)
 				 errhint("Give the new version the same topic.")));
 }
 
+/* have the old table's heaps the columns of raw messages (retain_raw)? */
+static bool
+keeps_messages(Version *v)
+{
+	bool		keeps = false;
+
+	for (int i = 0; i < 2 && !keeps; i++)
+	{
+		Relation	rel = table_open(i == 0 ? v->oldsrc.current_rel : v->oldsrc.history_rel,
+									 AccessShareLock);
+		SwLayout	layout;
+
+		if (sw_find_layout(RelationGetDescr(rel), &layout))
+			for (int c = 0; c < SW_NUM_RAW; c++)
+				keeps |= layout.raw[c] != InvalidAttrNumber;
+		table_close(rel, AccessShareLock);
+	}
+	return keeps;
+}
+
 /*
  * Make a new source table (created by this transaction, with new, empty
  * storage) a version of the one its option version_of names: copy that
@@ -1138,6 +1278,19 @@ sw_version_create(Oid relid)
 			each_row(&v, find_key_writes);
 		else
 			v.keys = NULL;
+	}
+	if (v.new_columns && keeps_messages(&v))
+	{
+		ctl.keysize = sizeof(OriginalKey);
+		ctl.entrysize = sizeof(Original);
+		ctl.hcxt = v.originals_cxt = CurrentMemoryContext;
+		v.originals = hash_create("source_writes version messages", 64, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		each_row(&v, find_changed_rows);
+		if (hash_get_num_entries(v.originals) > 0)
+			each_row(&v, find_original_messages);
+		else
+			v.originals = NULL;
 	}
 	v.loader = sw_loader_open(v.new, &v.newsrc);
 	each_row(&v, copy_row);

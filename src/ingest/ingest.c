@@ -659,14 +659,14 @@ write_row(SwIngest *ing, const SwMessage *msg, TupleTableSlot *slot)
 	 * its arrival is in "$pos"), never NULL in a row that keeps it.  Made
 	 * afresh for each row: the writer copies it into the row it writes.
 	 */
-	if (ing->st->retain_raw && position.known)
+	if (ing->st->retain_raw)
 	{
 		MemoryContext old;
 
 		MemoryContextReset(ing->raw_cxt);
 		old = MemoryContextSwitchTo(ing->raw_cxt);
 		position.raw_kept = true;
-		if (msg->request != 0)
+		if (ing->st->kind == SW_KIND_WEBHOOK)
 		{
 			memset(position.raw_null, true, sizeof(position.raw_null));
 			position.raw[SW_RAW_VALUE] = bytea_of(msg->value, msg->value ? msg->value_len : 0);

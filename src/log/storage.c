@@ -100,17 +100,33 @@ static void
 check_raw_column_count(Relation ftrel, SwSourceTable *st)
 {
 	int			nraw = 0;
+	SwSource	source;
+	SwLayout	layout;
 
+	/* those it keeps, or kept once (they stay when it is turned off) */
 	if (!st->retain_raw)
-		return;
-	for (int i = 0; i < SW_NUM_RAW; i++)
-		nraw += sw_raw_column_of(st->kind, i);
+	{
+		Relation	history;
+
+		if (!sw_source_lookup(RelationGetRelid(ftrel), &source))
+			return;
+		history = table_open(source.history_rel, AccessShareLock);
+		if (sw_find_layout(RelationGetDescr(history), &layout))
+			for (int i = 0; i < SW_NUM_RAW; i++)
+				nraw += layout.raw[i] != InvalidAttrNumber;
+		table_close(history, AccessShareLock);
+		if (nraw == 0)
+			return;
+	}
+	else
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			nraw += sw_raw_column_of(st->kind, i);
 	if (RelationGetDescr(ftrel)->natts + SW_HISTORY_META + nraw > MaxHeapAttributeNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_TOO_MANY_COLUMNS),
 				 errmsg("source table \"%s\" has too many columns to keep raw messages",
 						RelationGetRelationName(ftrel)),
-				 errdetail("With retain_raw, a source table can have at most %d columns, dropped ones included, because its storage keeps %d columns of its own.",
+				 errdetail("With retain_raw (or once it was on), a source table can have at most %d columns, dropped ones included, because its storage keeps %d columns of its own.",
 						   MaxHeapAttributeNumber - SW_HISTORY_META - nraw,
 						   SW_HISTORY_META + nraw)));
 }

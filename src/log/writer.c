@@ -801,13 +801,23 @@ form_current_row(SwWriter *w, TupleTableSlot *row, TupleTableSlot *dst,
 				values[ours[i] - 1] = heap_getattr(from, ours[i], desc, &isnull[ours[i] - 1]);
 
 		/*
-		 * The raw message stays with it too, as its position does: a new
-		 * version decodes its new columns from it (see versions.c)
+		 * The raw message stays with a row that the system rewrites (filling
+		 * added columns: it still is the message's row); a person's UPDATE
+		 * makes a row of the person's, which keeps none: a value a person
+		 * erases is not kept on in the message beyond retain_history (the
+		 * version it replaces keeps the message in the history).
 		 */
 		for (int i = 0; i < SW_NUM_RAW; i++)
-			if (layout->raw[i] != InvalidAttrNumber)
-				values[layout->raw[i] - 1] = heap_getattr(from, layout->raw[i], desc,
-														  &isnull[layout->raw[i] - 1]);
+		{
+			AttrNumber	attnum = layout->raw[i];
+
+			if (attnum == InvalidAttrNumber)
+				continue;
+			if (w->origin == SW_ORIGIN_SYSTEM)
+				values[attnum - 1] = heap_getattr(from, attnum, desc, &isnull[attnum - 1]);
+			else
+				set_meta(values, isnull, attnum, (Datum) 0, true);
+		}
 	}
 	else
 	{
