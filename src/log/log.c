@@ -29,7 +29,8 @@
  * reader of the range [from, until).
  */
 static SwBatchMap *
-load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until)
+load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until,
+		 bool oldest)
 {
 	SwBatchMap *map = palloc(sizeof(SwBatchMap));
 	HASH_SEQ_STATUS status;
@@ -45,6 +46,10 @@ load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until
 										   load_until);
 	map->found = palloc(sizeof(SwBatch) * 2);
 	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
+	map->nrows = hash_get_num_entries(map->batches);
+	map->oldest_ts = PG_INT64_MAX;
+	if (!oldest)
+		return map;
 	map->oldest_ts = sw_segments_oldest(map->segments, from);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
@@ -60,7 +65,7 @@ load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until
 SwBatchMap *
 sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 {
-	return load_map(relid, from, until, snapshot, PG_INT64_MAX);
+	return load_map(relid, from, until, snapshot, PG_INT64_MAX, true);
 }
 
 /*
@@ -73,7 +78,8 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * are.  (With none, its heap has no block; one that a snapshot sees was
  * in a block before the snapshot was taken, and VACUUM does not truncate
  * a block with a row that a snapshot still sees.)  A batch after the
- * window then looks before it.
+ * window then looks before it.  Nor is the oldest batch's timestamp
+ * known (oldest_ts): that of the batch of rows added before the beginning.
  */
 SwBatchMap *
 sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
@@ -88,7 +94,7 @@ sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	empty = RelationGetNumberOfBlocks(history) == 0;
 	table_close(history, AccessShareLock);
 	return load_map(relid, from, until, snapshot,
-					empty && until != PG_INT64_MAX ? until : PG_INT64_MAX);
+					empty && until != PG_INT64_MAX ? until : PG_INT64_MAX, false);
 }
 
 /*
@@ -109,7 +115,7 @@ batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
 
 	Assert(!isnull);
-	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
+	*batch = map->nrows > 0 ? hash_search(map->batches, &id, HASH_FIND, NULL) : NULL;
 	if (*batch == NULL && sw_segments_find(map->segments, id, &map->found[which]))
 		*batch = &map->found[which];
 	if (*batch != NULL)
