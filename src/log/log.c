@@ -45,6 +45,7 @@ load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until
 										   map->written, &map->segments,
 										   load_until);
 	map->found = palloc(sizeof(SwBatch) * 2);
+	map->found_ok = palloc0(sizeof(bool) * 2);
 	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
 	map->nrows = hash_get_num_entries(map->batches);
 	map->oldest_ts = PG_INT64_MAX;
@@ -105,7 +106,8 @@ sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * the reader's transaction wrote was added by one of its batches, a
  * history row that it wrote was retracted by one.  A batch found in a
  * segment is copied to map->found[which], which holds it until the next
- * row.
+ * row that another batch of a segment added (or retracted): the rows of a
+ * batch often follow each other, and the next is not looked up again.
  */
 static inline SwLogWhen
 batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
@@ -116,8 +118,14 @@ batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
 
 	Assert(!isnull);
 	*batch = map->nrows > 0 ? hash_search(map->batches, &id, HASH_FIND, NULL) : NULL;
-	if (*batch == NULL && sw_segments_find(map->segments, id, &map->found[which]))
+	if (*batch == NULL && map->found_ok[which] && map->found[which].batch == id)
 		*batch = &map->found[which];
+	else if (*batch == NULL)
+	{
+		map->found_ok[which] = sw_segments_find(map->segments, id, &map->found[which]);
+		if (map->found_ok[which])
+			*batch = &map->found[which];
+	}
 	if (*batch != NULL)
 	{
 		if ((*batch)->ts < map->from)

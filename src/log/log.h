@@ -488,6 +488,7 @@ typedef struct SwSegment
 	bytea	   *packed;			/* its packed batches */
 	uint8		format;			/* their format (the first byte) */
 	int			chunk_batches;	/* the batches of a chunk (the last: fewer) */
+	int			chunk_shift;	/* its log2, -1 if not a power of two */
 	int			nchunks;
 	SwPackedChunk *chunks;	/* where each is, what it starts from */
 	bool	   *unpacked;		/* which chunks are in the arrays below */
@@ -546,6 +547,7 @@ typedef struct SwBatchMap
 	SwSegmentSet *segments;		/* the segments with batches from from on */
 	SwBatch    *found;			/* where batches found in segments go: two,
 								 * for the row's addition and retraction */
+	bool	   *found_ok;		/* whether each holds one */
 	int64		from;
 	int64		until;
 	SwWrittenBlocks written[2]; /* where they wrote rows, by SwHeap: in the

@@ -17,6 +17,7 @@
 
 #include "common/int.h"
 #include "miscadmin.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 #include "log/log.h"
@@ -584,6 +585,9 @@ open_segment(SwSegmentSet *set, SwSegment *seg)
 	read_index(seg, seg->packed);
 	seg->unpacked = palloc0(sizeof(bool) * seg->nchunks);
 	seg->nunpacked = 0;
+	seg->chunk_shift = -1;
+	if ((seg->chunk_batches & (seg->chunk_batches - 1)) == 0)
+		seg->chunk_shift = pg_rightmost_one_pos32(seg->chunk_batches);
 	seg->ids = palloc(sizeof(int64) * n);
 	seg->ts = palloc(sizeof(int64) * n);
 	seg->kinds = palloc(sizeof(uint16) * n);
@@ -640,7 +644,8 @@ find_in(SwSegmentSet *set, SwSegment *seg, int64 id)
 	{
 		/* a reader of every row looks up every batch: no division then */
 		if (seg->nunpacked < seg->nchunks)
-			need_chunk(seg, (int) k / seg->chunk_batches);
+			need_chunk(seg, seg->chunk_shift >= 0 ? (int) (k >> seg->chunk_shift)
+					   : (int) k / seg->chunk_batches);
 		if (seg->ids[k] == id)
 			return (int) k;
 	}
