@@ -199,7 +199,7 @@ is($node->safe_psql('postgres', $as_of), $as_of_before,
 
 # A batch whose id is lower than those of the batches stamped before it
 # (its transaction wrote first and committed last): a segment's chunks
-# of 256 batches are in timestamp order, and updates() of a window at
+# of 64 batches are in timestamp order, and updates() of a window at
 # its timestamp reads the blocks of the chunks that reach the window.
 # Rows of 3000 bytes, two a block, so that chunks have blocks apart.
 $node->safe_psql('postgres', q{
