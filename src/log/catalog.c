@@ -114,8 +114,13 @@ static const AttrNumber Anum_s_blocks[2] = {
  * timestamp order, the newest timestamp among them, how many ranges of
  * blocks of the current heap they wrote, and those ranges, at most
  * SW_CHUNK_RANGES [from, to) pairs (0 where fewer): SW_CHUNK_WIDTH values.
+ * Readers take the chunks as they come, of any size: segments rolled up
+ * by earlier builds have chunks of 256 batches.  (A window of a few
+ * batches reads the blocks of 64 batches, about what 10 batch rows of
+ * their own would name; the array, 3 kB for 4096 batches, compresses to
+ * about what 256 did uncompressed.)
  */
-#define SW_SEGMENT_CHUNK	256
+#define SW_SEGMENT_CHUNK	64
 #define SW_CHUNK_RANGES		2
 #define SW_CHUNK_WIDTH		(2 + 2 * SW_CHUNK_RANGES)
 

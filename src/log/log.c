@@ -29,7 +29,8 @@
  * reader of the range [from, until).
  */
 static SwBatchMap *
-load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until)
+load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until,
+		 bool oldest)
 {
 	SwBatchMap *map = palloc(sizeof(SwBatchMap));
 	HASH_SEQ_STATUS status;
@@ -44,7 +45,12 @@ load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until
 										   map->written, &map->segments,
 										   load_until);
 	map->found = palloc(sizeof(SwBatch) * 2);
+	map->found_ok = palloc0(sizeof(bool) * 2);
 	sw_controller_history_blocks(relid, &map->written[SW_HISTORY_HEAP]);
+	map->nrows = hash_get_num_entries(map->batches);
+	map->oldest_ts = PG_INT64_MAX;
+	if (!oldest)
+		return map;
 	map->oldest_ts = sw_segments_oldest(map->segments, from);
 	hash_seq_init(&status, map->batches);
 	while ((batch = hash_seq_search(&status)) != NULL)
@@ -60,7 +66,7 @@ load_map(Oid relid, int64 from, int64 until, Snapshot snapshot, int64 load_until
 SwBatchMap *
 sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 {
-	return load_map(relid, from, until, snapshot, PG_INT64_MAX);
+	return load_map(relid, from, until, snapshot, PG_INT64_MAX, true);
 }
 
 /*
@@ -73,7 +79,8 @@ sw_log_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * are.  (With none, its heap has no block; one that a snapshot sees was
  * in a block before the snapshot was taken, and VACUUM does not truncate
  * a block with a row that a snapshot still sees.)  A batch after the
- * window then looks before it.
+ * window then looks before it.  Nor is the oldest batch's timestamp
+ * known (oldest_ts): that of the batch of rows added before the beginning.
  */
 SwBatchMap *
 sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
@@ -88,7 +95,7 @@ sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
 	empty = RelationGetNumberOfBlocks(history) == 0;
 	table_close(history, AccessShareLock);
 	return load_map(relid, from, until, snapshot,
-					empty && until != PG_INT64_MAX ? until : PG_INT64_MAX);
+					empty && until != PG_INT64_MAX ? until : PG_INT64_MAX, false);
 }
 
 /*
@@ -99,7 +106,8 @@ sw_log_window_batches(Oid relid, int64 from, int64 until, Snapshot snapshot)
  * the reader's transaction wrote was added by one of its batches, a
  * history row that it wrote was retracted by one.  A batch found in a
  * segment is copied to map->found[which], which holds it until the next
- * row.
+ * row that another batch of a segment added (or retracted): the rows of a
+ * batch often follow each other, and the next is not looked up again.
  */
 static inline SwLogWhen
 batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
@@ -109,9 +117,15 @@ batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
 	int64		id = DatumGetInt64(slot_getattr(hidden, attnum, &isnull));
 
 	Assert(!isnull);
-	*batch = hash_search(map->batches, &id, HASH_FIND, NULL);
-	if (*batch == NULL && sw_segments_find(map->segments, id, &map->found[which]))
+	*batch = map->nrows > 0 ? hash_search(map->batches, &id, HASH_FIND, NULL) : NULL;
+	if (*batch == NULL && map->found_ok[which] && map->found[which].batch == id)
 		*batch = &map->found[which];
+	else if (*batch == NULL)
+	{
+		map->found_ok[which] = sw_segments_find(map->segments, id, &map->found[which]);
+		if (map->found_ok[which])
+			*batch = &map->found[which];
+	}
 	if (*batch != NULL)
 	{
 		if ((*batch)->ts < map->from)

@@ -510,6 +510,16 @@ extern int	sw_segment_batches;
 /* how long (ms) batches stay rows first (source_writes.segment_delay) */
 extern int	sw_segment_delay;
 
+/* where a chunk of a segment's packed batches is, and what it starts from */
+typedef struct SwPackedChunk
+{
+	int32		offset;			/* of its bytes, in the packed bytea's data */
+	int32		len;
+	int64		id_base;		/* the id, timestamp and transaction of the */
+	int64		ts_base;		/* batch before it (of the first: the */
+	uint64		xid_base;		/* segment's first id and ts, and 0) */
+} SwPackedChunk;
+
 /* a segment a reader loaded: its bounds and dictionary; its batches, unpacked */
 typedef struct SwSegment
 {
@@ -523,9 +533,18 @@ typedef struct SwSegment
 	SwOrigin   *origins;
 	NameData   *roles;
 	ItemPointerData tid;		/* its row, whose packed batches are read
-								 * when it is unpacked */
-	/* unpacked, while it is among those a reader keeps so: */
-	int64	   *ids;
+								 * when it is opened */
+	/* opened, while it is among those a reader keeps so: */
+	bytea	   *packed;			/* its packed batches */
+	uint8		format;			/* their format (the first byte) */
+	int			chunk_batches;	/* the batches of a chunk (the last: fewer) */
+	int			chunk_shift;	/* its log2, -1 if not a power of two */
+	int			nchunks;
+	SwPackedChunk *chunks;	/* where each is, what it starts from */
+	bool	   *unpacked;		/* which chunks are in the arrays below */
+	int			nunpacked;		/* how many */
+	int64	   *ids;			/* arrays of nbatches, filled a chunk at a
+								 * time */
 	int64	   *ts;
 	uint16	   *kinds;
 	uint64	   *xids;			/* full transaction ids, 0 for none */
@@ -539,7 +558,7 @@ typedef struct SwSegmentSet
 	int			n;
 	int			max;
 	SwSegment  *segs;
-	int			nunpacked;
+	int			nopen;			/* how many are opened */
 	uint64		clock;
 	int			last;			/* where the last batch was found, or -1 */
 } SwSegmentSet;
@@ -574,15 +593,18 @@ typedef struct SwBatchMap
 {
 	Oid			relid;
 	HTAB	   *batches;		/* batch id -> SwBatch, of those not rolled up */
+	long		nrows;			/* how many it holds */
 	SwSegmentSet *segments;		/* the segments with batches from from on */
 	SwBatch    *found;			/* where batches found in segments go: two,
 								 * for the row's addition and retraction */
+	bool	   *found_ok;		/* whether each holds one */
 	int64		from;
 	int64		until;
 	SwWrittenBlocks written[2]; /* where they wrote rows, by SwHeap: in the
 								 * current heap those before until, in the
 								 * history all, and the reader's own */
-	int64		oldest_ts;		/* the oldest batch's ts, PG_INT64_MAX if none */
+	int64		oldest_ts;		/* the oldest batch's ts, PG_INT64_MAX if none
+								 * (or not known: a window's map) */
 } SwBatchMap;
 
 /* where a batch is, seen from a batch map */

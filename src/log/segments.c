@@ -17,6 +17,7 @@
 
 #include "common/int.h"
 #include "miscadmin.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 #include "log/log.h"
@@ -24,10 +25,14 @@
 /*
  * The version of the packed form, its first byte.  Version 1 had no
  * section of transactions: its batches read as of no transaction.
+ * Version 2 had no chunks: its batches are unpacked all at once.
  */
-#define SW_SEGMENT_FORMAT	2
+#define SW_SEGMENT_FORMAT	3
 
-/* how many segments a reader keeps unpacked at once */
+/* the batches of a chunk of a packed segment, which a reader unpacks alone */
+#define SW_PACK_CHUNK		256
+
+/* how many segments a reader keeps open at once */
 #define SW_SEGMENT_CACHE	8
 
 /* an unsigned varint: 7 bits a byte, low bits first */
@@ -130,72 +135,120 @@ put_short_runs(StringInfo buf, int n, const uint64 *values)
 }
 
 /*
- * Pack the batches of a segment, sorted by id (distinct), as the deltas
- * of their ids (runs of equal deltas), of their timestamps in id order
- * (zigzag varints), runs of their kinds (indexes into the segment's
- * dictionary of origin and role) and of their transactions (0 for none,
- * else 1 + the zigzag delta from the transaction before; a byte says how
- * these runs are written), in four sections one after the other.  The
- * ids and timestamps start from the segment's first id and first
- * timestamp, the transactions from 0.  A source whose batches follow each
- * other in the sequence costs about a byte a batch for its timestamps,
- * and up to one more for its transactions (those blame() and history()
- * report, kept as the batch rows had them): next to nothing when they
- * follow each other too.
+ * Put a chunk of m batches: the deltas of their ids from id_base (runs of
+ * equal deltas), of their timestamps from ts_base (zigzag varints), runs
+ * of their kinds, and a byte that says how the runs of their transactions
+ * follow (0 for none, else 1 + the zigzag delta from the transaction
+ * before, from xid_base).  Returns the last transaction, or xid_base.
+ */
+static uint64
+put_chunk(StringInfo buf, int m, const int64 *ids, const int64 *ts,
+		  const uint16 *kinds, const uint64 *xids, int64 id_base,
+		  int64 ts_base, uint64 xid_base, uint64 *values)
+{
+	int64		prev;
+	uint64		prev_xid = xid_base;
+	bool		short_runs = true;
+
+	prev = id_base;
+	for (int i = 0; i < m; i++)
+	{
+		values[i] = (uint64) (ids[i] - prev);
+		prev = ids[i];
+	}
+	put_runs(buf, m, values);
+
+	prev = ts_base;
+	for (int i = 0; i < m; i++)
+	{
+		put_varint(buf, zigzag(ts[i] - prev));
+		prev = ts[i];
+	}
+
+	for (int i = 0; i < m; i++)
+		values[i] = kinds[i];
+	put_runs(buf, m, values);
+
+	for (int i = 0; i < m; i++)
+	{
+		if (xids[i] == 0)
+			values[i] = 0;
+		else
+		{
+			values[i] = zigzag((int64) (xids[i] - prev_xid)) + 1;
+			prev_xid = xids[i];
+		}
+		if (values[i] >= (UINT64CONST(1) << 63))
+			short_runs = false;
+	}
+	appendStringInfoCharMacro(buf, (char) (short_runs ? SW_XIDS_SHORT : SW_XIDS_RUNS));
+	if (short_runs)
+		put_short_runs(buf, m, values);
+	else
+		put_runs(buf, m, values);
+	return prev_xid;
+}
+
+/*
+ * Pack the batches of a segment, sorted by id (distinct), in chunks of
+ * SW_PACK_CHUNK batches (the last may have fewer) that a reader can
+ * unpack alone: a reader of a few batches unpacks the chunk that holds
+ * them, not the whole segment.  After the format byte and the chunks'
+ * size, an index says, for each chunk, what it starts from (but the
+ * first, which starts from the segment's first id and first timestamp,
+ * and from no transaction): the id and the timestamp of the batch before
+ * it, as offsets from the segment's first ones, and the transaction
+ * before it, as the zigzag delta from the previous chunk's; then the
+ * length of its bytes.  The chunks follow, each as put_chunk() puts it.
+ * A source whose batches follow each other in the sequence costs about a
+ * byte a batch for its timestamps, and up to one more for its
+ * transactions (those blame() and history() report, kept as the batch
+ * rows had them): next to nothing when they follow each other too; the
+ * index about 10 bytes a chunk.
  */
 bytea *
 sw_segment_pack(int n, const int64 *ids, const int64 *ts, const uint16 *kinds,
 				const uint64 *xids, int64 batch_from, int64 ts_from)
 {
 	StringInfoData buf;
-	uint64	   *values = palloc(sizeof(uint64) * Max(n, 1));
-	int64		prev;
-	bool		short_runs = true;
+	StringInfoData chunks;
+	uint64	   *values = palloc(sizeof(uint64) * SW_PACK_CHUNK);
+	uint64		xid_base = 0;
+	uint64		prev_base = 0;
 
 	initStringInfo(&buf);
+	initStringInfo(&chunks);
 	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);
 	appendStringInfoCharMacro(&buf, (char) SW_SEGMENT_FORMAT);
+	put_varint(&buf, SW_PACK_CHUNK);
 
-	prev = batch_from;
-	for (int i = 0; i < n; i++)
+	for (int first = 0; first < n; first += SW_PACK_CHUNK)
 	{
-		Assert(i == 0 ? ids[i] == batch_from : ids[i] > ids[i - 1]);
-		values[i] = (uint64) (ids[i] - prev);
-		prev = ids[i];
-	}
-	put_runs(&buf, n, values);
+		int			m = Min(SW_PACK_CHUNK, n - first);
+		int			start = chunks.len;
 
-	prev = ts_from;
-	for (int i = 0; i < n; i++)
-	{
-		put_varint(&buf, zigzag(ts[i] - prev));
-		prev = ts[i];
-	}
-
-	for (int i = 0; i < n; i++)
-		values[i] = kinds[i];
-	put_runs(&buf, n, values);
-
-	prev = 0;
-	for (int i = 0; i < n; i++)
-	{
-		if (xids[i] == 0)
-			values[i] = 0;
-		else
+#ifdef USE_ASSERT_CHECKING
+		for (int i = first; i < first + m; i++)
+			Assert(i == 0 ? ids[i] == batch_from : ids[i] > ids[i - 1]);
+#endif
+		if (first > 0)
 		{
-			values[i] = zigzag((int64) (xids[i] - (uint64) prev)) + 1;
-			prev = (int64) xids[i];
+			put_varint(&buf, (uint64) ids[first - 1] - (uint64) batch_from);
+			put_varint(&buf, (uint64) ts[first - 1] - (uint64) ts_from);
+			put_varint(&buf, zigzag((int64) (xid_base - prev_base)));
 		}
-		if (values[i] >= (UINT64CONST(1) << 63))
-			short_runs = false;
+		prev_base = xid_base;
+		xid_base = put_chunk(&chunks, m, ids + first, ts + first, kinds + first,
+							 xids + first,
+							 first > 0 ? ids[first - 1] : batch_from,
+							 first > 0 ? ts[first - 1] : ts_from,
+							 xid_base, values);
+		put_varint(&buf, chunks.len - start);
 	}
-	appendStringInfoCharMacro(&buf, (char) (short_runs ? SW_XIDS_SHORT : SW_XIDS_RUNS));
-	if (short_runs)
-		put_short_runs(&buf, n, values);
-	else
-		put_runs(&buf, n, values);
+	appendBinaryStringInfo(&buf, chunks.data, chunks.len);
 
 	pfree(values);
+	pfree(chunks.data);
 	SET_VARSIZE(buf.data, buf.len);
 	return (bytea *) buf.data;
 }
@@ -216,39 +269,121 @@ sw_segment_check(int n, int64 batch_from, int64 batch_to, int64 ts_from,
 }
 
 /*
- * Unpack a segment of n batches into arrays of n: its ids (ascending),
- * timestamps, kinds and full transaction ids (0 for none), each checked
- * against the segment's bounds.
+ * Read the format and the index of a segment's packed batches (of a
+ * segment of n batches, whose bounds were checked) into seg, in the
+ * current memory context: a segment of format 1 or 2 is one chunk.
  */
-void
-sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
-				  int64 ts_from, int64 ts_to, int nkinds,
-				  int64 *ids, int64 *ts, uint16 *kinds, uint64 *xids)
+static void
+read_index(SwSegment *seg, const bytea *packed)
 {
 	Unpacker	u;
-	int64		prev;
-	uint8		format;
-	uint8		xids_form = SW_XIDS_RUNS;
-	uint64		prev_xid = 0;
+	const uint8 *start;
+	uint64		chunk_batches;
+	uint64		offset;
+	uint64		xid_base = 0;
+	int			n = seg->nbatches;
 
-	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
-	u.p = (const uint8 *) VARDATA_ANY(packed);
+	u.p = start = (const uint8 *) VARDATA_ANY(packed);
 	u.end = u.p + VARSIZE_ANY_EXHDR(packed);
 	if (u.p >= u.end)
 		corrupt();
-	format = *u.p++;
-	if (format != 1 && format != SW_SEGMENT_FORMAT)
+	seg->format = *u.p++;
+	if (seg->format != 1 && seg->format != 2 && seg->format != SW_SEGMENT_FORMAT)
 		corrupt();
+	if (seg->format != SW_SEGMENT_FORMAT)
+	{
+		seg->chunk_batches = n;
+		seg->nchunks = 1;
+		seg->chunks = palloc(sizeof(SwPackedChunk));
+		seg->chunks[0].offset = u.p - start;
+		seg->chunks[0].len = u.end - u.p;
+		seg->chunks[0].id_base = seg->batch_from;
+		seg->chunks[0].ts_base = seg->ts_from;
+		seg->chunks[0].xid_base = 0;
+		return;
+	}
 
-	/* runs of id deltas, straight into the ids; prev stays <= batch_to */
-	prev = batch_from;
-	for (int i = 0; i < n;)
+	chunk_batches = get_varint(&u);
+	if (chunk_batches == 0)
+		corrupt();
+	seg->chunk_batches = (int) Min(chunk_batches, (uint64) n);
+	seg->nchunks = (n + seg->chunk_batches - 1) / seg->chunk_batches;
+	/* every chunk takes a byte of the index at least */
+	if (seg->nchunks > u.end - u.p)
+		corrupt();
+	seg->chunks = palloc(sizeof(SwPackedChunk) * seg->nchunks);
+	offset = 0;
+	for (int c = 0; c < seg->nchunks; c++)
+	{
+		SwPackedChunk *ch = &seg->chunks[c];
+		uint64		len;
+
+		ch->id_base = seg->batch_from;
+		ch->ts_base = seg->ts_from;
+		if (c > 0)
+		{
+			uint64		id_off = get_varint(&u);
+			uint64		ts_off = get_varint(&u);
+
+			if (id_off > (uint64) seg->batch_to - (uint64) seg->batch_from ||
+				ts_off > (uint64) seg->ts_to - (uint64) seg->ts_from)
+				corrupt();
+			ch->id_base = (int64) ((uint64) seg->batch_from + id_off);
+			ch->ts_base = (int64) ((uint64) seg->ts_from + ts_off);
+			xid_base += (uint64) unzigzag(get_varint(&u));
+		}
+		ch->xid_base = xid_base;
+		len = get_varint(&u);
+		if (len > (uint64) (u.end - u.p) || offset > (uint64) (u.end - u.p) - len)
+			corrupt();
+		ch->offset = (int32) offset;	/* from the first chunk, for now */
+		ch->len = (int32) len;
+		offset += len;
+	}
+	/* the chunks follow the index, and end the bytes */
+	if (offset != (uint64) (u.end - u.p))
+		corrupt();
+	for (int c = 0; c < seg->nchunks; c++)
+		seg->chunks[c].offset += u.p - start;
+}
+
+/*
+ * Unpack chunk c of a segment whose index was read from packed into the
+ * arrays given (of the segment's nbatches), each value checked against
+ * the segment's bounds.
+ */
+static void
+unpack_chunk(const SwSegment *seg, const bytea *packed, int c, int64 *ids,
+			 int64 *ts, uint16 *kinds, uint64 *xids)
+{
+	const SwPackedChunk *ch = &seg->chunks[c];
+	int			first = c * seg->chunk_batches;
+	int			m = Min(seg->chunk_batches, seg->nbatches - first);
+	int64		batch_to = seg->batch_to;
+	Unpacker	u;
+	int64		prev;
+	uint8		xids_form = SW_XIDS_RUNS;
+	uint64		prev_xid = ch->xid_base;
+
+	u.p = (const uint8 *) VARDATA_ANY(packed) + ch->offset;
+	u.end = u.p + ch->len;
+	ids += first;
+	ts += first;
+	kinds += first;
+	xids += first;
+
+	/*
+	 * runs of id deltas, straight into the ids; prev stays <= batch_to.  Only
+	 * the first batch of the segment is its first id, a delta of 0.
+	 */
+	prev = ch->id_base;
+	for (int i = 0; i < m;)
 	{
 		uint64		delta = get_varint(&u);
 		uint64		len = get_varint(&u);
 
-		if (len == 0 || len > (uint64) (n - i) ||
-			(delta == 0 && (i > 0 || len > 1)) ||
+		if (len == 0 || len > (uint64) (m - i) ||
+			(delta == 0 && (c > 0 || i > 0 || len > 1)) ||
 			(delta > 0 && ((uint64) batch_to - (uint64) prev) / delta < len))
 			corrupt();
 		while (len-- > 0)
@@ -257,30 +392,31 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 			ids[i++] = prev;
 		}
 	}
-	if (n > 0 && (ids[0] != batch_from || ids[n - 1] != batch_to))
+	if ((c == 0 && ids[0] != seg->batch_from) ||
+		(c == seg->nchunks - 1 && ids[m - 1] != batch_to))
 		corrupt();
 
-	prev = ts_from;
-	for (int i = 0; i < n; i++)
+	prev = ch->ts_base;
+	for (int i = 0; i < m; i++)
 	{
 		if (pg_add_s64_overflow(prev, unzigzag(get_varint(&u)), &ts[i]) ||
-			ts[i] < ts_from || ts[i] > ts_to)
+			ts[i] < seg->ts_from || ts[i] > seg->ts_to)
 			corrupt();
 		prev = ts[i];
 	}
 
-	for (int i = 0; i < n;)
+	for (int i = 0; i < m;)
 	{
 		uint64		kind = get_varint(&u);
 		uint64		len = get_varint(&u);
 
-		if (len == 0 || len > (uint64) (n - i) || kind >= (uint64) nkinds)
+		if (len == 0 || len > (uint64) (m - i) || kind >= (uint64) seg->nkinds)
 			corrupt();
 		while (len-- > 0)
 			kinds[i++] = (uint16) kind;
 	}
 
-	if (format != 1)
+	if (seg->format != 1)
 	{
 		if (u.p >= u.end)
 			corrupt();
@@ -288,17 +424,17 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 		if (xids_form != SW_XIDS_RUNS && xids_form != SW_XIDS_SHORT)
 			corrupt();
 	}
-	for (int i = 0; i < n;)
+	for (int i = 0; i < m;)
 	{
 		uint64		v = 0;
-		uint64		len = (uint64) n;
+		uint64		len = (uint64) m;
 
-		if (format != 1 && xids_form == SW_XIDS_RUNS)
+		if (seg->format != 1 && xids_form == SW_XIDS_RUNS)
 		{
 			v = get_varint(&u);
 			len = get_varint(&u);
 		}
-		else if (format != 1)
+		else if (seg->format != 1)
 		{
 			v = get_varint(&u);
 			len = (v & 1) ? get_varint(&u) : 1;
@@ -307,7 +443,7 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 			v >>= 1;
 		}
 
-		if (len == 0 || len > (uint64) (n - i))
+		if (len == 0 || len > (uint64) (m - i))
 			corrupt();
 		while (len-- > 0)
 		{
@@ -319,6 +455,32 @@ sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
 	if (u.p != u.end)
 		corrupt();
 }
+
+/*
+ * Unpack a segment of n batches into arrays of n: its ids (ascending),
+ * timestamps, kinds and full transaction ids (0 for none), each checked
+ * against the segment's bounds.  Reads every format.
+ */
+void
+sw_segment_unpack(const bytea *packed, int n, int64 batch_from, int64 batch_to,
+				  int64 ts_from, int64 ts_to, int nkinds,
+				  int64 *ids, int64 *ts, uint16 *kinds, uint64 *xids)
+{
+	SwSegment	seg = {0};
+
+	sw_segment_check(n, batch_from, batch_to, ts_from, ts_to);
+	seg.nbatches = n;
+	seg.batch_from = batch_from;
+	seg.batch_to = batch_to;
+	seg.ts_from = ts_from;
+	seg.ts_to = ts_to;
+	seg.nkinds = nkinds;
+	read_index(&seg, packed);
+	for (int c = 0; c < seg.nchunks; c++)
+		unpack_chunk(&seg, packed, c, ids, ts, kinds, xids);
+	pfree(seg.chunks);
+}
+
 
 /*
  * A set of segments a reader loaded, in its memory context.
@@ -383,66 +545,125 @@ sw_segments_finish(SwSegmentSet *set)
 }
 
 /*
- * Unpack a segment, making room among those unpacked if need be.  Its
- * packed batches are read from its row then: the reader's snapshot, which
- * saw the row, still runs, so the row is still there.
+ * Open a segment: read its packed batches and their index, and make room
+ * for its batches, which its chunks are unpacked into as they are needed;
+ * close the one looked in longest ago if as many are open as a reader
+ * keeps.  Its packed batches are read from its row then: the reader's
+ * snapshot, which saw the row, still runs, so the row is still there.
  */
 static void
-unpack(SwSegmentSet *set, SwSegment *seg)
+open_segment(SwSegmentSet *set, SwSegment *seg)
 {
 	MemoryContext old;
-	bytea	   *packed;
+	int			n = Max(seg->nbatches, 1);
 
-	if (set->nunpacked == SW_SEGMENT_CACHE)
+	if (set->nopen == SW_SEGMENT_CACHE)
 	{
 		SwSegment  *victim = NULL;
 
 		for (int i = 0; i < set->n; i++)
-			if (set->segs[i].ids != NULL &&
+			if (set->segs[i].packed != NULL &&
 				(victim == NULL || set->segs[i].used < victim->used))
 				victim = &set->segs[i];
+		pfree(victim->packed);
+		pfree(victim->chunks);
+		pfree(victim->unpacked);
 		pfree(victim->ids);
 		pfree(victim->ts);
 		pfree(victim->kinds);
 		pfree(victim->xids);
+		victim->packed = NULL;
+		victim->chunks = NULL;
+		victim->unpacked = NULL;
 		victim->ids = victim->ts = NULL;
 		victim->kinds = NULL;
 		victim->xids = NULL;
-		set->nunpacked--;
+		set->nopen--;
 	}
 	old = MemoryContextSwitchTo(set->cxt);
-	seg->ids = palloc(sizeof(int64) * Max(seg->nbatches, 1));
-	seg->ts = palloc(sizeof(int64) * Max(seg->nbatches, 1));
-	seg->kinds = palloc(sizeof(uint16) * Max(seg->nbatches, 1));
-	seg->xids = palloc(sizeof(uint64) * Max(seg->nbatches, 1));
+	seg->packed = sw_catalog_segment_packed(&seg->tid);
+	read_index(seg, seg->packed);
+	seg->unpacked = palloc0(sizeof(bool) * seg->nchunks);
+	seg->nunpacked = 0;
+	seg->chunk_shift = -1;
+	if ((seg->chunk_batches & (seg->chunk_batches - 1)) == 0)
+		seg->chunk_shift = pg_rightmost_one_pos32(seg->chunk_batches);
+	seg->ids = palloc(sizeof(int64) * n);
+	seg->ts = palloc(sizeof(int64) * n);
+	seg->kinds = palloc(sizeof(uint16) * n);
+	seg->xids = palloc(sizeof(uint64) * n);
 	MemoryContextSwitchTo(old);
-	packed = sw_catalog_segment_packed(&seg->tid);
-	sw_segment_unpack(packed, seg->nbatches, seg->batch_from, seg->batch_to,
-					  seg->ts_from, seg->ts_to, seg->nkinds,
-					  seg->ids, seg->ts, seg->kinds, seg->xids);
-	pfree(packed);
-	set->nunpacked++;
+	set->nopen++;
 }
 
-/* the index of a batch in an unpacked segment, -1 if it is not there */
+/* make sure chunk c of an open segment is unpacked */
+static inline void
+need_chunk(SwSegment *seg, int c)
+{
+	if (!seg->unpacked[c])
+	{
+		unpack_chunk(seg, seg->packed, c, seg->ids, seg->ts, seg->kinds,
+					 seg->xids);
+		seg->unpacked[c] = true;
+		seg->nunpacked++;
+	}
+}
+
+/* open a segment if it is not, and unpack all its chunks */
+static void
+need_all(SwSegmentSet *set, SwSegment *seg)
+{
+	if (seg->packed == NULL)
+		open_segment(set, seg);
+	seg->used = ++set->clock;
+	for (int c = 0; c < seg->nchunks; c++)
+		need_chunk(seg, c);
+}
+
+/*
+ * The index of a batch in a segment, -1 if it is not there: only the
+ * chunk that would hold it is unpacked.
+ */
 static int
 find_in(SwSegmentSet *set, SwSegment *seg, int64 id)
 {
+	uint64		k;
 	int			lo = 0;
 	int			hi;
 
-	if (seg->ids == NULL)
-		unpack(set, seg);
+	if (seg->packed == NULL)
+		open_segment(set, seg);
 	seg->used = ++set->clock;
 
 	/*
 	 * The ids of a source alone in its database follow each other.  The
 	 * caller checked id >= batch_from, so the unsigned difference is exact.
 	 */
-	if ((uint64) id - (uint64) seg->batch_from < (uint64) seg->nbatches &&
-		seg->ids[id - seg->batch_from] == id)
-		return (int) (id - seg->batch_from);
-	hi = seg->nbatches - 1;
+	k = (uint64) id - (uint64) seg->batch_from;
+	if (k < (uint64) seg->nbatches)
+	{
+		/* a reader of every row looks up every batch: no division then */
+		if (seg->nunpacked < seg->nchunks)
+			need_chunk(seg, seg->chunk_shift >= 0 ? (int) (k >> seg->chunk_shift)
+					   : (int) k / seg->chunk_batches);
+		if (seg->ids[k] == id)
+			return (int) k;
+	}
+
+	/* the last chunk whose ids begin at or below id */
+	hi = seg->nchunks - 1;
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo + 1) / 2;
+
+		if (seg->chunks[mid].id_base < id)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	need_chunk(seg, lo);
+	hi = Min(seg->nbatches, (lo + 1) * seg->chunk_batches) - 1;
+	lo = lo * seg->chunk_batches;
 	while (lo <= hi)
 	{
 		int			mid = lo + (hi - lo) / 2;
@@ -527,9 +748,7 @@ sw_segments_each(SwSegmentSet *set, void (*fn) (const SwBatch *batch, void *arg)
 	{
 		SwSegment  *seg = &set->segs[i];
 
-		if (seg->ids == NULL)
-			unpack(set, seg);
-		seg->used = ++set->clock;
+		need_all(set, seg);
 		for (int k = 0; k < seg->nbatches; k++)
 		{
 			SwBatch		batch = {0};
@@ -566,8 +785,7 @@ sw_segments_oldest(SwSegmentSet *set, int64 from)
 			oldest = seg->ts_from;
 		else
 		{
-			if (seg->ids == NULL)
-				unpack(set, seg);
+			need_all(set, seg);
 			for (int j = 0; j < seg->nbatches; j++)
 				if (seg->ts[j] >= from)
 					oldest = Min(oldest, seg->ts[j]);

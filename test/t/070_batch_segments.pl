@@ -288,7 +288,7 @@ $node->safe_psql('postgres', q{
 	       source_writes.compact('c'), source_writes.compact('d')});
 same_answers('after the supervisor rolled up');
 
-# 7. segments of several chunks (256 batches each): a window of a few
+# 7. segments of several chunks (64 batches each): a window of a few
 # batches reads the blocks of its chunks only, and answers the same
 $node->safe_psql('postgres', 'CALL churn(1000, 2600)');
 $node->safe_psql('postgres', q{
@@ -300,8 +300,8 @@ $node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM source_writes.batch_segments
 	WHERE source = 'c'::regclass AND nbatches > 2000
-	  AND array_length(current_chunks, 1) = 60}), '1',
-	'c has a segment of 10 chunks');
+	  AND array_length(current_chunks, 1) = 240}), '1',
+	'c has a segment of 40 chunks');
 same_answers('segments of several chunks');
 
 # 8. dropping a source drops its segments

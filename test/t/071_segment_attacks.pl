@@ -76,9 +76,130 @@ sub packed
 	  . '0000' . varint(0) . varint(2);
 }
 
+# Segments packed as older versions wrote them are read as they were:
+# the first segment of t, packed again by hand in format 2 (no chunks),
+# and in format 1 (no transactions: its batches name none).
+sub zigzag
+{
+	my $v = Math::BigInt->new(shift);
+	my $two64 = Math::BigInt->new(2)**64;
+	$v %= $two64;
+	$v -= $two64 if $v >= Math::BigInt->new(2)**63;
+	return $v >= 0 ? $v * 2 : -$v * 2 - 1;
+}
+my ($sfrom, $sto, $tsfrom, $tsto) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT batch_from, batch_to, ts_from, ts_to FROM source_writes.batch_segments
+	WHERE source = 't'::regclass ORDER BY ts_to LIMIT 1});
+my @sxids = split /\n/, $node->safe_psql('postgres', qq{
+	SELECT xid FROM source_writes.blame(NULL::t) WHERE ts IN ($tsfrom, $tsto) ORDER BY ts});
+is(scalar(@sxids), 2, 'the batches of the first segment');
+my $ids = varint(0) . varint(1) . varint(Math::BigInt->new($sto) - $sfrom) . varint(1);
+my $tss = varint(0) . varint(zigzag(Math::BigInt->new($tsto) - $tsfrom));
+my $kinds = varint(0) . varint(2);
+# the transactions: 1 + zigzag delta, as runs (format byte 0)
+my $x1 = zigzag($sxids[0]) + 1;
+my $x2 = zigzag(Math::BigInt->new($sxids[1]) - $sxids[0]) + 1;
+my $v2 = '\x02' . $ids . $tss . $kinds . '00' . varint($x1) . varint(1)
+  . varint($x2) . varint(1);
+my $v1 = '\x01' . $ids . $tss . $kinds;
+my $first_segment = q{source = 't'::regclass AND ts_to =
+	(SELECT min(ts_to) FROM source_writes.batch_segments WHERE source = 't'::regclass)};
+my $packed_now = $node->safe_psql('postgres',
+	"SELECT batches FROM source_writes.batch_segments WHERE $first_segment");
+like($packed_now, qr/^\\x03/, 'segments are packed in format 3');
+$node->safe_psql('postgres',
+	"UPDATE source_writes.batch_segments SET batches = '$v2' WHERE $first_segment");
+is($node->safe_psql('postgres', $blame), $blamed, 'a segment of format 2 reads the same');
+is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM t'),
+	'1,2,3,4,5', 'and its rows are there');
+$node->safe_psql('postgres',
+	"UPDATE source_writes.batch_segments SET batches = '$v1' WHERE $first_segment");
+(my $blamed1 = $blamed) =~ s/^1 \d+,2 \d+/1 none,2 none/;
+is($node->safe_psql('postgres', $blame), $blamed1,
+	'a segment of format 1 reads the same, without transactions');
+$node->safe_psql('postgres',
+	"UPDATE source_writes.batch_segments SET batches = '$packed_now' WHERE $first_segment");
+is($node->safe_psql('postgres', $blame), $blamed, 'format 3 again');
+
+# Hostile chunks (format 3) of that segment: a reader errors.
+my $chunk = $ids . $tss . $kinds . '01' . varint(1) . varint(2);
+for my $bad (
+	[ 'chunks of no batches', '\x03' . varint(0) . varint(length($chunk) / 2) . $chunk ],
+	[ 'a chunk longer than the bytes',
+	  '\x03' . varint(256) . varint(length($chunk) / 2 + 1) . $chunk ],
+	[ 'a chunk shorter than its batches',
+	  '\x03' . varint(256) . varint(length($chunk) / 2 - 1) . $chunk ],
+	[ 'a second chunk starting past batch_to',
+	  '\x03' . varint(1) . varint(1) . varint(Math::BigInt->new($sto) - $sfrom + 1)
+	  . varint(0) . varint(0) . varint(1) . '00' . '00' ],
+	[ 'a second chunk whose ids pass batch_to',
+	  '\x03' . varint(1) . varint(7) . varint(Math::BigInt->new($sto) - $sfrom)
+	  . varint(0) . varint(0) . varint(7)
+	  . varint(0) . varint(1) . varint(0) . varint(0) . varint(1) . '0106'
+	  . varint(1) . varint(1) . varint(0) . varint(0) . varint(1) . '0106' ])
+{
+	my ($name, $bytes) = @$bad;
+	$node->safe_psql('postgres',
+		"UPDATE source_writes.batch_segments SET batches = '$bytes' WHERE $first_segment");
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT count(*) FROM source_writes.blame(NULL::t)");
+	isnt($ret, 0, "$name: the reader fails");
+	like($err, qr/segment of source_writes.batch_segments is corrupt/, "$name: as corrupt");
+}
+$node->safe_psql('postgres',
+	"UPDATE source_writes.batch_segments SET batches = '$packed_now' WHERE $first_segment");
+is($node->safe_psql('postgres', $blame), $blamed, 'read again once repaired');
+
+# A segment of several chunks (of 256 batches), of a source whose batch
+# ids do not follow each other (another source's batches come between):
+# windows of one batch, blame() and reads as of a time answer the same
+# before and after the rollup.
+$node->safe_psql('postgres', q{
+	CREATE FOREIGN TABLE w (id int) SERVER k OPTIONS (topic 'w');
+	CREATE FOREIGN TABLE x (id int) SERVER k OPTIONS (topic 'x');
+	CREATE PROCEDURE fill_wx(k int) LANGUAGE plpgsql AS $$
+	BEGIN
+	  FOR i IN 1..k LOOP
+	    INSERT INTO w VALUES (i);
+	    COMMIT;
+	    IF i % 3 = 0 THEN INSERT INTO x VALUES (i); COMMIT; END IF;
+	  END LOOP;
+	END $$;
+	CALL fill_wx(600);
+	DELETE FROM w WHERE id % 7 = 0;
+});
+my $w_answers = q{
+	SELECT md5(string_agg(b.ts || ':' || u.n, ',' ORDER BY b.ts))
+	  || ' ' || (SELECT md5(string_agg(ts || ':' || xid || ':' || (data).id, ','
+	                                  ORDER BY (data).id))
+	             FROM source_writes.blame(NULL::w))
+	  || ' ' || (SELECT md5(string_agg(ts || ':' || diff || ':' || (data).id, ','
+	                                  ORDER BY ts, (data).id))
+	             FROM source_writes.updates(NULL::w))
+	FROM (SELECT DISTINCT ts FROM source_writes.updates(NULL::w)) b,
+	LATERAL (SELECT string_agg(diff || ':' || (data).id, ',' ORDER BY (data).id) AS n
+	         FROM source_writes.updates(NULL::w, b.ts, b.ts + 1)) u};
+my $w_before = $node->safe_psql('postgres', $w_answers);
+my @w_times = split /\n/, $node->safe_psql('postgres', q{
+	SELECT ts FROM (SELECT DISTINCT ts FROM source_writes.updates(NULL::w)) t
+	WHERE random() < 0.05 ORDER BY ts});
+my $as_of = join '', map { "SET source_writes.as_of = $_; SELECT count(*), sum(id) FROM w;\n" } @w_times;
+my $as_of_before = $node->safe_psql('postgres', $as_of);
+$node->safe_psql('postgres', q{
+	SET source_writes.segment_batches = 600;
+	SELECT source_writes.compact('w')});
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM source_writes.batch_segments
+	WHERE source = 'w'::regclass AND nbatches = 600}), '1',
+	'a segment of 600 batches, in 3 chunks');
+is($node->safe_psql('postgres', $w_answers), $w_before,
+	'windows, blame() and updates() read the same from its chunks');
+is($node->safe_psql('postgres', $as_of), $as_of_before,
+	'reads as of times in it read the same');
+
 # A batch whose id is lower than those of the batches stamped before it
 # (its transaction wrote first and committed last): a segment's chunks
-# of 256 batches are in timestamp order, and updates() of a window at
+# of 64 batches are in timestamp order, and updates() of a window at
 # its timestamp reads the blocks of the chunks that reach the window.
 # Rows of 3000 bytes, two a block, so that chunks have blocks apart.
 $node->safe_psql('postgres', q{
