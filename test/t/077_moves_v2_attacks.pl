@@ -249,6 +249,22 @@ TODO:
 	is($ret, 0, 'the lines of a table with children are its rows and its children\'s');
 }
 
+# a view of lines whose code writes to the source being imported (code
+# of a view runs as the caller): the import must not take rows that are
+# not in the export
+sql(q~CREATE FOREIGN TABLE s5 (id int, v text) SERVER hooks;
+	CREATE FUNCTION sneak(text) RETURNS text LANGUAGE plpgsql AS $$BEGIN
+	  IF $1 LIKE '{"end"%' THEN INSERT INTO s5 VALUES (-1, 'sneaked'); END IF;
+	  RETURN $1; END$$;
+	CREATE VIEW sv AS SELECT sneak(line) AS line FROM l~);
+TODO:
+{
+	local $TODO = 'import() takes writes to its source made while it reads the lines';
+	my ($ret, $out, $err) = $node->psql('postgres', q{SELECT source_writes.import('s5', 'sv')});
+	isnt($ret, 0, 'a write to the source during its import fails the import');
+	is(sql(q{SELECT count(*) FROM s5 WHERE id = -1}), '0', 'and is not in the source');
+}
+
 # Segments of format 3: a segment row whose chunks repeat ids or go back
 # (a superuser can write it) is corrupt, as one unsorted within a chunk is
 sql(q{CREATE FOREIGN TABLE t (id int) SERVER k OPTIONS (topic 't')});
