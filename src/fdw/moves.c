@@ -860,14 +860,21 @@ choose_reader(Import *im)
 {
 	Relation	rel = table_open(im->lines_relid, AccessShareLock);
 
+	/* a table with children is read with them, by a query */
 	im->direct = rel->rd_rel->relkind == RELKIND_RELATION &&
 		rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		!rel->rd_rel->relhassubclass &&
 		check_enable_rls(im->lines_relid, InvalidOid, true) == RLS_NONE;
 	if (im->direct)
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
 		AttrNumber	first = InvalidAttrNumber;
 
+		/* as a query naming it would: the schema's USAGE, then SELECT */
+		if (pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(),
+								  ACL_USAGE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA,
+						   get_namespace_name(RelationGetNamespace(rel)));
 		for (int i = 0; i < desc->natts && first == InvalidAttrNumber; i++)
 			if (!TupleDescAttr(desc, i)->attisdropped)
 				first = i + 1;
@@ -1234,7 +1241,9 @@ read_other(Import *im, Jsonb *j)
 			bad_export(im, "A delivery has a \"ts\", \"rows\" and a \"body_sha256\" of 64 hex digits.");
 		sw_delivery_insert(RelationGetRelid(im->ftrel), key, ts, hash, rows);
 		im->ndeliveries++;
+		return;
 	}
+	bad_export(im, "A line is none of an export's: a header, a batch, rows, a partition's progress, a delivery's key or the end.");
 }
 
 /* a row line, as read from jsonb or by read_row_fast() */
@@ -1784,6 +1793,18 @@ source_is_empty(Import *im, Snapshot snapshot)
 	return empty;
 }
 
+/* the caller's transaction writes to the source being imported into */
+static void
+writes_during_import(Oid relid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot import into source table \"%s\" in a transaction that writes to it",
+					get_rel_name(relid)),
+			 errdetail("Its writes would commit rows that the export has not."),
+			 errhint("Import in a transaction of its own, from lines whose reading writes nothing.")));
+}
+
 PG_FUNCTION_INFO_V1(source_writes_import);
 
 /*
@@ -1814,6 +1835,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 	ImportedBatch *ib;
 	Snapshot	snapshot;
 	SwFrontiers frontiers;
+	LOCKTAG		tag;
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
@@ -1835,7 +1857,15 @@ source_writes_import(PG_FUNCTION_ARGS)
 				 errmsg("relation with OID %u does not exist", lines)));
 	choose_reader(&im);
 
-	/* keep writers out until we commit, and find the table empty */
+	/*
+	 * Keep writers out until we commit, and find the table empty.  Our own
+	 * transaction may still write it (code of a view of the lines, say):
+	 * such a write would commit rows the export has not, so a transaction
+	 * that writes to the table, before or during the import, is refused.
+	 */
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	if (LockHeldByMe(&tag, RowExclusiveLock))
+		writes_during_import(relid);
 	im.ftrel = relation_open(relid, ShareRowExclusiveLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (!source_is_empty(&im, snapshot))
@@ -1874,6 +1904,8 @@ source_writes_import(PG_FUNCTION_ARGS)
 	/* pass 2: the rows, offsets and keys from the first line not in order */
 	if (im.deferred)
 		read_lines(&im, read_second);
+	if (LockHeldByMe(&tag, RowExclusiveLock))
+		writes_during_import(relid);
 	(void) sw_loader_close(im.loader);
 	im.loader = NULL;
 	error_context_stack = context.previous;

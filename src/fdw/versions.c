@@ -382,61 +382,24 @@ complete_new_row(Version *v)
 }
 
 /*
- * Decode the message the old row came from (decode_msg: the one it keeps,
- * with retain_raw, or that of the row a person changed into it) by the
- * new version's options, for its new columns: false if they cannot decode it (the new
- * columns then get their defaults).  Errors that are not the message's
- * (see sw_error_may_be_kept()) are raised.
+ * Run fn on the row in a subtransaction: false, with the error, if it
+ * raised one that is the row's (a value a new type refuses, a message the
+ * new options cannot decode: see sw_error_may_be_kept()), so that the row
+ * is left behind and reported rather than the version refused; other
+ * errors are raised.
  */
 static bool
-decode_message(Version *v)
+run_safely(Version *v, void (*fn) (Version *v), ErrorData **error)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool decoded = true;
+	volatile bool done = true;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		sw_decode(v->decoder, v->decode_msg, v->decoded);
-		slot_getallattrs(v->decoded);
-		sw_release_sub(cxt, owner);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		sw_roll_back_sub(cxt, owner);
-		if (!sw_error_may_be_kept(edata))
-			ReThrowError(edata);
-		decoded = false;
-	}
-	PG_END_TRY();
-	return decoded;
-}
-
-/*
- * Make the new row when a cast may fail: false, with the error, when the
- * new columns do not take it (a value its new type refuses), so that the
- * row is left behind and reported rather than the version refused.
- * Errors that are not the row's (see sw_error_may_be_kept()) are raised.
- */
-static bool
-make_new_row_safely(Version *v, ErrorData **error)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool made = true;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		make_new_row(v);
+		fn(v);
 		sw_release_sub(cxt, owner);
 	}
 	PG_CATCH();
@@ -450,10 +413,23 @@ make_new_row_safely(Version *v, ErrorData **error)
 		if (!sw_error_may_be_kept(edata))
 			ReThrowError(edata);
 		*error = edata;
-		made = false;
+		done = false;
 	}
 	PG_END_TRY();
-	return made;
+	return done;
+}
+
+/*
+ * Decode the message the old row came from (decode_msg: the one it keeps,
+ * with retain_raw, or that of the row a person changed into it) by the
+ * new version's options, for its new columns (run safely: if they cannot
+ * decode it, the new columns get their defaults).
+ */
+static void
+decode_message(Version *v)
+{
+	sw_decode(v->decoder, v->decode_msg, v->decoded);
+	slot_getallattrs(v->decoded);
 }
 
 /* ---------------------------------------------------------------------
@@ -1041,10 +1017,10 @@ copy_row(Version *v, const SwLogRow *row)
 		v->decode_msg->topic = v->newst->topic;
 		if (v->newst->debezium)
 			v->decode_msg->op = sw_decoder_event_op(v->decoder, v->decode_msg);
-		v->use_decoded = decode_message(v);
+		v->use_decoded = run_safely(v, decode_message, &error);
 	}
 	if (v->fallible)
-		made = make_new_row_safely(v, &error);
+		made = run_safely(v, make_new_row, &error);
 	else
 		make_new_row(v);
 	if (!made)

@@ -330,6 +330,9 @@ read_index(SwSegment *seg, const bytea *packed)
 				corrupt();
 			ch->id_base = (int64) ((uint64) seg->batch_from + id_off);
 			ch->ts_base = (int64) ((uint64) seg->ts_from + ts_off);
+			/* each chunk begins after the one before */
+			if (ch->id_base <= seg->chunks[c - 1].id_base)
+				corrupt();
 			xid_base += (uint64) unzigzag(get_varint(&u));
 		}
 		ch->xid_base = xid_base;
@@ -392,8 +395,10 @@ unpack_chunk(const SwSegment *seg, const bytea *packed, int c, int64 *ids,
 			ids[i++] = prev;
 		}
 	}
+	/* ... and ends where the next begins, as the packer writes them */
 	if ((c == 0 && ids[0] != seg->batch_from) ||
-		(c == seg->nchunks - 1 && ids[m - 1] != batch_to))
+		(c == seg->nchunks - 1 && ids[m - 1] != batch_to) ||
+		(c < seg->nchunks - 1 && ids[m - 1] != seg->chunks[c + 1].id_base))
 		corrupt();
 
 	prev = ch->ts_base;
