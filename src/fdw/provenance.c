@@ -485,8 +485,9 @@ PG_FUNCTION_INFO_V1(source_writes_raw_messages);
  * written (as history() has them): a Kafka message's key, value,
  * timestamp and headers; a webhook delivery's piece of the body, in value.
  * Versions that keep none (a person's rows, rows written while retain_raw
- * was off) are left out.  Whoever may read the table's rows may read
- * them, as with history().  The messages are read as a new version of the
+ * was off) are left out.  It needs SELECT on the table, as the kept
+ * errors do (SELECT on its columns is not enough: a message holds what
+ * its producer sent).  The messages are read as a new version of the
  * table reads them to decode them again (sw_raw_message()).
  */
 Datum
