@@ -37,7 +37,6 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -235,18 +234,6 @@ put_segment_batch(const SwBatch *batch, void *arg)
 	put_batch((Export *) arg, batch);
 }
 
-/* a column of ours of a hidden row */
-static Datum
-meta_of(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
-{
-	if (attnum == InvalidAttrNumber)
-	{
-		*isnull = true;
-		return (Datum) 0;
-	}
-	return slot_getattr(hidden, attnum, isnull);
-}
-
 /* a number, or null, as an element of a row line */
 static void
 put_elem_int(StringInfo s, int64 value, bool isnull)
@@ -280,13 +267,13 @@ put_row(Export *ex, StringInfo s, TupleTableSlot *hidden, const SwLayout *layout
 	put_elem_int(s, row->retracted_batch ? row->retracted_batch->batch : 0,
 				 row->retracted != SW_LOG_IN || row->retracted_batch == NULL);
 	appendStringInfoChar(s, ',');
-	d = meta_of(hidden, layout->part, &null);
+	d = sw_meta_value(hidden, layout->part, &null);
 	put_elem_int(s, null ? 0 : DatumGetInt32(d), null);
 	appendStringInfoChar(s, ',');
-	d = meta_of(hidden, layout->pos, &null);
+	d = sw_meta_value(hidden, layout->pos, &null);
 	put_elem_int(s, null ? 0 : DatumGetInt64(d), null);
 	appendStringInfoChar(s, ',');
-	d = meta_of(hidden, layout->delivery, &null);
+	d = sw_meta_value(hidden, layout->delivery, &null);
 	if (null)
 		appendBinaryStringInfo(s, "null", 4);
 	else
@@ -429,7 +416,6 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 	SwFrontiers frontiers;
 	HASH_SEQ_STATUS status;
 	SwBatch    *batch;
-	LOCKTAG		tag;
 
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
 	sw_source_resolve(relid, &st->source, true);
@@ -450,8 +436,7 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 		 * is the commit's) into a fenced table: DML holds RowExclusiveLock
 		 * from its parse on.
 		 */
-		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-		if (LockHeldByMe(&tag, RowExclusiveLock))
+		if (sw_transaction_writes(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot fence source table \"%s\" in a transaction that writes to it",
@@ -1835,7 +1820,6 @@ source_writes_import(PG_FUNCTION_ARGS)
 	ImportedBatch *ib;
 	Snapshot	snapshot;
 	SwFrontiers frontiers;
-	LOCKTAG		tag;
 
 	if (!pg_class_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
@@ -1863,8 +1847,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 	 * such a write would commit rows the export has not, so a transaction
 	 * that writes to the table, before or during the import, is refused.
 	 */
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-	if (LockHeldByMe(&tag, RowExclusiveLock))
+	if (sw_transaction_writes(relid))
 		writes_during_import(relid);
 	im.ftrel = relation_open(relid, ShareRowExclusiveLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -1904,7 +1887,7 @@ source_writes_import(PG_FUNCTION_ARGS)
 	/* pass 2: the rows, offsets and keys from the first line not in order */
 	if (im.deferred)
 		read_lines(&im, read_second);
-	if (LockHeldByMe(&tag, RowExclusiveLock))
+	if (sw_transaction_writes(relid))
 		writes_during_import(relid);
 	(void) sw_loader_close(im.loader);
 	im.loader = NULL;

@@ -153,18 +153,6 @@ batch_values(ProvenanceRead *pr, const SwBatch *batch, Datum *values, bool *null
 	nulls[3] |= !FullTransactionIdIsValid(batch->xid);
 }
 
-/* a column of ours in a hidden row, if it has it */
-static Datum
-meta_value(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
-{
-	if (attnum == InvalidAttrNumber)
-	{
-		*isnull = true;
-		return (Datum) 0;
-	}
-	return slot_getattr(hidden, attnum, isnull);
-}
-
 /*
  * A row's position: a Kafka message's partition and offset, or a webhook
  * delivery's idempotency key and when it came (its request's id, in
@@ -178,9 +166,9 @@ position_values(ProvenanceRead *pr, TupleTableSlot *hidden, const SwLayout *layo
 	bool		part_null;
 	bool		pos_null;
 	bool		delivery_null;
-	Datum		part = meta_value(hidden, layout->part, &part_null);
-	Datum		pos = meta_value(hidden, layout->pos, &pos_null);
-	Datum		delivery = meta_value(hidden, layout->delivery, &delivery_null);
+	Datum		part = sw_meta_value(hidden, layout->part, &part_null);
+	Datum		pos = sw_meta_value(hidden, layout->pos, &pos_null);
+	Datum		delivery = sw_meta_value(hidden, layout->delivery, &delivery_null);
 
 	for (int i = 0; i < POSITION_NATTS; i++)
 	{

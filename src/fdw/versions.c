@@ -43,7 +43,6 @@
 #include "parser/parse_coerce.h"
 #include "parser/parse_collate.h"
 #include "rewrite/rewriteHandler.h"
-#include "storage/lmgr.h"
 #include "tcop/deparse_utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -635,6 +634,25 @@ of_stream(const VersionBatch *b)
 }
 
 /*
+ * Where the old row came from: its message's partition and offset (a
+ * webhook row's place in its body and request), if it has them.
+ */
+static bool
+row_where(Version *v, int32 *part, int64 *pos)
+{
+	bool		part_null;
+	bool		pos_null;
+	Datum		d1 = sw_meta_value(v->hidden, v->layout->part, &part_null);
+	Datum		d2 = sw_meta_value(v->hidden, v->layout->pos, &pos_null);
+
+	if (part_null || pos_null)
+		return false;
+	*part = DatumGetInt32(d1);
+	*pos = DatumGetInt64(d2);
+	return true;
+}
+
+/*
  * Is the old row the stream's?  By the batch that added it, or, for a row
  * added before since (whose batch is folded), by its position: a person's
  * new row has none.  (Storage made before positions were kept says
@@ -643,14 +661,12 @@ of_stream(const VersionBatch *b)
 static bool
 row_of_stream(Version *v, const VersionBatch *added)
 {
-	bool		isnull;
+	int32		part;
+	int64		pos;
 
 	if (added)
 		return of_stream(added);
-	if (v->layout->part == InvalidAttrNumber)
-		return true;
-	(void) slot_getattr(v->hidden, v->layout->part, &isnull);
-	return !isnull;
+	return v->layout->part == InvalidAttrNumber || row_where(v, &part, &pos);
 }
 
 /* where a row of the old table is, in the error context of the copy */
@@ -658,24 +674,20 @@ static void
 version_context(void *arg)
 {
 	Version    *v = arg;
-	bool		null1;
-	bool		null2;
-	Datum		part;
-	Datum		pos;
+	int32		part;
+	int64		pos;
 
-	if (v->hidden == NULL || v->layout == NULL || v->layout->part == 0)
+	if (v->hidden == NULL || v->layout == NULL || v->layout->part == InvalidAttrNumber)
 		return;
-	part = slot_getattr(v->hidden, v->layout->part, &null1);
-	pos = slot_getattr(v->hidden, v->layout->pos, &null2);
-	if (null1 || null2)
+	if (!row_where(v, &part, &pos))
 		errcontext("copying a row of source table \"%s\" added by a person",
 				   RelationGetRelationName(v->old));
 	else if (v->oldsrc.kind == SW_KIND_KAFKA)
 		errcontext("copying a row of source table \"%s\" from partition %d, offset " INT64_FORMAT,
-				   RelationGetRelationName(v->old), DatumGetInt32(part), DatumGetInt64(pos));
+				   RelationGetRelationName(v->old), part, pos);
 	else
 		errcontext("copying a row of source table \"%s\" from request " INT64_FORMAT ", row %d",
-				   RelationGetRelationName(v->old), DatumGetInt64(pos), DatumGetInt32(part) + 1);
+				   RelationGetRelationName(v->old), pos, part + 1);
 }
 
 /*
@@ -811,29 +823,14 @@ stream_retraction(Version *v, int64 ts)
 static void
 old_position(Version *v, SwPosition *pos)
 {
-	bool		null1 = true;
-	bool		null2 = true;
-	bool		null3 = true;
+	bool		isnull;
 	Datum		d;
 
 	memset(pos, 0, sizeof(SwPosition));
-	if (v->layout->part)
-	{
-		d = slot_getattr(v->hidden, v->layout->part, &null1);
-		pos->part = null1 ? 0 : DatumGetInt32(d);
-	}
-	if (v->layout->pos)
-	{
-		d = slot_getattr(v->hidden, v->layout->pos, &null2);
-		pos->pos = null2 ? 0 : DatumGetInt64(d);
-	}
-	pos->known = !null1 && !null2;
-	if (v->layout->delivery)
-	{
-		d = slot_getattr(v->hidden, v->layout->delivery, &null3);
-		if (!null3)
-			pos->delivery = TextDatumGetCString(d);
-	}
+	pos->known = row_where(v, &pos->part, &pos->pos);
+	d = sw_meta_value(v->hidden, v->layout->delivery, &isnull);
+	if (!isnull)
+		pos->delivery = TextDatumGetCString(d);
 	if (v->has_msg)
 	{
 		pos->raw_kept = true;
@@ -892,25 +889,12 @@ typedef struct Original
 	SwMessage  *msg;			/* NULL: not found (yet) */
 } Original;
 
-/* the old row's position, if it has one */
+/* the old row's position as a key, if it has one */
 static bool
 row_position(Version *v, OriginalKey *key)
 {
-	bool		null1;
-	bool		null2;
-	Datum		part;
-	Datum		pos;
-
-	if (v->layout->part == InvalidAttrNumber || v->layout->pos == InvalidAttrNumber)
-		return false;
-	part = slot_getattr(v->hidden, v->layout->part, &null1);
-	pos = slot_getattr(v->hidden, v->layout->pos, &null2);
-	if (null1 || null2)
-		return false;
 	memset(key, 0, sizeof(OriginalKey));
-	key->part = DatumGetInt32(part);
-	key->pos = DatumGetInt64(pos);
-	return true;
+	return row_where(v, &key->part, &key->pos);
 }
 
 /*
@@ -1097,7 +1081,6 @@ static void
 open_old_table(Version *v, const SwSourceTable *st)
 {
 	Oid			relid;
-	LOCKTAG		tag;
 
 	/* the owner's only: no lock is taken on another role's table */
 	relid = RangeVarGetRelidExtended(makeRangeVarFromNameList(stringToQualifiedNameList(st->version_of)),
@@ -1121,8 +1104,7 @@ open_old_table(Version *v, const SwSourceTable *st)
 	 * A write of this transaction to the old table is not in its log until
 	 * the commit stamps it (as for a fenced export): the copy would miss it.
 	 */
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-	if (LockHeldByMe(&tag, RowExclusiveLock))
+	if (sw_transaction_writes(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot make a version of source table \"%s\" in a transaction that writes to it",

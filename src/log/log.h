@@ -389,6 +389,18 @@ typedef struct SwLayout
 	}			runs[SW_LAYOUT_RUNS];
 } SwLayout;
 
+/* a column of ours in a hidden row, NULL where the layout has none */
+static inline Datum
+sw_meta_value(TupleTableSlot *hidden, AttrNumber attnum, bool *isnull)
+{
+	if (attnum == InvalidAttrNumber)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	return slot_getattr(hidden, attnum, isnull);
+}
+
 /* the hidden attnum of the foreign table's attnum */
 static inline AttrNumber
 sw_hidden_attnum(const SwLayout *layout, AttrNumber attnum)
@@ -744,6 +756,7 @@ extern void sw_writer_reset_checks(SwWriter *w);
 extern void sw_writer_safe_search_path(void);
 extern PGDLLEXPORT void sw_writer_forget_session_state(void);
 extern PGDLLEXPORT void sw_writer_commit_durably(bool watch);
+extern bool sw_transaction_writes(Oid relid);
 
 /*
  * loader.c: a whole log written at once (import(), a version's first

@@ -214,6 +214,23 @@ watch_commit_wait(ErrorData *edata)
 }
 
 /*
+ * Has this transaction written to a source table, or begun to (a
+ * statement that writes it holds RowExclusiveLock on it from its parse
+ * on)?  Its batch has no timestamp until the commit stamps it, so what
+ * reads the table's log as a whole (a fenced export, a version's copy,
+ * an import's check that the table stays as imported) must not run in
+ * such a transaction.
+ */
+bool
+sw_transaction_writes(Oid relid)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	return LockHeldByMe(&tag, RowExclusiveLock);
+}
+
+/*
  * In a worker, before it commits a transaction that wrote batches: the
  * commit waits for its WAL flush, and for synchronous standbys as
  * synchronous_commit's default does, whatever the database or its owner
