@@ -1138,26 +1138,6 @@ open_old_table(Version *v, const SwSourceTable *st)
 				 errhint("Give the new version the same topic.")));
 }
 
-/* have the old table's heaps the columns of raw messages (retain_raw)? */
-static bool
-keeps_messages(Version *v)
-{
-	bool		keeps = false;
-
-	for (int i = 0; i < 2 && !keeps; i++)
-	{
-		Relation	rel = table_open(i == 0 ? v->oldsrc.current_rel : v->oldsrc.history_rel,
-									 AccessShareLock);
-		SwLayout	layout;
-
-		if (sw_find_layout(RelationGetDescr(rel), &layout))
-			for (int c = 0; c < SW_NUM_RAW; c++)
-				keeps |= layout.raw[c] != InvalidAttrNumber;
-		table_close(rel, AccessShareLock);
-	}
-	return keeps;
-}
-
 /*
  * Make a new source table (created by this transaction, with new, empty
  * storage) a version of the one its option version_of names: copy that
@@ -1237,7 +1217,7 @@ sw_version_create(Oid relid)
 		else
 			v.keys = NULL;
 	}
-	if (v.new_columns && keeps_messages(&v))
+	if (v.new_columns && sw_storage_raw_columns(&v.oldsrc) > 0)
 	{
 		ctl.keysize = sizeof(OriginalKey);
 		ctl.entrysize = sizeof(Original);

@@ -466,6 +466,7 @@ extern bool sw_find_layout(TupleDesc hdesc, SwLayout *layout);
 extern bool sw_check_layout(Relation ftrel, Relation hidden, SwLayout *layout,
 							bool names, const char **column);
 extern void sw_storage_layout(Relation ftrel, Relation hidden, SwLayout *layout);
+extern int	sw_storage_raw_columns(const SwSource *source);
 extern void sw_to_hidden(const SwLayout *layout, int natts,
 						 const Datum *values, const bool *isnull,
 						 Datum *hvalues, bool *hisnull);

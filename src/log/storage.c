@@ -94,6 +94,25 @@ check_column_count(Relation ftrel, int natts)
 }
 
 /*
+ * How many columns of raw messages a source's storage has: those of
+ * retain_raw, from when it was turned on (they stay when it is turned
+ * off); an ALTER gives both heaps the same columns, so the history's say.
+ */
+int
+sw_storage_raw_columns(const SwSource *source)
+{
+	Relation	history = table_open(source->history_rel, AccessShareLock);
+	SwLayout	layout;
+	int			nraw = 0;
+
+	if (sw_find_layout(RelationGetDescr(history), &layout))
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			nraw += layout.raw[i] != InvalidAttrNumber;
+	table_close(history, AccessShareLock);
+	return nraw;
+}
+
+/*
  * ... and with retain_raw, the columns of the raw message too.
  */
 static void
@@ -101,20 +120,13 @@ check_raw_column_count(Relation ftrel, SwSourceTable *st)
 {
 	int			nraw = 0;
 	SwSource	source;
-	SwLayout	layout;
 
 	/* those it keeps, or kept once (they stay when it is turned off) */
 	if (!st->retain_raw)
 	{
-		Relation	history;
-
 		if (!sw_source_lookup(RelationGetRelid(ftrel), &source))
 			return;
-		history = table_open(source.history_rel, AccessShareLock);
-		if (sw_find_layout(RelationGetDescr(history), &layout))
-			for (int i = 0; i < SW_NUM_RAW; i++)
-				nraw += layout.raw[i] != InvalidAttrNumber;
-		table_close(history, AccessShareLock);
+		nraw = sw_storage_raw_columns(&source);
 		if (nraw == 0)
 			return;
 	}
