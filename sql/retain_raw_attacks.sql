@@ -98,7 +98,7 @@ RESET ROLE;
 SELECT * FROM t_v2 ORDER BY id;
 SELECT "offset", convert_from(value, 'UTF8') AS value, data
 FROM source_writes.raw_messages(NULL::t_v2) ORDER BY valid_from, (data).id;
--- export() and import(): the same log, no messages (documented)
+-- export() and import(): the same log, and the same messages
 CREATE TABLE rra.lines AS SELECT * FROM source_writes.export('t');
 SET ROLE regress_rra_owner;
 CREATE FOREIGN TABLE t_moved (id int, v text, a bigint, b varchar(10)) SERVER kafka
@@ -109,7 +109,17 @@ SELECT (SELECT string_agg(ts || ' ' || diff || ' ' || data::text, ',' ORDER BY t
         FROM source_writes.updates(NULL::t))
      = (SELECT string_agg(ts || ' ' || diff || ' ' || data::text, ',' ORDER BY ts, diff, data::text)
         FROM source_writes.updates(NULL::t_moved)) AS same_log,
-       (SELECT count(*) FROM source_writes.raw_messages(NULL::t_moved)) AS moved_messages;
+       (SELECT count(*) FROM source_writes.raw_messages(NULL::t_moved)) AS moved_messages,
+       (SELECT string_agg(concat_ws(' ', valid_from, valid_to, "partition", "offset",
+                                    encode(key, 'hex'), encode(value, 'hex'), "timestamp",
+                                    header_names, header_values, data), ','
+                          ORDER BY valid_from, data::text)
+        FROM source_writes.raw_messages(NULL::t))
+     = (SELECT string_agg(concat_ws(' ', valid_from, valid_to, "partition", "offset",
+                                    encode(key, 'hex'), encode(value, 'hex'), "timestamp",
+                                    header_names, header_values, data), ','
+                          ORDER BY valid_from, data::text)
+        FROM source_writes.raw_messages(NULL::t_moved)) AS same_messages;
 -- TRUNCATE retracts every row with its message; compaction deletes them
 TRUNCATE t;
 SELECT count(*) AS versions, count(*) FILTER (WHERE valid_to IS NULL) AS current

@@ -38,6 +38,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -51,13 +52,14 @@
 
 #include "fdw/fdw.h"
 #include "log/log.h"
+#include "options/options.h"
 
 /*
  * the version of the format that export() writes, and the latest that
- * import() reads (it reads version 1 too)
+ * import() reads (it reads versions 1 and 2 too)
  */
 #define SW_EXPORT_FORMAT	"source_writes export"
-#define SW_EXPORT_VERSION	2
+#define SW_EXPORT_VERSION	3
 
 /*
  * export() puts rows in a line until it would be longer than this: lines
@@ -79,6 +81,7 @@ typedef struct Export
 	StringInfoData line;
 	TupleDesc	desc;			/* the table's */
 	FmgrInfo   *out;			/* its columns' output functions */
+	bool		raw;			/* rows carry their raw messages */
 	int64		nbatches;
 	int64		nrows;
 	int64		nprogress;
@@ -194,6 +197,7 @@ put_header(Export *ex, Relation ftrel, const SwSource *source,
 	put_string(s, "table", RelationGetRelationName(ftrel));
 	put_int(s, "since", frontiers->since, false);
 	put_int(s, "upper", frontiers->upper, false);
+	appendStringInfo(s, ", \"raw\": %s", ex->raw ? "true" : "false");
 	appendStringInfoString(s, ", \"columns\": [");
 	for (int i = 0; i < ex->desc->natts; i++)
 	{
@@ -246,11 +250,81 @@ put_elem_int(StringInfo s, int64 value, bool isnull)
 		appendBinaryStringInfo(s, digits, pg_lltoa(value, digits));
 }
 
+/* bytes as a JSON string of hex digits, two a byte */
+static void
+put_hex(StringInfo s, bytea *b)
+{
+	size_t		len = VARSIZE_ANY_EXHDR(b);
+
+	enlargeStringInfo(s, 2 * len + 2);
+	s->data[s->len++] = '"';
+	s->len += hex_encode(VARDATA_ANY(b), len, s->data + s->len);
+	s->data[s->len++] = '"';
+	s->data[s->len] = '\0';
+}
+
 /*
- * A row version into s, as a JSON array (format version 2): the batches
+ * The headers of a raw message: an array of their names (text[]) or of
+ * their values (bytea[]), as a JSON array of strings, or of hex digits
+ * and nulls
+ */
+static void
+put_raw_array(StringInfo s, ArrayType *array)
+{
+	Oid			type = ARR_ELEMTYPE(array);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(array, type, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	appendStringInfoChar(s, '[');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(s, ',');
+		if (nulls[i])
+			appendBinaryStringInfo(s, "null", 4);
+		else if (type == BYTEAOID)
+			put_hex(s, DatumGetByteaPP(elems[i]));
+		else
+			put_json_string(s, TextDatumGetCString(elems[i]));
+	}
+	appendStringInfoChar(s, ']');
+}
+
+/*
+ * The raw message a row version keeps (retain_raw), after its columns in
+ * an export that carries them, as its storage holds it: "$key" and
+ * "$value" in hex, "$timestamp", "$header_names" and "$header_values" as
+ * arrays; null where the row keeps none, or where its storage has no such
+ * column (a webhook source's keeps "$value" only)
+ */
+static void
+put_raw(StringInfo s, TupleTableSlot *hidden, const SwLayout *layout)
+{
+	for (int i = 0; i < SW_NUM_RAW; i++)
+	{
+		bool		null;
+		Datum		d = sw_meta_value(hidden, layout->raw[i], &null);
+
+		appendStringInfoChar(s, ',');
+		if (null)
+			appendBinaryStringInfo(s, "null", 4);
+		else if (i == SW_RAW_KEY || i == SW_RAW_VALUE)
+			put_hex(s, DatumGetByteaPP(d));
+		else if (i == SW_RAW_TIMESTAMP)
+			put_elem_int(s, DatumGetInt64(d), false);
+		else
+			put_raw_array(s, DatumGetArrayTypeP(d));
+	}
+}
+
+/*
+ * A row version into s, as a JSON array (format version 3): the batches
  * that added it (null: before since) and retracted it (null: it is
- * current), its partition and offset, its delivery, and then its columns
- * in the header's order, each as its type's text.  A line holds rows
+ * current), its partition and offset, its delivery, then its columns in
+ * the header's order, each as its type's text, and where the export
+ * carries raw messages the row's (put_raw()).  A line holds rows
  * (export_next()).
  */
 static void
@@ -292,6 +366,8 @@ put_row(Export *ex, StringInfo s, TupleTableSlot *hidden, const SwLayout *layout
 		else
 			put_json_string(s, OutputFunctionCall(&ex->out[i], values[i]));
 	}
+	if (ex->raw)
+		put_raw(s, hidden, layout);
 	appendStringInfoChar(s, ']');
 	ex->nrows++;
 }
@@ -417,6 +493,11 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 	HASH_SEQ_STATUS status;
 	SwBatch    *batch;
 
+	/*
+	 * SELECT on the table itself, not on its columns only: the export has
+	 * the raw messages that rows keep (retain_raw), which hold what their
+	 * producers sent, as raw_messages() needs
+	 */
 	(void) sw_check_source_privilege(relid, GetUserId(), ACL_SELECT, false);
 	sw_source_resolve(relid, &st->source, true);
 	if (fence)
@@ -455,6 +536,8 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 
 	initStringInfo(&ex->line);
 	ex->desc = RelationGetDescr(st->ftrel);
+	/* what retain_raw kept, also after it was turned off */
+	ex->raw = sw_storage_raw_columns(&st->source) > 0;
 	ex->out = palloc0(sizeof(FmgrInfo) * Max(ex->desc->natts, 1));
 	for (int i = 0; i < ex->desc->natts; i++)
 	{
@@ -705,6 +788,8 @@ typedef struct Import
 	Jsonb	   *header;
 	Jsonb	   *end;
 	int64		version;		/* the header's format version */
+	bool		raw;			/* its rows carry raw messages (version 3) */
+	bool		keep_raw;		/* ... and the table keeps them (retain_raw) */
 	int64		since;
 	int64		upper;
 	bool		ready;			/* the header is read and checked */
@@ -959,7 +1044,7 @@ read_lines(Import *im, void (*fn) (Import *im, text *line))
 	MemoryContextDelete(line_cxt);
 }
 
-/* a line as JSON: an object, or an array (a row of format version 2) */
+/* a line as JSON: an object, or an array (rows of format version 2 or 3) */
 static Jsonb *
 line_jsonb(Import *im, text *line)
 {
@@ -1095,6 +1180,21 @@ check_header(Import *im)
 				 errdetail("This version of source_writes imports format versions 1 to %d.",
 						   SW_EXPORT_VERSION),
 				 errhint("Import it with the version of source_writes that exported it, or a later one.")));
+
+	/*
+	 * Rows carry their raw messages from version 3 on, where the header
+	 * says so; a table keeps them where its own option says so (a table
+	 * without retain_raw leaves them behind, as its worker would)
+	 */
+	if (im->version >= 3)
+	{
+		JsonbValue	v;
+
+		if (field(im->header, "raw", &v) == NULL || v.type != jbvBool)
+			bad_export(im, "Its header has no \"raw\" of true or false.");
+		im->raw = v.val.boolean;
+	}
+	im->keep_raw = im->raw && sw_source_table(im->ftrel)->retain_raw;
 	kind = text_field(im, im->header, "kind");
 	if (kind == NULL ||
 		strcmp(kind, im->source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka") != 0)
@@ -1242,11 +1342,90 @@ typedef struct RowLine
 	int64		pos;
 	char	   *delivery;
 	char	  **texts;			/* each column's text, NULL for null */
+	Datum		raw[SW_NUM_RAW];	/* its raw message, in an export that */
+	bool		raw_null[SW_NUM_RAW];	/* carries them (by SwRawColumn) */
 } RowLine;
+
+/* the fields of a row's raw message, by SwRawColumn, in errors */
+static const char *const raw_fields[SW_NUM_RAW] = {
+	"key", "value", "timestamp", "header_names", "header_values"
+};
+
+/*
+ * A bytea of hex digits, two a byte (either case), into *out, in the
+ * current memory context: false if they are not
+ */
+static bool
+hex_bytea(const char *hex, size_t len, Datum *out)
+{
+	bytea	   *b;
+
+	if (len % 2 != 0)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isxdigit((unsigned char) hex[i]))
+			return false;
+	b = palloc(VARHDRSZ + len / 2);
+	SET_VARSIZE(b, VARHDRSZ + hex_decode(hex, len, VARDATA(b)));
+	*out = PointerGetDatum(b);
+	return true;
+}
+
+/*
+ * The array of a raw message's header names (text[]) or values (bytea[])
+ * from its elements, in the current memory context
+ */
+static Datum
+raw_array(Datum *elems, bool *nulls, int n, bool bytes)
+{
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+	Oid			type = bytes ? BYTEAOID : TEXTOID;
+
+	if (n == 0)
+		return PointerGetDatum(construct_empty_array(type));
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, type, -1, false,
+											  TYPALIGN_INT));
+}
+
+/*
+ * The raw message of a row must be one that a source of the table's kind
+ * keeps: a webhook source's, a piece of a body ("value") only; a Kafka
+ * source's, with its "timestamp" (-1: the message had none), which a row
+ * that keeps none has not, and with as many header names as values.  Is
+ * there one?
+ */
+static bool
+check_raw(Import *im, RowLine *r)
+{
+	SwRawColumn marker = im->source.kind == SW_KIND_WEBHOOK ? SW_RAW_VALUE : SW_RAW_TIMESTAMP;
+	bool		kept = !r->raw_null[marker];
+
+	for (int i = 0; i < SW_NUM_RAW; i++)
+	{
+		if (r->raw_null[i])
+			continue;
+		if (!sw_raw_column_of(im->source.kind, i))
+			bad_export(im, psprintf("A row of a webhook source keeps the \"value\" of its message only, and this one has a \"%s\".",
+									raw_fields[i]));
+		if (!kept)
+			bad_export(im, "A row keeps a message's key, value or headers without its \"timestamp\".");
+	}
+	if (kept && !r->raw_null[SW_RAW_TIMESTAMP] && DatumGetInt64(r->raw[SW_RAW_TIMESTAMP]) < -1)
+		bad_export(im, psprintf("The \"timestamp\" of a row's message is " INT64_FORMAT ", and not a time in ms since 1970, or -1 for none.",
+								DatumGetInt64(r->raw[SW_RAW_TIMESTAMP])));
+	if (r->raw_null[SW_RAW_HEADER_NAMES] != r->raw_null[SW_RAW_HEADER_VALUES] ||
+		(!r->raw_null[SW_RAW_HEADER_NAMES] &&
+		 ArrayGetNItems(1, ARR_DIMS(DatumGetArrayTypeP(r->raw[SW_RAW_HEADER_NAMES]))) !=
+		 ArrayGetNItems(1, ARR_DIMS(DatumGetArrayTypeP(r->raw[SW_RAW_HEADER_VALUES])))))
+		bad_export(im, "A row's message has as many header names as header values.");
+	return kept;
+}
 
 /*
  * A row version: into the current heap or the history, with its batches
- * (by their ids here), where it came from, and its columns.
+ * (by their ids here), where it came from, its columns, and its raw
+ * message where the export carries it and the table keeps it.
  */
 static void
 store_row(Import *im, RowLine *r)
@@ -1274,6 +1453,12 @@ store_row(Import *im, RowLine *r)
 	pos.part = r->part;
 	pos.pos = r->pos;
 	pos.delivery = r->delivery;
+	if (im->raw && check_raw(im, r) && im->keep_raw)
+	{
+		pos.raw_kept = true;
+		memcpy(pos.raw, r->raw, sizeof(pos.raw));
+		memcpy(pos.raw_null, r->raw_null, sizeof(pos.raw_null));
+	}
 	sw_loader_add(im->loader, im->values, im->isnull,
 				  r->added ? r->added->batch : im->folded,
 				  r->retracted ? r->retracted->batch : 0, &pos, im->line);
@@ -1320,8 +1505,69 @@ read_row_object(Import *im, Jsonb *j)
 }
 
 /*
- * A row of format version 2 read as jsonb: [added, retracted, part, pos,
- * delivery, and each column in the header's order], with clear errors
+ * A field of a row's raw message read as jsonb (by SwRawColumn) into r,
+ * with clear errors
+ */
+static void
+read_raw_field(Import *im, JsonbValue *v, SwRawColumn i, RowLine *r)
+{
+	r->raw[i] = (Datum) 0;
+	r->raw_null[i] = v->type == jbvNull;
+	if (r->raw_null[i])
+		return;
+	if (i == SW_RAW_TIMESTAMP)
+	{
+		int64		ts;
+
+		value_int(im, v, "timestamp", &ts);
+		r->raw[i] = Int64GetDatum(ts);
+	}
+	else if (i == SW_RAW_KEY || i == SW_RAW_VALUE)
+	{
+		if (v->type != jbvString ||
+			!hex_bytea(v->val.string.val, v->val.string.len, &r->raw[i]))
+			bad_export(im, psprintf("The \"%s\" of a row's message is not a string of hex digits.",
+									raw_fields[i]));
+	}
+	else
+	{
+		JsonbContainer *c;
+		bool		bytes = i == SW_RAW_HEADER_VALUES;
+		int			n;
+		Datum	   *elems;
+		bool	   *nulls;
+
+		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+			bad_export(im, psprintf("The \"%s\" of a row's message is not an array.",
+									raw_fields[i]));
+		c = v->val.binary.data;
+		n = JsonContainerSize(c);
+		elems = palloc0(sizeof(Datum) * Max(n, 1));
+		nulls = palloc0(sizeof(bool) * Max(n, 1));
+		for (int k = 0; k < n; k++)
+		{
+			JsonbValue *e = getIthJsonbValueFromContainer(c, k);
+
+			nulls[k] = e->type == jbvNull;
+			if (nulls[k] && bytes)
+				continue;
+			if (e->type != jbvString ||
+				(bytes && !hex_bytea(e->val.string.val, e->val.string.len, &elems[k])))
+				bad_export(im, psprintf(bytes ? "The \"%s\" of a row's message are not strings of hex digits, or nulls." :
+										"The \"%s\" of a row's message are not strings.",
+										raw_fields[i]));
+			if (!bytes)
+				elems[k] = PointerGetDatum(cstring_to_text_with_len(e->val.string.val,
+																	e->val.string.len));
+		}
+		r->raw[i] = raw_array(elems, nulls, n, bytes);
+	}
+}
+
+/*
+ * A row of format version 2 or 3 read as jsonb: [added, retracted, part,
+ * pos, delivery, each column in the header's order, and in an export that
+ * carries raw messages, the five fields of the row's], with clear errors
  */
 static void
 read_row_array(Import *im, JsonbContainer *c)
@@ -1330,10 +1576,13 @@ read_row_array(Import *im, JsonbContainer *c)
 	RowLine		r = {0};
 	JsonbValue *v;
 	int			n = JsonContainerSize(c);
+	int			want = 5 + im->ncolumns + (im->raw ? SW_NUM_RAW : 0);
 
-	if (n != 5 + im->ncolumns)
-		bad_export(im, psprintf("A row has %d values, and not %d: its batches, \"part\", \"pos\", \"delivery\" and a value for each of the %d columns.",
-								n, 5 + im->ncolumns, im->ncolumns));
+	if (n != want)
+		bad_export(im, psprintf(im->raw ?
+								"A row has %d values, and not %d: its batches, \"part\", \"pos\", \"delivery\", a value for each of the %d columns and the 5 fields of its raw message." :
+								"A row has %d values, and not %d: its batches, \"part\", \"pos\", \"delivery\" and a value for each of the %d columns.",
+								n, want, im->ncolumns));
 	r.texts = im->texts;
 	r.added = imported_batch(im, getIthJsonbValueFromContainer(c, 0), "added");
 	r.retracted = imported_batch(im, getIthJsonbValueFromContainer(c, 1), "retracted");
@@ -1364,6 +1613,9 @@ read_row_array(Import *im, JsonbContainer *c)
 									NameStr(TupleDescAttr(desc, i)->attname)));
 		r.texts[i] = pnstrdup(v->val.string.val, v->val.string.len);
 	}
+	if (im->raw)
+		for (int i = 0; i < SW_NUM_RAW; i++)
+			read_raw_field(im, getIthJsonbValueFromContainer(c, 5 + im->ncolumns + i), i, &r);
 	store_row(im, &r);
 }
 
@@ -1385,14 +1637,16 @@ read_row(Import *im, Jsonb *j)
 			JsonbValue *v = getIthJsonbValueFromContainer(&j->root, k);
 
 			if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-				bad_export(im, "A line of rows of format version 2 is an array of arrays.");
+				bad_export(im, psprintf("A line of rows of format version " INT64_FORMAT " is an array of arrays.",
+										im->version));
 			read_row_array(im, v->val.binary.data);
 		}
 	}
 	else
 	{
 		if (im->version >= 2)
-			bad_export(im, "A row of format version 2 is an array, in an array of rows.");
+			bad_export(im, psprintf("A row of format version " INT64_FORMAT " is an array, in an array of rows.",
+									im->version));
 		read_row_object(im, j);
 	}
 }
@@ -1544,8 +1798,101 @@ scan_batch(Import *im, LineScan *sc, ImportedBatch **ib)
 	return *ib != NULL;
 }
 
+/* a string of hex digits as a bytea, into line memory */
+static bool
+scan_hex(LineScan *sc, Datum *out)
+{
+	char	   *start;
+
+	if (!SCAN_LITERAL(sc, "\""))
+		return false;
+	start = sc->p;
+	while (sc->p < sc->end && *sc->p != '"')
+		sc->p++;
+	if (sc->p >= sc->end || !hex_bytea(start, sc->p - start, out))
+		return false;
+	sc->p++;
+	return true;
+}
+
 /*
- * A row of a line of format version 2 exactly as export() writes it,
+ * The header names (strings) or values (hex digits, or nulls) of a raw
+ * message, as an array into line memory
+ */
+static bool
+scan_raw_array(LineScan *sc, bool bytes, Datum *out)
+{
+	int			n = 0;
+	int			size = 8;
+	Datum	   *elems = palloc(sizeof(Datum) * size);
+	bool	   *nulls = palloc(sizeof(bool) * size);
+
+	if (!SCAN_LITERAL(sc, "["))
+		return false;
+	if (!SCAN_LITERAL(sc, "]"))
+	{
+		do
+		{
+			if (n == size)
+			{
+				size *= 2;
+				elems = repalloc(elems, sizeof(Datum) * size);
+				nulls = repalloc(nulls, sizeof(bool) * size);
+			}
+			elems[n] = (Datum) 0;
+			nulls[n] = bytes && SCAN_LITERAL(sc, "null");
+			if (!nulls[n])
+			{
+				char	   *name;
+
+				if (bytes ? !scan_hex(sc, &elems[n]) : (!scan_string(sc, &name) || name == NULL))
+					return false;
+				if (!bytes)
+					elems[n] = CStringGetTextDatum(name);
+			}
+			n++;
+		} while (SCAN_LITERAL(sc, ","));
+		if (!SCAN_LITERAL(sc, "]"))
+			return false;
+	}
+	*out = raw_array(elems, nulls, n, bytes);
+	return true;
+}
+
+/* the five fields of a row's raw message, each after a comma, into r */
+static bool
+scan_raw(LineScan *sc, RowLine *r)
+{
+	for (int i = 0; i < SW_NUM_RAW; i++)
+	{
+		bool		isnull;
+		int64		ts;
+
+		if (!SCAN_LITERAL(sc, ","))
+			return false;
+		r->raw[i] = (Datum) 0;
+		r->raw_null[i] = SCAN_LITERAL(sc, "null");
+		if (r->raw_null[i])
+			continue;
+		if (i == SW_RAW_TIMESTAMP)
+		{
+			if (!scan_int(sc, &ts, &isnull))
+				return false;
+			r->raw[i] = Int64GetDatum(ts);
+		}
+		else if (i == SW_RAW_KEY || i == SW_RAW_VALUE)
+		{
+			if (!scan_hex(sc, &r->raw[i]))
+				return false;
+		}
+		else if (!scan_raw_array(sc, i == SW_RAW_HEADER_VALUES, &r->raw[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A row of a line of format version 2 or 3 exactly as export() writes it,
  * into r (its texts in line memory)
  */
 static bool
@@ -1572,6 +1919,8 @@ scan_row_array(Import *im, LineScan *sc, RowLine *r)
 	for (int k = 0; k < im->ncolumns; k++)
 		if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->texts[im->order[k]]))
 			return false;
+	if (im->raw && !scan_raw(sc, r))
+		return false;
 	return SCAN_LITERAL(sc, "]");
 }
 
@@ -1616,7 +1965,7 @@ scan_row_object(Import *im, LineScan *sc, RowLine *r)
 
 /*
  * A line of rows exactly as export() writes it, of the header's format
- * version (in version 2 an array of rows, each an array; in version 1 a
+ * version (from version 2 an array of rows, each an array; in version 1 a
  * row object), read without making jsonb: the bulk of an import.  The
  * whole line is read before any of its rows is written: false, having
  * written nothing, for any other line (or one that names a batch not read

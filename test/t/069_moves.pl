@@ -227,7 +227,7 @@ like(import_lines('other', @lines[ 0 .. $#lines - 1 ]), qr/It has no end: it was
 	'an export without its end');
 like(import_lines('other', grep { !/^\[/ } @lines), qr/Its end counts 1 rows, and it has 0/,
 	'an export that lost a row');
-(my $future = $lines[0]) =~ s/"version": 2/"version": 99/;
+(my $future = $lines[0]) =~ s/"version": 3/"version": 99/;
 like(import_lines('other', $future, @lines[ 1 .. $#lines ]), qr/of format version 99/,
 	'a format version from the future');
 like(import_lines('wide', @lines), qr/source table "wide" has columns that the export has not/,
@@ -241,7 +241,7 @@ like(import_lines('other', 'not json'), qr/invalid input syntax for type json/, 
 # version 2 (arrays) and of version 1 (objects)
 my ($header) = grep { /"format"/ } @lines;
 my ($upper_other) = $header =~ /"upper": (\d+)/;
-(my $header1 = $header) =~ s/"version": 2/"version": 1/;
+(my $header1 = $header) =~ s/"version": 3/"version": 1/;
 my @two = (map { sprintf('{"batch": %d, "ts": %d, "origin": "user", "role": "postgres"}', $_, $upper_other - 3 + $_) } 1, 2);
 sub crafted
 {
@@ -266,7 +266,7 @@ like(crafted('[[1,null,0,null,null,"1"]]'), qr/A row has a "part" without a "pos
 	'a partition without a position');
 like(crafted('[[1,null,null,null,null,1]]'), qr/Column "id" of a row is not a string/,
 	'a value that is not a string');
-like(crafted('[1,null,null,null,null,"1"]'), qr/A line of rows of format version 2 is an array of arrays/,
+like(crafted('[1,null,null,null,null,"1"]'), qr/A line of rows of format version 3 is an array of arrays/,
 	'a row not in a line of rows');
 like(crafted('[[1,null,null,null,null,"1"],[3,null,null,null,null,"2"]]'), qr/A row names batch 3, which it has not/,
 	'a line of rows, one naming a batch that the export has not');
@@ -275,7 +275,7 @@ like(crafted('[[1,null,null,null,null,"x1"]]'),
 	'a column that its type does not take, with the line');
 like(import_lines('other', $header, @two, '{"row": true, "added": 1, "data": {"id": "1"}}',
 		'{"end": true, "batches": 2, "rows": 1, "progress": 0, "deliveries": 0}'),
-	qr/A row of format version 2 is an array/, 'a row of version 1 in an export of version 2');
+	qr/A row of format version 3 is an array/, 'a row of version 1 in an export of version 3');
 like(crafted('{"row": true, "added": 1, "retracted": null, "part": null, "pos": null, "delivery": null, "data": {"id": "1"}}', '[[1,null,null,null,null,"1"]]'),
 	qr/At line 5: A row of format version 1 is an object/, 'a row of version 2 in an export of version 1');
 like(crafted('{"row": true, "added": 2, "retracted": 1, "data": {"id": "1"}}'),
@@ -350,7 +350,7 @@ sub v1_row
 	  : sprintf('{%s, "data": {%s}}', $fields, join(', ', @data));
 }
 my @names = map { $_->[0] } @{ JSON::PP->new->utf8->decode($odd_rest[0])->{columns} };
-(my $odd_header1 = $odd_rest[0]) =~ s/"version": 2/"version": 1/;
+(my $odd_header1 = $odd_rest[0]) =~ s/"version": 3/"version": 1/;
 # the last row in another form, read as jsonb
 my @odd_each = map { @{ JSON::PP->new->utf8->decode($_) } } @odd_rows;
 my @v1 = ($odd_header1, @odd_rest[ 1 .. $#odd_rest - 1 ], (map { v1_row($_, \@names) } @odd_each[ 0 .. $#odd_each - 1 ]),

@@ -10,6 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use SwTest;
+use JSON::PP;
 
 my $broker = SwTest::broker(topics => [ 'ev:2', 'bin:1', 'live:1', 'kv:1' ]);
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -169,6 +170,193 @@ is(sql(q{SELECT count(*) FROM live}) . ' '
 		FROM source_writes.raw_messages(NULL::live)}),
 	'15 6:k6,7:k7,8:k8,9:k9,10:k10', 'only the rows ingested while it was on keep their messages');
 is(sql($columns), '9', 'turned off, the columns stay');
+
+# a move carries the raw messages (format version 3): imported into a
+# table with retain_raw in another database, each row version keeps its
+# message as it was, current and history, and a row that kept none keeps
+# none; a version of the imported table decodes new columns from them; a
+# table without retain_raw, or an export without them, keeps none
+sql(q{CREATE DATABASE moved});
+sub moved { return $node->safe_psql('moved', $_[0]); }
+moved(qq{CREATE EXTENSION source_writes;
+	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
+	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
+	CREATE SERVER hooks FOREIGN DATA WRAPPER source_writes OPTIONS (type 'webhook');
+	CREATE TABLE lines (line text)});
+sub export_of
+{
+	my ($table) = @_;
+	return split /\n/, sql(qq{SELECT string_agg(e, E'\\n') FROM source_writes.export('$table') e});
+}
+# create a table and import lines into it in one transaction: the error, or ''
+sub move_into
+{
+	my ($create, $table, @lines) = @_;
+	moved('TRUNCATE lines');
+	moved('INSERT INTO lines VALUES ' . join(', ', map { "(\$j\$$_\$j\$)" } @lines));
+	my ($ret, $out, $err) = $node->psql('moved',
+		"BEGIN; $create; SELECT source_writes.import('$table', 'lines'); COMMIT");
+	return $err;
+}
+my $raw_of = q{SELECT string_agg(concat_ws(' ', valid_from, coalesce(valid_to::text, '-'),
+	"partition", "offset", delivery, received_at, coalesce('x' || encode(key, 'hex'), 'null'),
+	coalesce('x' || encode(value, 'hex'), 'null'), coalesce("timestamp"::text, 'null'),
+	coalesce(header_names::text, 'none'), coalesce(header_values::text, 'none'), data),
+	E'\n' ORDER BY valid_from, data::text) FROM source_writes.raw_messages(NULL::%s)};
+my $log_of = q{SELECT string_agg(concat_ws(' ', ts, diff, origin, role, data), E'\n'
+	ORDER BY ts, data::text, diff) FROM source_writes.updates(NULL::%s)};
+my $ev_create = q{CREATE FOREIGN TABLE %s (id int, v text, ts timestamptz OPTIONS (source 'timestamp'))
+	SERVER k OPTIONS (topic 'ev'%s)};
+my @ev = export_of('ev');
+like($ev[0], qr/^\{"format": "source_writes export", "version": 3, .*"raw": true, /,
+	'an export of a table that keeps raw messages is of format version 3, with them');
+is(move_into(sprintf($ev_create, 'ev', ", retain_raw 'true'"), 'ev', @ev), '',
+	'a Kafka source with raw messages moves');
+is($node->safe_psql('moved', sprintf($raw_of, 'ev')), sql(sprintf($raw_of, 'ev')),
+	'its rows keep their messages, byte for byte, current and history');
+like(sql(sprintf($raw_of, 'ev')), qr/xfffe"/, '(headers and all)');
+is($node->safe_psql('moved', sprintf($log_of, 'ev')), sql(sprintf($log_of, 'ev')), '... and the same log');
+is($node->safe_psql('moved', q{SELECT count(*) FILTER (WHERE valid_to IS NULL) || ' '
+		|| count(*) FROM source_writes.history(NULL::ev) h WHERE NOT EXISTS
+		(SELECT FROM source_writes.raw_messages(NULL::ev) r WHERE r.valid_from = h.valid_from
+		 AND r.data::text = h.data::text)}), '2 2', "the people's rows keep none");
+my @pay = export_of('pay');
+is(move_into(q{CREATE FOREIGN TABLE pay (id int, note text) SERVER hooks
+		OPTIONS (idempotency_header 'Idempotency-Key', retain_raw 'true')}, 'pay', @pay), '',
+	'a webhook source with raw messages moves');
+is($node->safe_psql('moved', sprintf($raw_of, 'pay')), sql(sprintf($raw_of, 'pay')),
+	'its rows keep their pieces of the body');
+my @live = export_of('live');
+like($live[0], qr/"raw": true/, 'retain_raw turned off: the messages kept are exported');
+is(move_into(q{CREATE FOREIGN TABLE live (id int) SERVER k OPTIONS (topic 'live');
+		ALTER FOREIGN TABLE live ADD COLUMN more int;
+		ALTER FOREIGN TABLE live OPTIONS (ADD retain_raw 'true');
+		ALTER FOREIGN TABLE live DROP COLUMN more}, 'live', @live), '',
+	'into a table whose raw columns are in a run of their own');
+is($node->safe_psql('moved', sprintf($raw_of, 'live')), sql(sprintf($raw_of, 'live')),
+	'the rows that kept a message keep it, the others none');
+
+# a version of the moved table decodes new columns from the messages
+moved(q{CREATE FOREIGN TABLE ev_v2 (id int, v text, ts timestamptz OPTIONS (source 'timestamp'),
+	k bytea OPTIONS (source 'key'), trace bytea OPTIONS (header 'trace'))
+	SERVER k OPTIONS (topic 'ev', version_of 'ev')});
+is($node->safe_psql('moved', q{SELECT string_agg(concat_ws(':', (data).id, valid_to IS NULL,
+		coalesce(encode((data).k, 'hex'), 'null'), coalesce(encode((data).trace, 'hex'), 'null')),
+		',' ORDER BY valid_from, (data).id) FROM source_writes.history(NULL::ev_v2)}),
+	'1:f:null:7365636f6e64,2:f:6b65790174776f:null,3:t::null,'
+	. '1:t:null:7365636f6e64,4:t:null:null',
+	'a version of the moved table decodes its key and headers');
+
+# into a table without retain_raw: the messages are left behind
+is(move_into(sprintf($ev_create, 'ev_plain', ''), 'ev_plain', @ev), '',
+	'into a table without retain_raw');
+is($node->safe_psql('moved', sprintf($log_of, 'ev_plain')), sql(sprintf($log_of, 'ev')),
+	'it has the log');
+is($node->safe_psql('moved', q{SELECT count(*) FROM pg_attribute WHERE attrelid IN
+		(SELECT history_rel FROM source_writes.source_tables WHERE relid = 'ev_plain'::regclass)
+		AND attname LIKE '$%'}) . ' '
+	. $node->safe_psql('moved', q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev_plain)}),
+	'4 0', 'and no message');
+
+# an export of format version 2 (without the messages) into a table with
+# retain_raw: its rows keep none
+my $json = JSON::PP->new->utf8->canonical;
+my @ev2 = map {
+	my $l = $_;
+	if ($l =~ /^\[/)
+	{
+		$l = $json->encode([ map { [ @$_[ 0 .. $#$_ - 5 ] ] } @{ $json->decode($l) } ]);
+	}
+	elsif ($l =~ /"format"/)
+	{
+		$l =~ s/"version": 3/"version": 2/ or die;
+		$l =~ s/, "raw": true// or die;
+	}
+	$l;
+} @ev;
+is(move_into(sprintf($ev_create, 'ev2', ", retain_raw 'true'"), 'ev2', @ev2), '',
+	'an export of format version 2');
+is($node->safe_psql('moved', sprintf($log_of, 'ev2')) . ' '
+	. $node->safe_psql('moved', q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev2)}),
+	sql(sprintf($log_of, 'ev')) . ' 0', 'has the log, and no message');
+
+# who may read the messages: SELECT on the table, not on its columns
+like(($node->psql('postgres', q{SET ROLE one_column; SELECT count(*) FROM source_writes.export('pay')}))[2],
+	qr/permission denied for foreign table pay/, 'SELECT on a column does not export');
+like(sql(q{SET ROLE reader; SELECT e FROM source_writes.export('pay') e LIMIT 1}), qr/"raw": true/,
+	'SELECT on the table exports the messages');
+
+# bad raw messages: refused with the line, nothing written
+moved(q{CREATE FOREIGN TABLE badw (id int, note text) SERVER hooks OPTIONS (retain_raw 'true')});
+my ($pay_rows) = grep { /^\[/ } @pay;
+my $pay_row_line = (grep { $pay[$_] =~ /^\[/ } 0 .. $#pay)[0] + 1;
+sub pay_with
+{
+	my ($change) = @_;
+	my $rows = $json->decode($pay_rows);
+	$change->($rows->[0]);
+	return map { /^\[/ ? $json->encode($rows) : $_ } @pay;
+}
+my $ev_row_line = (grep { $ev[$_] =~ /^\[/ } 0 .. $#ev)[0] + 1;
+sub ev_with
+{
+	my ($change) = @_;
+	my $done;
+	return map {
+		my $l = $_;
+		if (!$done && $l =~ /^\[/)
+		{
+			my $rows = $json->decode($l);
+			$change->($rows->[0]);
+			$l = $json->encode($rows);
+			$done = 1;
+		}
+		$l;
+	} @ev;
+}
+# the rows of ev: [added, retracted, part, pos, delivery, id, v, ts, key,
+# value, timestamp, header_names, header_values]; of pay: [..., id, note,
+# key, value, timestamp, header_names, header_values]
+my @bad = (
+	[ 'a row without its message', pay_with(sub { splice(@{ $_[0] }, -5) }),
+	  qr/At line $pay_row_line: A row has 7 values, and not 12: .* and the 5 fields of its raw message/ ],
+	[ 'a row with a field too many', pay_with(sub { push @{ $_[0] }, undef }),
+	  qr/At line $pay_row_line: A row has 13 values, and not 12/ ],
+	[ 'a value not in hex', pay_with(sub { $_[0][8] = 'zz' }),
+	  qr/At line $pay_row_line: The "value" of a row's message is not a string of hex digits/ ],
+	[ 'an odd number of hex digits', pay_with(sub { $_[0][8] = 'abc' }),
+	  qr/The "value" of a row's message is not a string of hex digits/ ],
+	[ 'a key in a webhook row', pay_with(sub { $_[0][7] = '00' }),
+	  qr/A row of a webhook source keeps the "value" of its message only, and this one has a "key"/ ],
+	[ 'a key without a timestamp', ev_with(sub { $_[0][8] = '01'; $_[0][10] = undef }),
+	  qr/At line $ev_row_line: A row keeps a message's key, value or headers without its "timestamp"/ ],
+	[ 'header names without values', ev_with(sub { @{ $_[0] }[ 10 .. 12 ] = (1, ['a'], undef) }),
+	  qr/A row's message has as many header names as header values/ ],
+	[ 'more header names than values', ev_with(sub { @{ $_[0] }[ 10 .. 12 ] = (1, ['a', 'b'], ['00']) }),
+	  qr/A row's message has as many header names as header values/ ],
+	[ 'a header name that is not a string', ev_with(sub { @{ $_[0] }[ 10 .. 12 ] = (1, [1], ['00']) }),
+	  qr/The "header_names" of a row's message are not strings/ ],
+	[ 'a header value that is not in hex', ev_with(sub { @{ $_[0] }[ 10 .. 12 ] = (1, ['a'], ['x']) }),
+	  qr/The "header_values" of a row's message are not strings of hex digits, or nulls/ ],
+	[ 'a timestamp that is not one', ev_with(sub { $_[0][10] = -5 }),
+	  qr/The "timestamp" of a row's message is -5/ ],
+	[ 'a header without "raw"', (map { my $l = $_; $l =~ s/, "raw": true//; $l } @ev),
+	  qr/Its header has no "raw" of true or false/ ]);
+my $ev_bad = sprintf($ev_create, 'bad', ", retain_raw 'true'");
+for my $bad (@bad)
+{
+	my ($name, @l) = @$bad;
+	my $error = pop @l;
+	my $webhook = $l[0] =~ /"kind": "webhook"/;
+	like(move_into($webhook ? 'SELECT' : $ev_bad, $webhook ? 'badw' : 'bad', @l),
+		qr/the export in "public.lines" cannot be imported.*$error/s, $name);
+	is($node->safe_psql('moved', $webhook ? q{SELECT count(*) FROM source_writes.updates(NULL::badw)}
+			: q{SELECT count(*) FROM pg_class WHERE relname = 'bad'}), '0',
+		"$name: nothing written");
+}
+# the same lines as they were are taken
+is(move_into($ev_bad, 'bad', ev_with(sub { })), '', 'the lines re-encoded are taken');
+is($node->safe_psql('moved', sprintf($raw_of, 'bad')), sql(sprintf($raw_of, 'ev')), '... as they were');
 
 # compaction past retain_history deletes the history, messages with it
 sql(q{UPDATE ev SET v = 'THREE' WHERE id = 3});

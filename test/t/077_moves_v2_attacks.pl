@@ -165,7 +165,7 @@ my @bad = (
 	[ 'a row of version 1 in version 2', q~SELECT line FROM l WHERE line NOT LIKE '{"end"%'
 		UNION ALL SELECT '{"row": true, "added": null, "retracted": null, "part": null, "pos": null, "delivery": null, "data": {"id": "1", "v": "a"}}'
 		UNION ALL SELECT regexp_replace(line, '"rows": (\d+)', '"rows": ' || ((regexp_match(line, '"rows": (\d+)'))[1]::int + 1)) FROM l
-		WHERE line LIKE '{"end"%'~, qr/A row of format version 2 is an array/ ],
+		WHERE line LIKE '{"end"%'~, qr/A row of format version 3 is an array/ ],
 	[ 'an id out of range', q~SELECT regexp_replace(line, '^\[\[(\d+),',
 		'[[99999999999999999999999,') FROM l~, qr/"added" is 99999999999999999999999, not an integer of 64 bits/ ],
 	[ 'a part out of range', q~SELECT regexp_replace(line, '^\[\[(\d+),null,null',
