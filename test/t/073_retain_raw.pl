@@ -236,6 +236,13 @@ is(move_into(q{CREATE FOREIGN TABLE live (id int) SERVER k OPTIONS (topic 'live'
 is($node->safe_psql('moved', sprintf($raw_of, 'live')), sql(sprintf($raw_of, 'live')),
 	'the rows that kept a message keep it, the others none');
 
+my @bin = export_of('bin');
+is(move_into(q{CREATE FOREIGN TABLE bin (b bytea) SERVER k
+		OPTIONS (topic 'bin', format 'bytes', retain_raw 'true')}, 'bin', @bin), '',
+	'a message longer than a line of the export moves');
+is($node->safe_psql('moved', sprintf($raw_of, 'bin')), sql(sprintf($raw_of, 'bin')),
+	'... every byte of it');
+
 # a version of the moved table decodes new columns from the messages
 moved(q{CREATE FOREIGN TABLE ev_v2 (id int, v text, ts timestamptz OPTIONS (source 'timestamp'),
 	k bytea OPTIONS (source 'key'), trace bytea OPTIONS (header 'trace'))
