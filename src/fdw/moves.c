@@ -581,6 +581,7 @@ export_begin(FunctionCallInfo fcinfo, Oid relid, bool fence)
 	st->current = table_open(st->source.current_rel, AccessShareLock);
 	st->history = table_open(st->source.history_rel, AccessShareLock);
 	sw_log_begin_scan(&st->ls, st->ftrel, st->current, st->history, st->snapshot, st->map);
+	st->ls.keep_noop = true;	/* the traces of tombstones go along */
 	st->scanning = true;
 	st->phase = EXPORT_HEAD;
 	return st;
@@ -1433,7 +1434,9 @@ store_row(Import *im, RowLine *r)
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	SwPosition	pos = {0};
 
-	if (r->added && r->retracted && r->retracted->ts <= r->added->ts)
+	/* but a no-op row, which its batch added and retracted (writer.c) */
+	if (r->added && r->retracted && r->retracted != r->added &&
+		r->retracted->ts <= r->added->ts)
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
 	if (r->has_part != r->has_pos)
 		bad_export(im, "A row has a \"part\" without a \"pos\", or a \"pos\" without a \"part\".");

@@ -692,10 +692,12 @@ version_context(void *arg)
 
 /*
  * One pass over the old table's rows in the log, calling fn with each row
- * version that the version has (not retracted before since, committed).
+ * version that the version has (not retracted before since, committed),
+ * and, with noop, its no-op rows, the traces of tombstones that found no
+ * row (see sw_log_row()).
  */
 static void
-each_row(Version *v, void (*fn) (Version *v, const SwLogRow *row))
+each_row(Version *v, void (*fn) (Version *v, const SwLogRow *row), bool noop)
 {
 	SwLogScan	ls;
 	Relation	current = table_open(v->oldsrc.current_rel, AccessShareLock);
@@ -706,6 +708,7 @@ each_row(Version *v, void (*fn) (Version *v, const SwLogRow *row))
 	SwLogRow	row;
 
 	sw_log_begin_scan(&ls, v->old, current, history, v->snapshot, v->map);
+	ls.keep_noop = noop;
 	while ((v->hidden = sw_log_next(&ls, &v->layout, &row)) != NULL)
 	{
 		MemoryContext old;
@@ -768,7 +771,10 @@ add_key_write(Version *v, KeyWrites *kw, const VersionBatch *b)
 	kw->n++;
 }
 
-/* pass 2: the stream's writes of those keys: rows it added or retracted */
+/*
+ * pass 2: the stream's writes of those keys: rows it added or retracted,
+ * and its tombstones that found no row (no-op rows)
+ */
 static void
 find_key_writes(Version *v, const SwLogRow *row)
 {
@@ -969,6 +975,66 @@ original_message(Version *v)
 	return o ? o->msg : NULL;
 }
 
+/*
+ * The new row of a no-op row: its key, cast, and the other columns NULL
+ * (they are NULL in the old one, and are not cast: a domain could refuse
+ * NULL, or a default be made).
+ */
+static void
+make_noop_row(Version *v)
+{
+	ResetExprContext(v->econtext);
+	for (int i = 0; i < v->newdesc->natts; i++)
+	{
+		AttrNumber	from = v->from[i];
+
+		v->newvalues[i] = (Datum) 0;
+		v->newnulls[i] = true;
+		if (from == 0 || v->oldnulls[from - 1])
+			continue;
+		if (v->cast[i] == NULL)
+		{
+			v->newvalues[i] = v->oldvalues[from - 1];
+			v->newnulls[i] = false;
+		}
+		else
+		{
+			v->econtext->caseValue_datum = v->oldvalues[from - 1];
+			v->econtext->caseValue_isNull = false;
+			v->newvalues[i] = ExecEvalExpr(v->cast[i], v->econtext, &v->newnulls[i]);
+		}
+	}
+}
+
+/*
+ * A no-op row of the old table (a tombstone that found no row): the same
+ * in the new one, added and retracted by the new id of its batch, so that
+ * a version of the version knows the stream wrote its key then.  Only its
+ * key: a key the new type does not take leaves it behind, as the rows of
+ * that key are.
+ */
+static void
+copy_noop(Version *v, const SwLogRow *row)
+{
+	VersionBatch *b;
+	ErrorData  *error = NULL;
+	SwPosition	pos;
+
+	if (row->added != SW_LOG_IN)
+		return;
+	b = version_batch(v, row->added_batch);
+	if (b->batch == 0)
+		return;					/* a person's batch, left behind */
+	read_old_row(v);
+	if (!v->fallible)
+		make_noop_row(v);
+	else if (!run_safely(v, make_noop_row, &error))
+		return;
+	v->has_msg = sw_raw_message(v->layout, v->hidden, &v->msg);
+	old_position(v, &pos);
+	sw_loader_add(v->loader, v->newvalues, v->newnulls, b->batch, b->batch, &pos, 1);
+}
+
 /* pass 3: write a row version of the old table into the new one */
 static void
 copy_row(Version *v, const SwLogRow *row)
@@ -982,6 +1048,11 @@ copy_row(Version *v, const SwLogRow *row)
 	bool		made = true;
 	ErrorData  *error = NULL;
 
+	if (row->noop)
+	{
+		copy_noop(v, row);
+		return;
+	}
 	/* a row a person added stays behind without edits */
 	if ((added && added->batch == 0) || (!v->carry && !row_of_stream(v, added)))
 		return;
@@ -1211,9 +1282,9 @@ sw_version_create(Oid relid)
 	if (!v.carry && v.oldst->upsert && v.oldst->key != NIL)
 	{
 		prepare_keys(&v);
-		each_row(&v, find_retracted_keys);
+		each_row(&v, find_retracted_keys, false);
 		if (hash_get_num_entries(v.keys) > 0)
-			each_row(&v, find_key_writes);
+			each_row(&v, find_key_writes, true);
 		else
 			v.keys = NULL;
 	}
@@ -1224,14 +1295,14 @@ sw_version_create(Oid relid)
 		ctl.hcxt = v.originals_cxt = CurrentMemoryContext;
 		v.originals = hash_create("source_writes version messages", 64, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		each_row(&v, find_changed_rows);
+		each_row(&v, find_changed_rows, false);
 		if (hash_get_num_entries(v.originals) > 0)
-			each_row(&v, find_original_messages);
+			each_row(&v, find_original_messages, false);
 		else
 			v.originals = NULL;
 	}
 	v.loader = sw_loader_open(v.new, &v.newsrc);
-	each_row(&v, copy_row);
+	each_row(&v, copy_row, true);
 	(void) sw_loader_close(v.loader);
 	error_context_stack = context.previous;
 

@@ -146,21 +146,39 @@ batch_when(const SwBatchMap *map, TupleTableSlot *hidden, AttrNumber attnum,
 }
 
 /*
- * Where the batches that added and retracted a hidden row are.  (A row
- * that a transaction added and retracted leaves no history: a history
- * row was added by a batch of another.)
+ * Where the batches that added and retracted a hidden row are.  A row
+ * that a transaction added and retracted leaves no history, so a history
+ * row was added by a batch of another, but for a no-op row: one that a
+ * batch added and retracted itself, the trace of a stream's tombstone that
+ * found no row of its key to delete (see sw_writer_tombstone()).  Its net
+ * count is zero at every time; readers that show rows or changes leave it
+ * out (sw_log_next()), and it is added when it is retracted, by the same
+ * batch (its own transaction's, for a reader in it).
  */
 void
 sw_log_row(const SwBatchMap *map, TupleTableSlot *hidden,
 		   const SwLayout *layout, bool history, SwLogRow *row)
 {
-	row->added = batch_when(map, hidden, layout->batch, !history, 0,
-							&row->added_batch);
+	bool		isnull;
+
+	row->noop = false;
 	row->retracted = SW_LOG_LATER;
 	row->retracted_batch = NULL;
 	if (history)
+	{
 		row->retracted = batch_when(map, hidden, layout->retracted, true, 1,
 									&row->retracted_batch);
+		row->noop = DatumGetInt64(slot_getattr(hidden, layout->batch, &isnull)) ==
+			DatumGetInt64(slot_getattr(hidden, layout->retracted, &isnull));
+		if (row->noop)
+		{
+			row->added = row->retracted;
+			row->added_batch = row->retracted_batch;
+			return;
+		}
+	}
+	row->added = batch_when(map, hidden, layout->batch, !history, 0,
+							&row->added_batch);
 }
 
 /*
@@ -374,6 +392,8 @@ sw_log_next(SwLogScan *ls, const SwLayout **layout, SwLogRow *row)
 		CHECK_FOR_INTERRUPTS();
 		sw_log_row(ls->map, slot, &ls->layout[ls->which],
 				   ls->which == SW_HISTORY_HEAP, row);
+		if (row->noop && !ls->keep_noop)
+			continue;
 		if (row->added == SW_LOG_IN || row->retracted == SW_LOG_IN ||
 			(from_start && sw_log_row_present(row)) || ls->every_row)
 		{

@@ -639,6 +639,9 @@ typedef struct SwLogRow
 	SwLogWhen	retracted;
 	const SwBatch *added_batch; /* when SW_LOG_IN */
 	const SwBatch *retracted_batch; /* when SW_LOG_IN */
+	bool		noop;			/* a history row added and retracted by one
+								 * batch: a trace, never a row (see
+								 * sw_log_row()) */
 } SwLogRow;
 
 extern SwBatchMap *sw_log_batches(Oid relid, int64 from, int64 until,
@@ -684,6 +687,8 @@ extern void sw_block_scan_end(SwBlockScan *bs);
  * and not retracted by one; or every row, those of the reader's own
  * transaction too (every_row).  Each relation is read whole, or only in
  * the blocks that the map's batches wrote (sw_log_scan_written_blocks()).
+ * No-op rows, which are no rows, are left out, unless keep_noop (those
+ * that carry the log: export(), a version's copy).
  */
 typedef struct SwLogScan
 {
@@ -692,6 +697,7 @@ typedef struct SwLogScan
 	TupleTableSlot *slot[2];
 	bool		written;		/* read only the blocks the batches wrote */
 	bool		every_row;		/* return every row the snapshot sees */
+	bool		keep_noop;		/* return no-op rows too (see SwLogRow) */
 	int			which;			/* the relation being scanned */
 	bool		scanning;		/* ... and bscan is open on it */
 	SwBlockScan bscan;
