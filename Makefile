@@ -58,6 +58,7 @@ PGFILEDESC = "source_writes - Kafka topics and webhooks as editable tables"
 
 # regression tests: sql/*.sql against expected/*.out, on a temporary instance
 REGRESS = extension options lifecycle scan dml audit workload compaction security writer provenance versions version_attacks \
+	tombstones \
 	decode add_column row_locks ingestion signatures indexes index_scans index_writers retain_raw \
 	retain_raw_attacks
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf

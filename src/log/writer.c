@@ -1508,25 +1508,15 @@ append_retracted(SwWriter *w, HeapTuple current, int64 retracted)
 }
 
 /*
- * Record the retraction of a current tuple, which the caller deleted or
- * updated, in the history heap (nothing when this transaction inserted
- * it).  Retractions are collected and written in groups; closing the
- * writer writes the rest.
+ * Make what writing history rows needs, on first use, for the rest of the
+ * writer's life.
  */
 static void
-retract(SwWriter *w, HeapTuple old, CommandId cid)
+open_history(SwWriter *w)
 {
 	TupleDesc	desc = RelationGetDescr(w->history);
-	int64		batch = inserted_by(w, old);
-	int64		ours;
 	MemoryContext oldcxt;
 	ResourceOwner save_owner;
-	HeapTuple	tuple;
-
-	/* a row this transaction inserted leaves no history */
-	if (sw_controller_wrote(RelationGetRelid(w->ftrel), batch))
-		return;
-	ours = our_batch(w);
 
 	if (w->history_slots == NULL)
 	{
@@ -1550,6 +1540,56 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		CurrentResourceOwner = save_owner;
 		MemoryContextSwitchTo(oldcxt);
 	}
+}
+
+/*
+ * Hold a history tuple (made in history_cxt) to be written with the next
+ * group of them, as of command cid.
+ */
+static void
+add_history(SwWriter *w, HeapTuple tuple, CommandId cid)
+{
+	MemoryContext oldcxt;
+	ResourceOwner save_owner;
+
+	/* the slot owns the tuple, so that the multi-insert need not copy it */
+	if (w->history_slots[w->nhistory] == NULL)
+	{
+		oldcxt = MemoryContextSwitchTo(w->cxt);
+		save_owner = CurrentResourceOwner;
+		CurrentResourceOwner = w->owner;
+		w->history_slots[w->nhistory] =
+			MakeSingleTupleTableSlot(RelationGetDescr(w->history), &TTSOpsHeapTuple);
+		CurrentResourceOwner = save_owner;
+		MemoryContextSwitchTo(oldcxt);
+	}
+	w->history_blocks[w->nhistory] = &w->blocks[SW_HISTORY_HEAP];
+	ExecStoreHeapTuple(tuple, w->history_slots[w->nhistory++], true);
+	w->history_cid = cid;
+	if (w->nhistory == SW_HISTORY_BATCH_SIZE || !w->buffer_history)
+		flush_history(w);
+}
+
+/*
+ * Record the retraction of a current tuple, which the caller deleted or
+ * updated, in the history heap: false, and nothing, when this transaction
+ * inserted it.  Retractions are collected and written in groups; closing
+ * the writer writes the rest.
+ */
+static bool
+retract(SwWriter *w, HeapTuple old, CommandId cid)
+{
+	TupleDesc	desc = RelationGetDescr(w->history);
+	int64		batch = inserted_by(w, old);
+	int64		ours;
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+
+	/* a row this transaction inserted leaves no history */
+	if (sw_controller_wrote(RelationGetRelid(w->ftrel), batch))
+		return false;
+	ours = our_batch(w);
+	open_history(w);
 
 	oldcxt = MemoryContextSwitchTo(w->history_cxt);
 	if (ends_with_batch(w, old) &&
@@ -1580,22 +1620,64 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 		tuple = heap_form_tuple(desc, values, isnull);
 	}
 	MemoryContextSwitchTo(oldcxt);
+	add_history(w, tuple, cid);
+	return true;
+}
 
-	/* the slot owns the tuple, so that the multi-insert need not copy it */
-	if (w->history_slots[w->nhistory] == NULL)
+/*
+ * The trace of a tombstone that left none (its key had no row, or one that
+ * this transaction added): a no-op row in the history, the key's columns
+ * of the row that key_row() made in new_slot (the others NULL) and where
+ * the tombstone came from, added and retracted by our batch.  Its count is
+ * zero at every time, and readers that show rows leave it out (log.c); it
+ * tells a version without edits that the stream wrote the key then.
+ */
+static void
+write_noop(SwWriter *w, CommandId cid)
+{
+	const SwLayout *from = &w->current_layout;
+	const SwLayout *to = &w->history_layout;
+	TupleTableSlot *key = w->new_slot;
+	Datum	   *values;
+	bool	   *isnull;
+	int64		ours = our_batch(w);
+	MemoryContext oldcxt;
+	HeapTuple	tuple;
+
+	open_history(w);
+	oldcxt = MemoryContextSwitchTo(w->history_cxt);
+	values = w->history_values;
+	isnull = w->history_isnull;
+	slot_getallattrs(key);
+	for (int i = 0; i < w->natts; i++)
+		w->row_isnull[i] = true;
+	for (int k = 0; k < w->nkeys; k++)
 	{
-		oldcxt = MemoryContextSwitchTo(w->cxt);
-		save_owner = CurrentResourceOwner;
-		CurrentResourceOwner = w->owner;
-		w->history_slots[w->nhistory] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
-		CurrentResourceOwner = save_owner;
-		MemoryContextSwitchTo(oldcxt);
+		AttrNumber	a = w->key_attnums[k];
+
+		/* the key index's columns are the table's, where the heap has them */
+		for (int i = 0; i < w->natts; i++)
+			if (sw_hidden_attnum(from, i + 1) == a)
+			{
+				w->row_values[i] = key->tts_values[a - 1];
+				w->row_isnull[i] = key->tts_isnull[a - 1];
+			}
 	}
-	w->history_blocks[w->nhistory] = &w->blocks[SW_HISTORY_HEAP];
-	ExecStoreHeapTuple(tuple, w->history_slots[w->nhistory++], true);
-	w->history_cid = cid;
-	if (w->nhistory == SW_HISTORY_BATCH_SIZE || !w->buffer_history)
-		flush_history(w);
+	for (int i = 0; i < RelationGetDescr(w->history)->natts; i++)
+		isnull[i] = true;
+	sw_to_hidden(to, w->natts, w->row_values, w->row_isnull, values, isnull);
+	set_meta(values, isnull, to->batch, Int64GetDatum(ours), false);
+	set_meta(values, isnull, to->retracted, Int64GetDatum(ours), false);
+	copy_meta(values, isnull, to->part, key->tts_values, key->tts_isnull, from->part);
+	copy_meta(values, isnull, to->pos, key->tts_values, key->tts_isnull, from->pos);
+	copy_meta(values, isnull, to->delivery, key->tts_values, key->tts_isnull,
+			  from->delivery);
+	for (int i = 0; i < SW_NUM_RAW; i++)
+		copy_meta(values, isnull, to->raw[i], key->tts_values, key->tts_isnull,
+				  from->raw[i]);
+	tuple = heap_form_tuple(RelationGetDescr(w->history), values, isnull);
+	MemoryContextSwitchTo(oldcxt);
+	add_history(w, tuple, cid);
 }
 
 /*
@@ -1739,9 +1821,10 @@ report_self_modified(bool update)
 /*
  * Delete the current row of a key that lock_key() locked, and retract it
  * (with a command id of its own, so that a row this writer wrote for the
- * same key just before is seen).
+ * same key just before is seen).  False if that left no history: this
+ * transaction had added the row.
  */
-static void
+static bool
 delete_locked(SwWriter *w, ItemPointer tid)
 {
 	TM_FailureData tmfd;
@@ -1755,8 +1838,8 @@ delete_locked(SwWriter *w, ItemPointer tid)
 	if (result != TM_Ok)
 		elog(ERROR, "could not delete the locked row of a key of source table \"%s\"",
 			 RelationGetRelationName(w->ftrel));
-	retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
-			w->estate->es_output_cid);
+	return retract(w, ExecFetchSlotHeapTuple(w->lock_slot, false, NULL),
+				   w->estate->es_output_cid);
 }
 
 /*
@@ -1946,18 +2029,25 @@ sw_writer_upsert(SwWriter *w, TupleTableSlot *row)
  * Sources with a key: retract the current row of the key of a row of the
  * table, if there is one (a tombstone); returns whether it did.  For
  * ingestion's row triggers, a DELETE of that row: a BEFORE trigger may skip
- * it, and the key keeps its row.
+ * it, and the key keeps its row.  A tombstone that leaves nothing else in
+ * the log (the key has no row, a person deleted it or moved it to another
+ * key, or this transaction added it) leaves a no-op row (write_noop()):
+ * the stream wrote the key then, as a version without edits must know.
  */
 bool
 sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 {
 	ItemPointerData tid;
 	HeapTuple	old = NULL;
+	bool		retracted;
 
 	key_row(w, key);
 	next_command(w);
 	if (!lock_key(w, w->new_slot, &tid, LockTupleExclusive))
+	{
+		write_noop(w, w->estate->es_output_cid);
 		return false;
+	}
 	if (w->trig_rri)
 	{
 		old = old_tuple(w);
@@ -1965,7 +2055,9 @@ sw_writer_tombstone(SwWriter *w, TupleTableSlot *key)
 			!before_row(w, CMD_DELETE, old, NULL))
 			return false;
 	}
-	delete_locked(w, &tid);
+	retracted = delete_locked(w, &tid);
+	if (!retracted)
+		write_noop(w, w->estate->es_output_cid);
 	if (w->trig_rri)
 		after_row(w, CMD_DELETE, old, NULL);
 	return true;

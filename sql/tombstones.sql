@@ -1,0 +1,178 @@
+--
+-- Tombstones that find no row: a stream's tombstone for a key that has no
+-- current row (a person deleted it or moved it to another key, or it never
+-- existed) leaves a no-op row in the history, added and retracted by its
+-- own batch, with the message's provenance: a trace that no reader shows,
+-- that a version without edits counts as the stream's write of the key,
+-- and that export() and versions carry.  Messages come in through
+-- retry_errors(), as in sql/retain_raw.sql, and through the test door.
+--
+CREATE FUNCTION test_write(source regclass, origin text, op text, rows anyarray,
+                           part int DEFAULT NULL, first_offset bigint DEFAULT NULL)
+RETURNS bigint AS 'source_writes_test', 'source_writes_test_write' LANGUAGE C;
+
+CREATE SERVER kafka FOREIGN DATA WRAPPER source_writes
+  OPTIONS (type 'kafka', brokers 'localhost:9092');
+CREATE SCHEMA tomb;
+SET search_path = tomb, public;
+
+-- kept errors of a Kafka source, to be ingested by retry_errors()
+CREATE FUNCTION tomb.keep(t regclass, off bigint, key text, value text)
+RETURNS void LANGUAGE sql AS $$
+  INSERT INTO source_writes.errors (source, ts, partition, "offset", key, value, error,
+                                    "timestamp")
+  VALUES (t, 0, 0, off, convert_to(key, 'UTF8'), convert_to(value, 'UTF8'),
+          'kept by the test', 1700000000000 + off)
+$$;
+
+-- timestamps as ranks among the batches of a table (NULL stays NULL)
+CREATE FUNCTION tomb.tx(src regclass, ts bigint) RETURNS bigint LANGUAGE sql AS $$
+  SELECT nullif(count(*), 0) FROM source_writes.batches b
+  WHERE b.source = src AND b.ts <= tx.ts
+$$;
+
+-- the rows of a source's history heap, as stored: its no-op rows are
+-- those whose "$batch" is their "$retracted"
+CREATE FUNCTION tomb.stored_history(t regclass)
+RETURNS TABLE (k text, v text, part int, pos bigint, key text, value text,
+               noop boolean, batch bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY EXECUTE format(
+    'SELECT k, v, "$part", "$pos", convert_from("$key", ''UTF8''),
+            convert_from("$value", ''UTF8''), "$batch" = "$retracted",
+            tomb.tx(%L::regclass, b.ts)
+     FROM %s h LEFT JOIN source_writes.batches b ON b.source = %L::regclass AND b.batch = h."$batch"
+     ORDER BY 8, 1, 3',
+    t, (SELECT history_rel::regclass FROM source_writes.source_tables WHERE relid = t), t);
+END
+$$;
+
+-- how many rows a source's history heap has, and of them no-op rows
+CREATE FUNCTION tomb.history_rows(t regclass, OUT noop bigint, OUT rows bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('SELECT count(*) FILTER (WHERE "$batch" = "$retracted"), count(*) FROM %s',
+                 (SELECT history_rel::regclass FROM source_writes.source_tables WHERE relid = t))
+    INTO noop, rows;
+END
+$$;
+
+CREATE FOREIGN TABLE tomb.kv (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k', retain_raw 'true');
+
+-- the stream writes a, b and c (batch 1); a person deletes a and moves b
+-- to bb (batches 2 and 3); then the stream's tombstones of a and b find
+-- no row, and so does one of z, a key that never was (batch 4)
+SELECT keep('kv', 0, 'a', '{"v": "a1"}'), keep('kv', 1, 'b', '{"v": "b1"}'),
+       keep('kv', 2, 'c', '{"v": "c1"}');
+SELECT source_writes.retry_errors('kv') AS moved;
+DELETE FROM kv WHERE k = 'a';
+UPDATE kv SET k = 'bb' WHERE k = 'b';
+SELECT keep('kv', 3, 'a', NULL), keep('kv', 4, 'b', NULL), keep('kv', 5, 'z', NULL);
+SELECT source_writes.retry_errors('kv') AS moved;
+SELECT * FROM kv ORDER BY k;
+SELECT count(*) FROM kv;
+
+-- the trace: three no-op rows of batch 4, each with its key only, its
+-- message's offset and the message as it came (a key, no value)
+SELECT * FROM stored_history('kv');
+
+-- no reader shows them
+SELECT tx('kv', ts) AS tx, diff, origin, data
+FROM source_writes.updates(NULL::kv) ORDER BY 1, 2, (data).k;
+SELECT tx('kv', valid_from) AS v_from, tx('kv', valid_to) AS v_to, origin,
+       retracted_origin, "offset", data
+FROM source_writes.history(NULL::kv) ORDER BY 1, (data).k;
+SELECT tx('kv', ts) AS tx, origin, "offset", data
+FROM source_writes.blame(NULL::kv) ORDER BY (data).k;
+SELECT "offset", convert_from(key, 'UTF8') AS key, value, valid_to IS NULL AS current, data
+FROM source_writes.raw_messages(NULL::kv) ORDER BY "offset";
+SELECT ts AS ts3 FROM source_writes.batches WHERE source = 'kv'::regclass
+ORDER BY ts OFFSET 2 LIMIT 1 \gset
+SELECT ts AS ts4 FROM source_writes.batches WHERE source = 'kv'::regclass
+ORDER BY ts OFFSET 3 LIMIT 1 \gset
+SELECT change, origin, data FROM source_writes.diff(NULL::kv, :ts3, :ts4);
+SELECT count(*) AS changes_from_3 FROM source_writes.updates(NULL::kv, :ts3);
+SET source_writes.as_of = :ts3;
+SELECT * FROM kv ORDER BY k;
+SET source_writes.as_of = :ts4;
+SELECT * FROM kv ORDER BY k;
+SELECT count(*) FROM kv;
+RESET source_writes.as_of;
+
+-- a version without edits: the stream's rows of a and b are retracted by
+-- the tombstones, as a table that read the topic afresh has neither; the
+-- no-op rows come along, so that a version of it knows too
+CREATE FOREIGN TABLE tomb.kv_raw (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k', version_of 'kv', carry_edits 'false',
+           retain_raw 'true');
+SELECT * FROM kv_raw ORDER BY k;
+SELECT tx('kv_raw', valid_from) AS v_from, tx('kv_raw', valid_to) AS v_to, origin,
+       retracted_origin, data
+FROM source_writes.history(NULL::kv_raw) ORDER BY 1, (data).k;
+SELECT * FROM stored_history('kv_raw');
+-- with the edits, then without them from that version: the same
+CREATE FOREIGN TABLE tomb.kv_all (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k', version_of 'kv');
+CREATE FOREIGN TABLE tomb.kv_all_raw (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k', version_of 'kv_all', carry_edits 'false');
+SELECT * FROM kv_all ORDER BY k;
+SELECT * FROM kv_all_raw ORDER BY k;
+SELECT * FROM history_rows('kv_all_raw');
+
+-- export() writes them, import() takes them, and a version of the
+-- imported table knows
+CREATE TABLE tomb.lines AS SELECT e AS line FROM source_writes.export('kv') e;
+SELECT count(*) AS rows_exported FROM lines, jsonb_array_elements(line::jsonb) e
+WHERE left(line, 1) = '[' AND e->>0 = e->>1;
+CREATE FOREIGN TABLE tomb.kv_moved (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k');
+SELECT source_writes.import('kv_moved', 'tomb.lines') AS imported;
+SELECT (SELECT string_agg(ts || ' ' || diff || ' ' || data::text, ',' ORDER BY ts, diff, data::text)
+        FROM source_writes.updates(NULL::kv))
+     = (SELECT string_agg(ts || ' ' || diff || ' ' || data::text, ',' ORDER BY ts, diff, data::text)
+        FROM source_writes.updates(NULL::kv_moved)) AS same_log;
+SELECT * FROM history_rows('kv_moved');
+CREATE FOREIGN TABLE tomb.kv_moved_raw (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'kv', envelope 'upsert', key 'k', version_of 'kv_moved', carry_edits 'false');
+SELECT * FROM kv_moved_raw ORDER BY k;
+
+-- a key that the same transaction added and then tombstoned leaves no
+-- history of its row, but a no-op row all the same; and the readers of
+-- that transaction do not show it either
+BEGIN;
+SELECT test_write('kv', 'kafka', 'upsert', ARRAY[ROW('t', 't1')]::kv[]);
+SELECT test_write('kv', 'kafka', 'tombstone', ARRAY[ROW('t', NULL)]::kv[], 0, 7);
+SELECT count(*) AS own FROM source_writes.history(NULL::kv) WHERE (data).k = 't';
+SELECT count(*) AS own FROM source_writes.blame(NULL::kv) WHERE (data).k = 't';
+SELECT count(*) AS own FROM source_writes.updates(NULL::kv) WHERE (data).k = 't';
+COMMIT;
+SELECT k, v, part, pos, noop FROM stored_history('kv') WHERE k = 't';
+SELECT count(*) AS t_changes FROM source_writes.updates(NULL::kv) WHERE (data).k = 't';
+
+-- a Debezium delete of a key that has no row: a no-op row, shown nowhere
+CREATE FOREIGN TABLE tomb.dbz (id int, v text) SERVER kafka
+  OPTIONS (topic 'dbz', envelope 'debezium', key 'id', retain_raw 'true');
+SELECT keep('dbz', 0, '{"id": 1}',
+            '{"op":"c","before":null,"after":{"id":1,"v":"a"},"source":{},"ts_ms":1}'),
+       keep('dbz', 1, '{"id": 2}',
+            '{"op":"d","before":{"id":2,"v":"b"},"after":null,"source":{},"ts_ms":2}');
+SELECT source_writes.retry_errors('dbz') AS moved;
+SELECT * FROM dbz;
+SELECT count(*) AS log FROM source_writes.updates(NULL::dbz);
+SELECT count(*) AS history FROM source_writes.history(NULL::dbz);
+SELECT "offset", data FROM source_writes.raw_messages(NULL::dbz);
+SELECT * FROM history_rows('dbz');
+
+-- compaction deletes them once they are before since, as any retracted row
+ALTER FOREIGN TABLE kv OPTIONS (ADD retain_history '0');
+SELECT test_write('kv', 'kafka', 'upsert', ARRAY[ROW('c', 'c2')]::kv[], 0, 8);
+SELECT source_writes.compact('kv') AS removed;
+SELECT * FROM history_rows('kv');
+SELECT * FROM kv ORDER BY k;
+
+DROP SCHEMA tomb CASCADE;
+DROP SERVER kafka CASCADE;
+RESET search_path;
+DROP FUNCTION test_write(regclass, text, text, anyarray, int, bigint);
