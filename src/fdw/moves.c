@@ -791,6 +791,7 @@ typedef struct Import
 	int64		version;		/* the header's format version */
 	bool		raw;			/* its rows carry raw messages (version 3) */
 	bool		keep_raw;		/* ... and the table keeps them (retain_raw) */
+	bool		noop_rows;		/* it may have no-op rows (store_row()) */
 	int64		since;
 	int64		upper;
 	bool		ready;			/* the header is read and checked */
@@ -1196,6 +1197,13 @@ check_header(Import *im)
 		im->raw = v.val.boolean;
 	}
 	im->keep_raw = im->raw && sw_source_table(im->ftrel)->retain_raw;
+
+	/*
+	 * A row that one batch added and retracted is the trace of a tombstone
+	 * that found no row (writer.c): only a source with a key has them, and
+	 * only exports of version 3 on
+	 */
+	im->noop_rows = im->version >= 3 && sw_source_table(im->ftrel)->key != NIL;
 	kind = text_field(im, im->header, "kind");
 	if (kind == NULL ||
 		strcmp(kind, im->source.kind == SW_KIND_WEBHOOK ? "webhook" : "kafka") != 0)
@@ -1434,9 +1442,8 @@ store_row(Import *im, RowLine *r)
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	SwPosition	pos = {0};
 
-	/* but a no-op row, which its batch added and retracted (writer.c) */
-	if (r->added && r->retracted && r->retracted != r->added &&
-		r->retracted->ts <= r->added->ts)
+	if (r->added && r->retracted && r->retracted->ts <= r->added->ts &&
+		!(r->retracted == r->added && im->noop_rows))
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
 	if (r->has_part != r->has_pos)
 		bad_export(im, "A row has a \"part\" without a \"pos\", or a \"pos\" without a \"part\".");
