@@ -1397,6 +1397,15 @@ raw_array(Datum *elems, bool *nulls, int n, bool bytes)
 											  TYPALIGN_INT));
 }
 
+/* how many elements an array of raw_array() has (an empty one, no dims) */
+static int
+raw_array_length(Datum array)
+{
+	ArrayType  *a = DatumGetArrayTypeP(array);
+
+	return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+}
+
 /*
  * The raw message of a row must be one that a source of the table's kind
  * keeps: a webhook source's, a piece of a body ("value") only; a Kafka
@@ -1425,8 +1434,8 @@ check_raw(Import *im, RowLine *r)
 								DatumGetInt64(r->raw[SW_RAW_TIMESTAMP])));
 	if (r->raw_null[SW_RAW_HEADER_NAMES] != r->raw_null[SW_RAW_HEADER_VALUES] ||
 		(!r->raw_null[SW_RAW_HEADER_NAMES] &&
-		 ArrayGetNItems(1, ARR_DIMS(DatumGetArrayTypeP(r->raw[SW_RAW_HEADER_NAMES]))) !=
-		 ArrayGetNItems(1, ARR_DIMS(DatumGetArrayTypeP(r->raw[SW_RAW_HEADER_VALUES])))))
+		 raw_array_length(r->raw[SW_RAW_HEADER_NAMES]) !=
+		 raw_array_length(r->raw[SW_RAW_HEADER_VALUES])))
 		bad_export(im, "A row's message has as many header names as header values.");
 	return kept;
 }
