@@ -775,6 +775,7 @@ typedef struct ImportedBatch
 	int64		exported;		/* hash key */
 	int64		batch;			/* its id here */
 	int64		ts;
+	SwOrigin	origin;
 } ImportedBatch;
 
 /* what import() is reading, and writing */
@@ -1265,7 +1266,7 @@ read_batch(Import *im, Jsonb *j, int64 id)
 	ib->ts = ts;
 	batch.batch = ib->batch;
 	batch.ts = ts;
-	batch.origin = sw_origin_of(origin);
+	batch.origin = ib->origin = sw_origin_of(origin);
 	namestrcpy(&batch.role, role ? role : "");
 	/* where its rows are is not known: readers read the whole table */
 	unknown[0].n = unknown[1].n = -1;
@@ -1410,8 +1411,9 @@ raw_array_length(Datum array)
  * The raw message of a row must be one that a source of the table's kind
  * keeps: a webhook source's, a piece of a body ("value") only; a Kafka
  * source's, with its "timestamp" (-1: the message had none), which a row
- * that keeps none has not, and with as many header names as values.  Is
- * there one?
+ * that keeps none has not, and with as many header names as values.  A
+ * row that a person's batch added keeps none (the writer gives a person's
+ * rows none, UPDATEs included), as raw_messages() says.  Is there one?
  */
 static bool
 check_raw(Import *im, RowLine *r)
@@ -1429,6 +1431,8 @@ check_raw(Import *im, RowLine *r)
 		if (!kept)
 			bad_export(im, "A row keeps a message's key, value or headers without its \"timestamp\".");
 	}
+	if (kept && r->added && r->added->origin == SW_ORIGIN_USER)
+		bad_export(im, "A row added by a batch of origin \"user\" keeps a message, and a person's rows keep none.");
 	if (kept && !r->raw_null[SW_RAW_TIMESTAMP] && DatumGetInt64(r->raw[SW_RAW_TIMESTAMP]) < -1)
 		bad_export(im, psprintf("The \"timestamp\" of a row's message is " INT64_FORMAT ", and not a time in ms since 1970, or -1 for none.",
 								DatumGetInt64(r->raw[SW_RAW_TIMESTAMP])));

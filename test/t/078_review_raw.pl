@@ -2,7 +2,8 @@
 # 3, retain_raw): messages of every byte move byte for byte, whichever way
 # import() reads their lines (as export() wrote them, or as jsonb), current
 # and history rows, and come out of an export of the import as they went
-# in; crafted exports are refused with their line and write nothing.
+# in; crafted exports are refused with their line and write nothing, and
+# a person's row gets no message.
 use strict;
 use warnings;
 
@@ -143,6 +144,12 @@ sub refused
 		is(moved(q{SELECT count(*) FROM pg_class WHERE relname = 'w'}), '0', "$name ($as): nothing written");
 	}
 }
+# a person's row (origin "user") keeps no message: none is given to one
+my @persons = w_with(sub { @{ $_[0] }[ 6 .. 10 ] = (undef, '00', 5, undef, undef)
+	if $_[1] && !defined $_[0][7] });
+isnt(kept(@persons), kept(@w), "(a person's row is given a message)");
+refused("a message on a person's row", $row_line,
+	qr/A row added by a batch of origin "user" keeps a message, and a person's rows keep none/, @persons);
 refused('a key that is a number', $row_line, qr/The "key" of a row's message is not a string of hex digits/,
 	w_with(sub { $_[0][6] = 12 if defined $_[0][8] }));
 refused('hex digits of odd length', $row_line, qr/The "key" of a row's message is not a string of hex digits/,
