@@ -1,9 +1,10 @@
 # The outside review of moves with raw messages (export() format version
 # 3, retain_raw): messages of every byte move byte for byte, whichever way
 # import() reads their lines (as export() wrote them, or as jsonb), current
-# and history rows, and come out of an export of the import as they went
-# in; crafted exports are refused with their line and write nothing, and
-# a person's row gets no message.
+# and history rows, also with retain_raw turned on, off and on again, and
+# come out of an export of the import as they went in; crafted exports are
+# refused with their line and write nothing, and a person's row gets no
+# message.
 use strict;
 use warnings;
 
@@ -38,7 +39,7 @@ sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
 	CREATE FOREIGN TABLE w (b bytea) SERVER k
 	  OPTIONS (topic 'w', format 'bytes', retain_raw 'true');
-	CREATE FOREIGN TABLE r (id int) SERVER k OPTIONS (topic 'r', retain_raw 'true');
+	CREATE FOREIGN TABLE r (id int) SERVER k OPTIONS (topic 'r');
 	CREATE DATABASE moved});
 moved(qq{CREATE EXTENSION source_writes;
 	CREATE SERVER k FOREIGN DATA WRAPPER source_writes
@@ -235,4 +236,34 @@ for my $how ([ 'as written', 'lines', @w ], [ 'as jsonb', 'lines', spaced(@w) ])
 	is(kept(export_of_moved('w')), kept(@w), "exported again, the same ($as)");
 }
 
+# retain_raw on, off and on again, with columns added and dropped between:
+# the raw columns in a run of their own, rows of each time current and in
+# the history; into a table that has them in its first run
+my $cols = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid =
+	(SELECT history_rel FROM source_writes.source_tables WHERE relid = 'r'::regclass) AND attnum > 0 AND NOT attisdropped};
+produce_file('r', '{"id": 1}', '-k', 'a');
+sql(q{SELECT source_writes.wait_for('r')});
+sql(q{ALTER FOREIGN TABLE r ADD COLUMN x int; ALTER FOREIGN TABLE r OPTIONS (ADD retain_raw 'true')});
+produce_file('r', '{"id": 2, "x": 2}', '-k', 'b', '-H', 'h=2');
+sql(q{SELECT source_writes.wait_for('r')});
+sql(q{ALTER FOREIGN TABLE r ADD COLUMN y int; ALTER FOREIGN TABLE r OPTIONS (SET retain_raw 'false')});
+produce_file('r', '{"id": 3, "y": 3}', '-k', 'c');
+sql(q{SELECT source_writes.wait_for('r')});
+sql(q{ALTER FOREIGN TABLE r DROP COLUMN x; ALTER FOREIGN TABLE r OPTIONS (SET retain_raw 'true')});
+produce_file('r', '{"id": 4, "y": 4}', '-k', 'd', '-H', 'h=4');
+sql(q{SELECT source_writes.wait_for('r')});
+sql(q{UPDATE r SET y = 20 WHERE id = 2; UPDATE r SET y = 40 WHERE id = 4; DELETE FROM r WHERE id = 1});
+is(sql($cols), 'id,$part,$pos,$batch,$retracted,$key,$value,$timestamp,$header_names,$header_values,y',
+	'(the raw columns in a run of their own)');
+is(sql(q{SELECT string_agg((data).id::text, ',' ORDER BY valid_from) FROM source_writes.raw_messages(NULL::r)}),
+	'2,4', '(the rows ingested while it was on keep their messages)');
+my @r = export_of('r');
+for my $how ([ 'as written', @r ], [ 'as jsonb', spaced(@r) ])
+{
+	my ($as, @l) = @$how;
+	is(move_into(q{CREATE FOREIGN TABLE r (id int, y int) SERVER k OPTIONS (topic 'r', retain_raw 'true')},
+		'r', 'lines', @l), '', "retain_raw on, off and on: moved ($as)");
+	is(moved(sprintf($raw_of, 'r')), sql(sprintf($raw_of, 'r')), "... the same messages ($as)");
+	is(moved(sprintf($log_of, 'r')), sql(sprintf($log_of, 'r')), "... the same log ($as)");
+}
 done_testing();
