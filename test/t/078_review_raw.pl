@@ -238,7 +238,8 @@ for my $how ([ 'as written', 'lines', @w ], [ 'as jsonb', 'lines', spaced(@w) ])
 
 # retain_raw on, off and on again, with columns added and dropped between:
 # the raw columns in a run of their own, rows of each time current and in
-# the history; into a table that has them in its first run
+# the history, and rows that the system rewrote; into a table that has
+# them in its first run
 my $cols = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid =
 	(SELECT history_rel FROM source_writes.source_tables WHERE relid = 'r'::regclass) AND attnum > 0 AND NOT attisdropped};
 produce_file('r', '{"id": 1}', '-k', 'a');
@@ -253,15 +254,22 @@ sql(q{ALTER FOREIGN TABLE r DROP COLUMN x; ALTER FOREIGN TABLE r OPTIONS (SET re
 produce_file('r', '{"id": 4, "y": 4}', '-k', 'd', '-H', 'h=4');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{UPDATE r SET y = 20 WHERE id = 2; UPDATE r SET y = 40 WHERE id = 4; DELETE FROM r WHERE id = 1});
-is(sql($cols), 'id,$part,$pos,$batch,$retracted,$key,$value,$timestamp,$header_names,$header_values,y',
+# a column with a default: the system rewrites the current rows, and a
+# row that keeps a message keeps it (origin "system")
+produce_file('r', '{"id": 5, "y": 5}', '-k', 'e');
+sql(q{SELECT source_writes.wait_for('r')});
+sql(q{ALTER FOREIGN TABLE r ADD COLUMN z int DEFAULT 7});
+is(sql($cols), 'id,$part,$pos,$batch,$retracted,$key,$value,$timestamp,$header_names,$header_values,y,z',
 	'(the raw columns in a run of their own)');
-is(sql(q{SELECT string_agg((data).id::text, ',' ORDER BY valid_from) FROM source_writes.raw_messages(NULL::r)}),
-	'2,4', '(the rows ingested while it was on keep their messages)');
+is(sql(q{SELECT string_agg((m.data).id || ' ' || origin, ',' ORDER BY m.valid_from)
+		FROM source_writes.raw_messages(NULL::r) m JOIN source_writes.history(NULL::r) h
+		ON h.valid_from = m.valid_from AND h.data::text = m.data::text}),
+	'2 kafka,4 kafka,5 kafka,5 system', '(the rows ingested while it was on keep their messages)');
 my @r = export_of('r');
 for my $how ([ 'as written', @r ], [ 'as jsonb', spaced(@r) ])
 {
 	my ($as, @l) = @$how;
-	is(move_into(q{CREATE FOREIGN TABLE r (id int, y int) SERVER k OPTIONS (topic 'r', retain_raw 'true')},
+	is(move_into(q{CREATE FOREIGN TABLE r (id int, y int, z int) SERVER k OPTIONS (topic 'r', retain_raw 'true')},
 		'r', 'lines', @l), '', "retain_raw on, off and on: moved ($as)");
 	is(moved(sprintf($raw_of, 'r')), sql(sprintf($raw_of, 'r')), "... the same messages ($as)");
 	is(moved(sprintf($log_of, 'r')), sql(sprintf($log_of, 'r')), "... the same log ($as)");
