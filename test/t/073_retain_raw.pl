@@ -437,6 +437,17 @@ is(restored(q{SELECT count(*) FROM (SELECT data, sum(diff) FROM source_writes.up
 		GROUP BY data HAVING sum(diff) NOT IN (0, 1)) bad}), '0',
 	'the log holds no negative or doubled multiplicity');
 
+# a move of it: the messages go with their rows, from our columns in
+# three runs into a table that has them in one
+my @t = split /\n/, restored(q{SELECT string_agg(e, E'\n') FROM source_writes.export('t') e});
+is(move_into(q{CREATE FOREIGN TABLE t (id int, note text, extra text, more int, last int) SERVER hooks
+		OPTIONS (retain_raw 'true')}, 't', @t), '', 'a move of a table whose columns are in three runs');
+my $history_of_t = q{SELECT string_agg(concat_ws(' ', valid_from, valid_to, origin, data), ','
+	ORDER BY valid_from, data::text) FROM source_writes.history(NULL::t)};
+is($node->safe_psql('moved', sprintf($raw_of, 't')) . ' ' . $node->safe_psql('moved', $history_of_t),
+	restored(sprintf($raw_of, 't')) . ' ' . restored($history_of_t), '... the same messages and log');
+like($node->safe_psql('moved', sprintf($raw_of, 't')), qr/posted/, '(the posted row\'s)');
+
 # a dump keeps the raw messages: restored, they are read as they were
 my $raw_of_t = q{SELECT string_agg(concat_ws(' ', valid_to IS NULL, (data).id, encode(value, 'hex')),
 	',' ORDER BY valid_from) FROM source_writes.raw_messages(NULL::t)};
