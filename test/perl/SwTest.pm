@@ -9,6 +9,8 @@
 #   ... txn_topic => 't', port => 4242, cluster_id => 'c'  # at a fixed port,
 #                                                      # of a named cluster
 #   SwTest::broker_control($broker, 'broker-down 1');
+#   SwTest::produce($broker, 'topic', "key\t{...}");    # messages, a line each
+#   SwTest::produce_bytes($broker, 'topic', $bytes, '-k', 'key', '-H', 'h=v');
 #   my $registry = SwTest::registry();                 # our schema registry
 #   ... user => 'u', password => 'p' | token => 't',   # with auth, and TLS
 #       cert => $crt, key => $key, port => 4243, stall_ms => 500
@@ -140,6 +142,22 @@ sub produce
 	close $fh;
 	my ($out, $err) = PostgreSQL::Test::Utils::run_command(
 		[ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic, '-K', "\t", '-Z', '-l', $file ]);
+	die "kcat: $err" if $err ne '';
+}
+
+# Produce one message of any bytes, with kcat's options for its key and
+# headers (-k key, -H name=value); those are arguments, which end at a NUL
+# byte.
+sub produce_bytes
+{
+	my ($broker, $topic, $value, @options) = @_;
+	$produce_dir //= PostgreSQL::Test::Utils::tempdir();
+	my $file = "$produce_dir/value";
+	open(my $fh, '>:raw', $file) or die "cannot write $file: $!";
+	print $fh $value;
+	close $fh;
+	my ($out, $err) = PostgreSQL::Test::Utils::run_command(
+		[ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic, @options, $file ]);
 	die "kcat: $err" if $err ne '';
 }
 

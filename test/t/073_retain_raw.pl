@@ -21,19 +21,6 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
-# one message of a file's bytes, with kcat's options (-k key, -H headers)
-sub produce_file
-{
-	my ($topic, $value, @options) = @_;
-	my $file = "$dir/value";
-	open(my $fh, '>:raw', $file) or die;
-	print $fh $value;
-	close $fh;
-	my ($out, $err) = run_command([ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic,
-		@options, $file ]);
-	die "kcat: $err" if $err ne '';
-}
-
 sub post
 {
 	my ($table, $body, @headers) = @_;
@@ -64,10 +51,10 @@ sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 
 # Kafka: a null key, headers (one without a value, one not UTF-8, a name
 # twice), the broker's timestamp
-produce_file('ev', '{"id": 1, "v": "one"}', '-H', 'trace=abc', '-H', 'novalue',
+SwTest::produce_bytes($broker, 'ev', '{"id": 1, "v": "one"}', '-H', 'trace=abc', '-H', 'novalue',
 	'-H', "bin=\xff\xfe", '-H', 'trace=second');
-produce_file('ev', '{"id": 2, "v": "two"}', '-k', "key\x01two");
-produce_file('ev', '{"id": 3, "v": "three"}', '-k', '');
+SwTest::produce_bytes($broker, 'ev', '{"id": 2, "v": "two"}', '-k', "key\x01two");
+SwTest::produce_bytes($broker, 'ev', '{"id": 3, "v": "three"}', '-k', '');
 sql(q{SELECT source_writes.wait_for('ev')});
 is(sql(q{SELECT string_agg(concat_ws(' ', (data).id, coalesce('x' || encode(key, 'hex'), 'null'),
 		convert_from(value, 'UTF8'), "timestamp" = (extract(epoch FROM (data).ts) * 1000)::bigint,
@@ -84,7 +71,7 @@ is(sql(q{SELECT count(*) FROM source_writes.raw_messages(NULL::ev) r
 
 # a binary value, every byte
 my $bytes = join('', map { chr($_) } 0 .. 255) x 4;
-produce_file('bin', $bytes, '-k', "\xfe\xff");
+SwTest::produce_bytes($broker, 'bin', $bytes, '-k', "\xfe\xff");
 sql(q{SELECT source_writes.wait_for('bin')});
 is(sql(q{SELECT length(value) || ' ' || (value = (data).b) || ' '
 		|| (value = (SELECT string_agg(set_byte('\x00'::bytea, 0, g % 256), ''::bytea ORDER BY g)
@@ -95,10 +82,10 @@ is(sql(q{SELECT length(value) || ' ' || (value = (data).b) || ' '
 # an upsert source: a key's row keeps its last message, headers too (a
 # batch merges a key's messages and writes the last), its earlier rows
 # keep theirs in the history
-produce_file('kv', '{"k": 1, "v": "a"}', '-k', '{"k": 1}', '-H', 'n=1');
+SwTest::produce_bytes($broker, 'kv', '{"k": 1, "v": "a"}', '-k', '{"k": 1}', '-H', 'n=1');
 sql(q{SELECT source_writes.wait_for('kv')});
 SwTest::produce($broker, 'kv', qq({"k": 1}\t{"k": 1, "v": "b"}));
-produce_file('kv', '{"k": 1, "v": "c"}', '-k', '{"k": 1}', '-H', 'n=3');
+SwTest::produce_bytes($broker, 'kv', '{"k": 1, "v": "c"}', '-k', '{"k": 1}', '-H', 'n=3');
 sql(q{SELECT source_writes.wait_for('kv')});
 is(sql(q{SELECT string_agg(concat_ws(' ', (data).v, convert_from(value, 'UTF8'), "offset",
 		coalesce(header_names::text, '-'), coalesce(header_values::text, '-'), valid_to IS NULL),

@@ -16,24 +16,10 @@ use Digest::MD5;
 
 my $broker = SwTest::broker(topics => [ 'w:1', 'r:1' ]);
 my $node = SwTest::node('review_raw');
-my $dir = PostgreSQL::Test::Utils::tempdir();
 my $json = JSON::PP->new->utf8->canonical;
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 sub moved { return $node->safe_psql('moved', $_[0]); }
-
-# one message of a file's bytes, with kcat's options (-k key, -H headers)
-sub produce_file
-{
-	my ($topic, $value, @options) = @_;
-	my $file = "$dir/value";
-	open(my $fh, '>:raw', $file) or die;
-	print $fh $value;
-	close $fh;
-	my ($out, $err) = run_command([ 'kcat', '-P', '-b', $broker->{bootstrap}, '-t', $topic,
-		@options, $file ]);
-	die "kcat: $err" if $err ne '';
-}
 
 sql(qq{CREATE SERVER k FOREIGN DATA WRAPPER source_writes
 	  OPTIONS (type 'kafka', brokers '$broker->{bootstrap}');
@@ -53,11 +39,11 @@ moved(qq{CREATE EXTENSION source_writes;
 # character); an empty key and none
 # (kcat takes keys and headers as arguments, which end at a NUL byte: the
 # crafted exports below have those)
-produce_file('w', "\x00\xff\xc3\x28\x00end", '-k', "\xfe\xff\x01",
+SwTest::produce_bytes($broker, 'w', "\x00\xff\xc3\x28\x00end", '-k', "\xfe\xff\x01",
 	'-H', "plain=\xff\xc3\x28", '-H', 'novalue', '-H', 'empty=',
 	'-H', "q\"b\\t\t=v", '-H', "ctl\x01=\x01");
-produce_file('w', 'emptykey', '-k', '');
-produce_file('w', 'nokey');
+SwTest::produce_bytes($broker, 'w', 'emptykey', '-k', '');
+SwTest::produce_bytes($broker, 'w', 'nokey');
 sql(q{SELECT source_writes.wait_for('w')});
 sql(q{INSERT INTO w VALUES ('\x0102'); UPDATE w SET b = '\x6e6f6b6579ff' WHERE b = 'nokey'});
 
@@ -242,21 +228,21 @@ for my $how ([ 'as written', 'lines', @w ], [ 'as jsonb', 'lines', spaced(@w) ])
 # them in its first run
 my $cols = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid =
 	(SELECT history_rel FROM source_writes.source_tables WHERE relid = 'r'::regclass) AND attnum > 0 AND NOT attisdropped};
-produce_file('r', '{"id": 1}', '-k', 'a');
+SwTest::produce_bytes($broker, 'r', '{"id": 1}', '-k', 'a');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{ALTER FOREIGN TABLE r ADD COLUMN x int; ALTER FOREIGN TABLE r OPTIONS (ADD retain_raw 'true')});
-produce_file('r', '{"id": 2, "x": 2}', '-k', 'b', '-H', 'h=2');
+SwTest::produce_bytes($broker, 'r', '{"id": 2, "x": 2}', '-k', 'b', '-H', 'h=2');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{ALTER FOREIGN TABLE r ADD COLUMN y int; ALTER FOREIGN TABLE r OPTIONS (SET retain_raw 'false')});
-produce_file('r', '{"id": 3, "y": 3}', '-k', 'c');
+SwTest::produce_bytes($broker, 'r', '{"id": 3, "y": 3}', '-k', 'c');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{ALTER FOREIGN TABLE r DROP COLUMN x; ALTER FOREIGN TABLE r OPTIONS (SET retain_raw 'true')});
-produce_file('r', '{"id": 4, "y": 4}', '-k', 'd', '-H', 'h=4');
+SwTest::produce_bytes($broker, 'r', '{"id": 4, "y": 4}', '-k', 'd', '-H', 'h=4');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{UPDATE r SET y = 20 WHERE id = 2; UPDATE r SET y = 40 WHERE id = 4; DELETE FROM r WHERE id = 1});
 # a column with a default: the system rewrites the current rows, and a
 # row that keeps a message keeps it (origin "system")
-produce_file('r', '{"id": 5, "y": 5}', '-k', 'e');
+SwTest::produce_bytes($broker, 'r', '{"id": 5, "y": 5}', '-k', 'e');
 sql(q{SELECT source_writes.wait_for('r')});
 sql(q{ALTER FOREIGN TABLE r ADD COLUMN z int DEFAULT 7});
 is(sql($cols), 'id,$part,$pos,$batch,$retracted,$key,$value,$timestamp,$header_names,$header_values,y,z',
