@@ -260,4 +260,24 @@ for my $how ([ 'as written', @r ], [ 'as jsonb', spaced(@r) ])
 	is(moved(sprintf($raw_of, 'r')), sql(sprintf($raw_of, 'r')), "... the same messages ($as)");
 	is(moved(sprintf($log_of, 'r')), sql(sprintf($log_of, 'r')), "... the same log ($as)");
 }
+
+# a view of the lines whose code turns retain_raw on in the table being
+# imported (import() read the option with the header), or adds a column
+# to it: refused by PostgreSQL, the table is in use
+moved(q~CREATE FUNCTION flip(text, text) RETURNS text LANGUAGE plpgsql AS $$BEGIN
+	  IF $1 LIKE '[[%' THEN EXECUTE $2; END IF;
+	  RETURN $1; END$$;
+	CREATE VIEW turned_on AS
+	  SELECT flip(line, $$ALTER FOREIGN TABLE w OPTIONS (ADD retain_raw 'true')$$) AS line FROM lines;
+	CREATE VIEW added AS SELECT flip(line, 'ALTER FOREIGN TABLE w ADD COLUMN extra int') AS line FROM lines~);
+for my $how ([ 'retain_raw turned on', 'turned_on',
+		q{CREATE FOREIGN TABLE w (b bytea) SERVER k OPTIONS (topic 'w', format 'bytes')} ],
+	[ 'a column added', 'added', $w_create ])
+{
+	my ($name, $view, $create) = @$how;
+	moved('DROP FOREIGN TABLE IF EXISTS w');
+	like(move_into($create, 'w', $view, @w), qr/cannot ALTER TABLE "w" because it is being used by active queries/,
+		"$name while the lines are read: refused");
+	is(moved(q{SELECT count(*) FROM pg_class WHERE relname = 'w'}), '0', "$name: nothing written");
+}
 done_testing();
