@@ -32,6 +32,7 @@
 #include "fmgr.h"
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -1190,6 +1191,39 @@ rewind_partitions(void)
 	assign_partitions();
 }
 
+/*
+ * A header's name as text in the database encoding.  Kafka's protocol makes
+ * header names UTF-8 strings, but librdkafka hands over whatever bytes a
+ * producer sent: each byte that is not part of a valid character becomes
+ * U+FFFD in a UTF-8 database ('?' in others), as Kafka's Java client shows
+ * such a name, so that no header column, raw message or kept error holds
+ * text that is not valid (COPY, pg_dump and export() could not read it
+ * back).
+ */
+static const char *
+header_name(const char *name)
+{
+	int			encoding = GetDatabaseEncoding();
+	int			len = strlen(name);
+	StringInfoData s;
+
+	if (pg_encoding_verifymbstr(encoding, name, len) == len)
+		return name;
+	initStringInfo(&s);
+	for (;;)
+	{
+		int			valid = pg_encoding_verifymbstr(encoding, name, len);
+
+		appendBinaryStringInfo(&s, name, valid);
+		if (valid == len)
+			break;
+		appendStringInfoString(&s, encoding == PG_UTF8 ? "\xEF\xBF\xBD" : "?");
+		name += valid + 1;
+		len -= valid + 1;
+	}
+	return s.data;
+}
+
 /* the message's headers, in the batch's memory */
 static void
 message_headers(rd_kafka_message_t *rkm, SwMessage *m)
@@ -1210,6 +1244,7 @@ message_headers(rd_kafka_message_t *rkm, SwMessage *m)
 		if (rd_kafka_header_get_all(hdrs, i, &headers[i].name, &value, &len) !=
 			RD_KAFKA_RESP_ERR_NO_ERROR)
 			break;
+		headers[i].name = header_name(headers[i].name);
 		headers[i].value = value;
 		headers[i].len = len;
 		m->nheaders = i + 1;

@@ -14,7 +14,7 @@ use SwTest;
 use JSON::PP;
 use Digest::MD5;
 
-my $broker = SwTest::broker(topics => [ 'w:1', 'r:1' ]);
+my $broker = SwTest::broker(topics => [ 'w:1', 'r:1', 'h:1' ]);
 my $node = SwTest::node('review_raw');
 my $json = JSON::PP->new->utf8->canonical;
 
@@ -280,4 +280,35 @@ for my $how ([ 'retain_raw turned on', 'turned_on',
 		"$name while the lines are read: refused");
 	is(moved(q{SELECT count(*) FROM pg_class WHERE relname = 'w'}), '0', "$name: nothing written");
 }
+# a header name that is not UTF-8 (Kafka's protocol says it is, but a
+# producer can send any bytes): each byte that is not part of a character
+# becomes U+FFFD, in the header column, the raw message and the kept
+# error alike, so that COPY of an export, and pg_dump, read it back
+# (each Kafka source has a worker: the tables above make room)
+sql('DROP FOREIGN TABLE w, r');
+moved('DROP FOREIGN TABLE IF EXISTS w, r');
+sql(q{CREATE FOREIGN TABLE h (b bytea) SERVER k
+	  OPTIONS (topic 'h', format 'bytes', retain_raw 'true');
+	CREATE FOREIGN TABLE h_hs (b bytea, hs jsonb OPTIONS (source 'headers')) SERVER k
+	  OPTIONS (topic 'h', format 'bytes');
+	CREATE FOREIGN TABLE h_err (n int, hs jsonb OPTIONS (source 'headers')) SERVER k
+	  OPTIONS (topic 'h', format 'json', retain_raw 'true')});
+SwTest::produce_bytes($broker, 'h', 'v', '-H', "a\xff\xfeb=1", '-H', "\xc3\xa9t\xc3=2");
+sql(q{SELECT source_writes.wait_for('h'), source_writes.wait_for('h_hs'), source_writes.wait_for('h_err')});
+my $r = "\xef\xbf\xbd";	# U+FFFD, as psql's bytes
+is(sql(q{SELECT hs::text FROM h_hs}), qq([{"a$r${r}b": "1"}, {"\xc3\xa9t$r": "2"}]),
+	'a header name that is not UTF-8: its bad bytes are U+FFFD in the header column');
+is(sql(q{SELECT header_names::text FROM source_writes.raw_messages(NULL::h)}),
+	qq({a$r${r}b,\xc3\xa9t$r}), '... and in the raw message');
+is(sql(q{SELECT header_names::text FROM source_writes.errors WHERE source = 'h_err'::regclass}),
+	qq({a$r${r}b,\xc3\xa9t$r}), '... and in the error kept of a message that is not JSON');
+my $export_file = PostgreSQL::Test::Utils::tempdir() . '/h.export';
+sql(qq{COPY (SELECT source_writes.export('h')) TO '$export_file'});
+moved(qq{TRUNCATE lines; COPY lines FROM '$export_file';
+	CREATE FOREIGN TABLE h (b bytea) SERVER k
+	  OPTIONS (topic 'h', format 'bytes', retain_raw 'true');
+	SELECT source_writes.import('h', 'lines')});
+isnt(sql(sprintf($raw_of, 'h')), '', '(which has the message)');
+is(moved(sprintf($raw_of, 'h')), sql(sprintf($raw_of, 'h')), '... and its export goes through COPY and moves');
+
 done_testing();
