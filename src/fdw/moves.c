@@ -1466,7 +1466,14 @@ store_row(Import *im, RowLine *r)
 
 		im->isnull[i] = true;
 		im->values[i] = (Datum) 0;
-		if (att->attisdropped)
+
+		/*
+		 * A NULL of a history row stays NULL, unread, as a version copies it:
+		 * the past keeps what it had, where the column's domain may refuse
+		 * NULL now (a column added later, which the history rows do not
+		 * have; the columns of a no-op row but its key).
+		 */
+		if (att->attisdropped || (r->retracted && r->texts[i] == NULL))
 			continue;
 		im->values[i] = InputFunctionCall(&im->in[i], r->texts[i], im->ioparams[i],
 										  att->atttypmod);
