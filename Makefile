@@ -65,7 +65,7 @@ REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 # isolation specs: test/isolation/specs/*.spec
 ISOLATION = ddl_vs_scan dml_conflicts controller upsert compaction snapshots counters writer \
-	row_locks retry upsert_triggers index_build index_unique index_reads
+	row_locks retry upsert_triggers index_build index_unique index_reads tombstones
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_iso \
 	--temp-config=test/isolation.conf --load-extension=source_writes
 
