@@ -165,6 +165,31 @@ SELECT count(*) AS history FROM source_writes.history(NULL::dbz);
 SELECT "offset", data FROM source_writes.raw_messages(NULL::dbz);
 SELECT * FROM history_rows('dbz');
 
+-- a person's delete and the stream's messages of the key in one
+-- transaction (retry_errors() ingests in the caller's), whose batches
+-- have one timestamp: the stream's writes come after the delete (before
+-- it they would have retracted the row themselves), so a version without
+-- edits retracts the stream's rows by them: a's by its tombstone, which
+-- found no row, b's by its new row, the one row of b
+CREATE FOREIGN TABLE tomb.one (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'one', envelope 'upsert', key 'k');
+SELECT keep('one', 0, 'a', '{"v": "a1"}'), keep('one', 1, 'b', '{"v": "b1"}');
+SELECT source_writes.retry_errors('one') AS moved;
+BEGIN;
+DELETE FROM one;
+SELECT keep('one', 2, 'a', NULL), keep('one', 3, 'b', '{"v": "b2"}');
+SELECT source_writes.retry_errors('one') AS moved;
+COMMIT;
+SELECT * FROM one ORDER BY k;
+SELECT origin, tx('one', ts) AS tx FROM source_writes.batches
+WHERE source = 'one'::regclass ORDER BY ts, origin;
+CREATE FOREIGN TABLE tomb.one_raw (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'one', envelope 'upsert', key 'k', version_of 'one', carry_edits 'false');
+SELECT * FROM one_raw ORDER BY k;
+SELECT tx('one_raw', valid_from) AS v_from, tx('one_raw', valid_to) AS v_to, origin,
+       retracted_origin, data
+FROM source_writes.history(NULL::one_raw) ORDER BY 1, (data).k;
+
 -- a table whose other columns refuse NULL (a NOT NULL column, a NOT NULL
 -- domain, a CHECK, a generated column, a default): its no-op rows have
 -- NULL there all the same, as no row of the table has, and DDL, indexes,

@@ -801,6 +801,10 @@ find_key_writes(Version *v, const SwLogRow *row)
  * carry_edits 'false': the batch that retracts, in the new version, a row
  * of the stream that a person retracted at ts: on an upsert source the
  * stream's first later write of its key, else none (0: it is current).
+ * A write of the same transaction (ts is one per transaction) is later:
+ * until the person retracted the row, the stream's writes of its key
+ * would have retracted it themselves (an upsert replaces the key's row,
+ * a tombstone deletes it), and a tombstone after it found no row.
  */
 static int64
 stream_retraction(Version *v, int64 ts)
@@ -817,7 +821,7 @@ stream_retraction(Version *v, int64 ts)
 	if (kw == NULL)
 		return 0;
 	for (int i = 0; i < kw->n; i++)
-		if (kw->ts[i] > ts && kw->ts[i] < best_ts)
+		if (kw->ts[i] >= ts && kw->ts[i] < best_ts)
 		{
 			best_ts = kw->ts[i];
 			best = kw->batch[i];
