@@ -314,10 +314,11 @@ read_old_row(Version *v)
 
 /*
  * The new row's columns that the old table has, from the old row's (a
- * cast may raise an error).
+ * cast may raise an error); with uncast_nulls, a NULL stays NULL without
+ * its cast.
  */
 static void
-make_new_row(Version *v)
+cast_old_row(Version *v, bool uncast_nulls)
 {
 	ResetExprContext(v->econtext);
 	for (int i = 0; i < v->newdesc->natts; i++)
@@ -326,7 +327,7 @@ make_new_row(Version *v)
 
 		v->newvalues[i] = (Datum) 0;
 		v->newnulls[i] = true;
-		if (from == 0)
+		if (from == 0 || (uncast_nulls && v->oldnulls[from - 1]))
 			continue;
 		if (v->cast[i] == NULL)
 		{
@@ -340,6 +341,13 @@ make_new_row(Version *v)
 			v->newvalues[i] = ExecEvalExpr(v->cast[i], v->econtext, &v->newnulls[i]);
 		}
 	}
+}
+
+/* the new row's columns that the old table has (see cast_old_row()) */
+static void
+make_new_row(Version *v)
+{
+	cast_old_row(v, false);
 }
 
 /*
@@ -987,27 +995,7 @@ original_message(Version *v)
 static void
 make_noop_row(Version *v)
 {
-	ResetExprContext(v->econtext);
-	for (int i = 0; i < v->newdesc->natts; i++)
-	{
-		AttrNumber	from = v->from[i];
-
-		v->newvalues[i] = (Datum) 0;
-		v->newnulls[i] = true;
-		if (from == 0 || v->oldnulls[from - 1])
-			continue;
-		if (v->cast[i] == NULL)
-		{
-			v->newvalues[i] = v->oldvalues[from - 1];
-			v->newnulls[i] = false;
-		}
-		else
-		{
-			v->econtext->caseValue_datum = v->oldvalues[from - 1];
-			v->econtext->caseValue_isNull = false;
-			v->newvalues[i] = ExecEvalExpr(v->cast[i], v->econtext, &v->newnulls[i]);
-		}
-	}
+	cast_old_row(v, true);
 }
 
 /*

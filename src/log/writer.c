@@ -1571,6 +1571,32 @@ add_history(SwWriter *w, HeapTuple tuple, CommandId cid)
 }
 
 /*
+ * A history tuple, in the current memory context, of the table's columns
+ * in row_values and row_isnull, added by batch and retracted by
+ * retracted, with where it came from (and its raw message) as the columns
+ * of ours in a current tuple, from_values and from_isnull, have it.
+ */
+static HeapTuple
+form_history(SwWriter *w, int64 batch, int64 retracted,
+			 const Datum *from_values, const bool *from_isnull)
+{
+	const SwLayout *from = &w->current_layout;
+	const SwLayout *to = &w->history_layout;
+	Datum	   *values = w->history_values;
+	bool	   *isnull = w->history_isnull;
+
+	sw_to_hidden(to, w->natts, w->row_values, w->row_isnull, values, isnull);
+	set_meta(values, isnull, to->batch, Int64GetDatum(batch), false);
+	set_meta(values, isnull, to->retracted, Int64GetDatum(retracted), false);
+	copy_meta(values, isnull, to->part, from_values, from_isnull, from->part);
+	copy_meta(values, isnull, to->pos, from_values, from_isnull, from->pos);
+	copy_meta(values, isnull, to->delivery, from_values, from_isnull, from->delivery);
+	for (int i = 0; i < SW_NUM_RAW; i++)
+		copy_meta(values, isnull, to->raw[i], from_values, from_isnull, from->raw[i]);
+	return heap_form_tuple(RelationGetDescr(w->history), values, isnull);
+}
+
+/*
  * Record the retraction of a current tuple, which the caller deleted or
  * updated, in the history heap: false, and nothing, when this transaction
  * inserted it.  Retractions are collected and written in groups; closing
@@ -1579,7 +1605,6 @@ add_history(SwWriter *w, HeapTuple tuple, CommandId cid)
 static bool
 retract(SwWriter *w, HeapTuple old, CommandId cid)
 {
-	TupleDesc	desc = RelationGetDescr(w->history);
 	int64		batch = inserted_by(w, old);
 	int64		ours;
 	MemoryContext oldcxt;
@@ -1598,26 +1623,11 @@ retract(SwWriter *w, HeapTuple old, CommandId cid)
 	else
 	{
 		/* columns were added later: the table's columns and ours move */
-		const SwLayout *from = &w->current_layout;
-		const SwLayout *to = &w->history_layout;
-		Datum	   *values = w->history_values;
-		bool	   *isnull = w->history_isnull;
-
 		heap_deform_tuple(old, RelationGetDescr(w->current),
 						  w->current_values, w->current_isnull);
-		sw_from_hidden(from, w->natts, w->current_values, w->current_isnull,
-					   w->row_values, w->row_isnull);
-		sw_to_hidden(to, w->natts, w->row_values, w->row_isnull, values, isnull);
-		set_meta(values, isnull, to->batch, Int64GetDatum(batch), false);
-		set_meta(values, isnull, to->retracted, Int64GetDatum(ours), false);
-		copy_meta(values, isnull, to->part, w->current_values, w->current_isnull, from->part);
-		copy_meta(values, isnull, to->pos, w->current_values, w->current_isnull, from->pos);
-		copy_meta(values, isnull, to->delivery, w->current_values, w->current_isnull,
-				  from->delivery);
-		for (int i = 0; i < SW_NUM_RAW; i++)
-			copy_meta(values, isnull, to->raw[i], w->current_values, w->current_isnull,
-					  from->raw[i]);
-		tuple = heap_form_tuple(desc, values, isnull);
+		sw_from_hidden(&w->current_layout, w->natts, w->current_values,
+					   w->current_isnull, w->row_values, w->row_isnull);
+		tuple = form_history(w, batch, ours, w->current_values, w->current_isnull);
 	}
 	MemoryContextSwitchTo(oldcxt);
 	add_history(w, tuple, cid);
@@ -1636,18 +1646,13 @@ static void
 write_noop(SwWriter *w, CommandId cid)
 {
 	const SwLayout *from = &w->current_layout;
-	const SwLayout *to = &w->history_layout;
 	TupleTableSlot *key = w->new_slot;
-	Datum	   *values;
-	bool	   *isnull;
 	int64		ours = our_batch(w);
 	MemoryContext oldcxt;
 	HeapTuple	tuple;
 
 	open_history(w);
 	oldcxt = MemoryContextSwitchTo(w->history_cxt);
-	values = w->history_values;
-	isnull = w->history_isnull;
 	slot_getallattrs(key);
 	for (int i = 0; i < w->natts; i++)
 		w->row_isnull[i] = true;
@@ -1664,18 +1669,8 @@ write_noop(SwWriter *w, CommandId cid)
 			}
 	}
 	for (int i = 0; i < RelationGetDescr(w->history)->natts; i++)
-		isnull[i] = true;
-	sw_to_hidden(to, w->natts, w->row_values, w->row_isnull, values, isnull);
-	set_meta(values, isnull, to->batch, Int64GetDatum(ours), false);
-	set_meta(values, isnull, to->retracted, Int64GetDatum(ours), false);
-	copy_meta(values, isnull, to->part, key->tts_values, key->tts_isnull, from->part);
-	copy_meta(values, isnull, to->pos, key->tts_values, key->tts_isnull, from->pos);
-	copy_meta(values, isnull, to->delivery, key->tts_values, key->tts_isnull,
-			  from->delivery);
-	for (int i = 0; i < SW_NUM_RAW; i++)
-		copy_meta(values, isnull, to->raw[i], key->tts_values, key->tts_isnull,
-				  from->raw[i]);
-	tuple = heap_form_tuple(RelationGetDescr(w->history), values, isnull);
+		w->history_isnull[i] = true;
+	tuple = form_history(w, ours, ours, key->tts_values, key->tts_isnull);
 	MemoryContextSwitchTo(oldcxt);
 	add_history(w, tuple, cid);
 }
