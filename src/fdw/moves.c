@@ -1201,8 +1201,8 @@ check_header(Import *im)
 
 	/*
 	 * A row that one batch added and retracted is the trace of a tombstone
-	 * that found no row (writer.c): only a source with a key has them, and
-	 * only exports of version 3 on
+	 * that found no row (writer.c): only a stream's batch in a source with a
+	 * key makes them, and only exports of version 3 on have them
 	 */
 	im->noop_rows = im->version >= 3 && sw_source_table(im->ftrel)->key != NIL;
 	kind = text_field(im, im->header, "kind");
@@ -1455,8 +1455,10 @@ store_row(Import *im, RowLine *r)
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
 	SwPosition	pos = {0};
 
+	/* but a tombstone's no-op row, which its (stream's) batch added and retracted */
 	if (r->added && r->retracted && r->retracted->ts <= r->added->ts &&
-		!(r->retracted == r->added && im->noop_rows))
+		!(r->retracted == r->added && im->noop_rows &&
+		  (r->added->origin == SW_ORIGIN_KAFKA || r->added->origin == SW_ORIGIN_WEBHOOK)))
 		bad_export(im, "A row is retracted by a batch that is not later than the one that added it.");
 	if (r->has_part != r->has_pos)
 		bad_export(im, "A row has a \"part\" without a \"pos\", or a \"pos\" without a \"part\".");
