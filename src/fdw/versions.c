@@ -109,6 +109,12 @@ typedef struct Version
 	ExprState **cast;			/* ... the cast of its value; NULL: none */
 	ExprState **defaults;		/* ... a new column's default; NULL: none */
 	ExprState **generated;		/* ... a generated column's expression */
+	bool	   *domain;			/* ... copied uncast, of a domain with
+								 * constraints (see check_domains()) */
+	void	  **domain_extra;	/* ... and domain_check()'s cache */
+	MemoryContext domain_cxt;	/* ... and its memory */
+	bool		any_domain;		/* is any column so? */
+	bool		check_row;		/* check the row being copied so? */
 	TupleTableSlot *newslot;	/* the new row, for generated columns */
 	TupleDesc	jsondesc;		/* the old columns the new table has, as
 								 * reports show the old row */
@@ -215,6 +221,9 @@ map_columns(Version *v)
 	v->cast = palloc0(sizeof(ExprState *) * Max(natts, 1));
 	v->defaults = palloc0(sizeof(ExprState *) * Max(natts, 1));
 	v->generated = palloc0(sizeof(ExprState *) * Max(natts, 1));
+	v->domain = palloc0(sizeof(bool) * Max(natts, 1));
+	v->domain_extra = palloc0(sizeof(void *) * Max(natts, 1));
+	v->domain_cxt = CurrentMemoryContext;
 	v->jsonatts = palloc0(sizeof(AttrNumber) * Max(natts, 1));
 	v->estate = CreateExecutorState();
 	v->econtext = GetPerTupleExprContext(v->estate);
@@ -285,6 +294,8 @@ map_columns(Version *v)
 			if (!IsA(cast, RelabelType))
 				v->fallible = true;
 		}
+		else if (DomainHasConstraints(att->atttypid))
+			v->domain[i] = v->any_domain = true;
 	}
 	v->newslot = MakeSingleTupleTableSlot(v->newdesc, &TTSOpsVirtual);
 
@@ -343,11 +354,37 @@ cast_old_row(Version *v, bool uncast_nulls)
 	}
 }
 
-/* the new row's columns that the old table has (see cast_old_row()) */
+/*
+ * Check the new row's columns that are copied without a cast against
+ * their domains (NOT NULL, CHECK), as INSERT's cast to a domain checks a
+ * value.  Only a row that the new version has current and the old table
+ * has not needs it, one of the stream that a person or DDL retracted
+ * (carry_edits 'false'): it may be from before ALTER ... ADD COLUMN, with
+ * NULL there.  The old table's current rows passed the same domains as
+ * they were written, and again at ALTER DOMAIN (but for a constraint
+ * added NOT VALID, which a plain table's rows need not pass either), and
+ * a history row keeps what it had.
+ */
+static void
+check_domains(Version *v)
+{
+	for (int i = 0; i < v->newdesc->natts; i++)
+		if (v->domain[i])
+			domain_check(v->newvalues[i], v->newnulls[i],
+						 TupleDescAttr(v->newdesc, i)->atttypid,
+						 &v->domain_extra[i], v->domain_cxt);
+}
+
+/*
+ * The new row's columns that the old table has (see cast_old_row()),
+ * checked against their domains if check_row says so.
+ */
 static void
 make_new_row(Version *v)
 {
 	cast_old_row(v, false);
+	if (v->check_row)
+		check_domains(v);
 }
 
 /*
@@ -1051,6 +1088,9 @@ copy_row(Version *v, const SwLogRow *row)
 	read_old_row(v);
 	if (retracted && retracted->batch == 0)
 		retracted_id = stream_retraction(v, retracted->ts);
+	/* current again: its values may be from before a domain's column */
+	v->check_row = v->any_domain && retracted && retracted->batch == 0 &&
+		retracted_id == 0;
 
 	/*
 	 * a row that keeps its message gets its new columns from it; one that
@@ -1066,7 +1106,7 @@ copy_row(Version *v, const SwLogRow *row)
 			v->decode_msg->op = sw_decoder_event_op(v->decoder, v->decode_msg);
 		v->use_decoded = run_safely(v, decode_message, &error);
 	}
-	if (v->fallible)
+	if (v->fallible || v->check_row)
 		made = run_safely(v, make_new_row, &error);
 	else
 		make_new_row(v);
