@@ -235,6 +235,27 @@ CREATE FOREIGN TABLE tomb.strict_all (k text OPTIONS (source 'key'), w tomb.word
   SERVER kafka OPTIONS (topic 'strict', envelope 'upsert', key 'k', version_of 'strict');
 SELECT * FROM strict_all;
 SELECT count(*) AS errors FROM source_writes.errors WHERE source = 'strict_all'::regclass;
+-- before since, without edits: what ADD COLUMN rewrote counts as the
+-- stream's (by its position, as a folded batch's rows do), and the rows it
+-- replaced are of no readable time, whether compaction has deleted them
+-- yet or not: each key once, with the value ADD COLUMN filled in
+CREATE FOREIGN TABLE tomb.late (k text OPTIONS (source 'key'), v text) SERVER kafka
+  OPTIONS (topic 'late', envelope 'upsert', key 'k');
+SELECT keep('late', 0, 'a', '{"v": "a1"}'), keep('late', 1, 'b', '{"v": "b1"}');
+SELECT source_writes.retry_errors('late') AS moved;
+ALTER FOREIGN TABLE late ADD COLUMN e text DEFAULT 'e';
+ALTER FOREIGN TABLE late OPTIONS (ADD retain_history '0');
+SELECT since = upper AS since_past_the_ddl FROM source_writes.frontiers('late');
+SELECT * FROM history_rows('late');
+CREATE FOREIGN TABLE tomb.late_raw (k text OPTIONS (source 'key'), v text, e text) SERVER kafka
+  OPTIONS (topic 'late', envelope 'upsert', key 'k', version_of 'late', carry_edits 'false');
+SELECT * FROM late_raw ORDER BY k;
+SELECT source_writes.compact('late');
+SELECT * FROM history_rows('late');
+CREATE FOREIGN TABLE tomb.late_raw2 (k text OPTIONS (source 'key'), v text, e text) SERVER kafka
+  OPTIONS (topic 'late', envelope 'upsert', key 'k', version_of 'late', carry_edits 'false');
+SELECT * FROM late_raw2 ORDER BY k;
+DROP FOREIGN TABLE late, late_raw, late_raw2;
 TRUNCATE lines;
 INSERT INTO lines SELECT e FROM source_writes.export('strict') e;
 CREATE FOREIGN TABLE tomb.strict_moved (k text OPTIONS (source 'key'), w tomb.word,

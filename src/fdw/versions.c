@@ -1071,11 +1071,25 @@ copy_row(Version *v, const SwLogRow *row)
 	VersionBatch *added = row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL;
 	VersionBatch *retracted = row->retracted == SW_LOG_IN ?
 		version_batch(v, row->retracted_batch) : NULL;
-	int64		added_id = added ? added->batch : v->folded;
-	int64		retracted_id = retracted ? retracted->batch : 0;
+	int64		added_id;
+	int64		retracted_id;
 	SwPosition	pos;
 	bool		made = true;
 	ErrorData  *error = NULL;
+
+	/*
+	 * Before since, the log still has what compaction has not deleted yet:
+	 * a row retracted then is a row of no readable time, and one added then
+	 * by a batch that stays behind (a person's or DDL's, without edits)
+	 * counts as a folded batch's, the stream's by its position, since the
+	 * rows that batch replaced may be gone already.
+	 */
+	if (retracted && retracted->ts < v->since)
+		return;
+	if (added && added->batch == 0 && added->ts < v->since)
+		added = NULL;
+	added_id = added ? added->batch : v->folded;
+	retracted_id = retracted ? retracted->batch : 0;
 
 	if (row->noop)
 	{
