@@ -255,7 +255,20 @@ SELECT * FROM history_rows('late');
 CREATE FOREIGN TABLE tomb.late_raw2 (k text OPTIONS (source 'key'), v text, e text) SERVER kafka
   OPTIONS (topic 'late', envelope 'upsert', key 'k', version_of 'late', carry_edits 'false');
 SELECT * FROM late_raw2 ORDER BY k;
-DROP FOREIGN TABLE late, late_raw, late_raw2;
+-- a's row that ADD COLUMN rewrote, a person deletes after since, and the
+-- stream writes a again: every pass of the version counts that row as
+-- the stream's, so the stream's write retracts it (a is there once)
+CREATE TEMP TABLE late_since AS SELECT since FROM source_writes.frontiers('late');
+ALTER FOREIGN TABLE late OPTIONS (SET retain_history '1 h');
+DELETE FROM late WHERE k = 'a';
+SELECT keep('late', 2, 'a', '{"v": "a2"}');
+SELECT source_writes.retry_errors('late') AS moved;
+SELECT f.since = l.since AS since_kept FROM source_writes.frontiers('late') f, late_since l;
+CREATE FOREIGN TABLE tomb.late_raw3 (k text OPTIONS (source 'key'), v text, e text) SERVER kafka
+  OPTIONS (topic 'late', envelope 'upsert', key 'k', version_of 'late', carry_edits 'false');
+SELECT * FROM late_raw3 ORDER BY k;
+DROP FOREIGN TABLE late, late_raw, late_raw2, late_raw3;
+DROP TABLE late_since;
 TRUNCATE lines;
 INSERT INTO lines SELECT e FROM source_writes.export('strict') e;
 CREATE FOREIGN TABLE tomb.strict_moved (k text OPTIONS (source 'key'), w tomb.word,

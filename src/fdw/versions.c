@@ -698,6 +698,27 @@ row_where(Version *v, int32 *part, int64 *pos)
 }
 
 /*
+ * The batch that added a row, as the version counts it: NULL for one
+ * folded, and also for one that a batch left behind (a person's or DDL's,
+ * without edits) added before since, which counts as a folded batch's:
+ * the rows that batch replaced may be gone already (see copy_row()).
+ * Every pass must judge a row alike, or a key that a person retracted is
+ * found by one and not by another.
+ */
+static VersionBatch *
+row_added_by(Version *v, const SwLogRow *row)
+{
+	VersionBatch *added;
+
+	if (row->added != SW_LOG_IN)
+		return NULL;
+	added = version_batch(v, row->added_batch);
+	if (added->batch == 0 && added->ts < v->since)
+		return NULL;
+	return added;
+}
+
+/*
  * Is the old row the stream's?  By the batch that added it, or, for a row
  * added before since (whose batch is folded), by its position: a person's
  * new row has none.  (Storage made before positions were kept says
@@ -782,7 +803,7 @@ find_retracted_keys(Version *v, const SwLogRow *row)
 	bool		found;
 
 	if (row->added == SW_LOG_LATER || row->retracted != SW_LOG_IN ||
-		!row_of_stream(v, row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL) ||
+		!row_of_stream(v, row_added_by(v, row)) ||
 		of_stream(version_batch(v, row->retracted_batch)))
 		return;
 	read_old_row(v);
@@ -1068,7 +1089,7 @@ copy_noop(Version *v, const SwLogRow *row)
 static void
 copy_row(Version *v, const SwLogRow *row)
 {
-	VersionBatch *added = row->added == SW_LOG_IN ? version_batch(v, row->added_batch) : NULL;
+	VersionBatch *added = row_added_by(v, row);
 	VersionBatch *retracted = row->retracted == SW_LOG_IN ?
 		version_batch(v, row->retracted_batch) : NULL;
 	int64		added_id;
@@ -1082,12 +1103,10 @@ copy_row(Version *v, const SwLogRow *row)
 	 * a row retracted then is a row of no readable time, and one added then
 	 * by a batch that stays behind (a person's or DDL's, without edits)
 	 * counts as a folded batch's, the stream's by its position, since the
-	 * rows that batch replaced may be gone already.
+	 * rows that batch replaced may be gone already (row_added_by()).
 	 */
 	if (retracted && retracted->ts < v->since)
 		return;
-	if (added && added->batch == 0 && added->ts < v->since)
-		added = NULL;
 	added_id = added ? added->batch : v->folded;
 	retracted_id = retracted ? retracted->batch : 0;
 
