@@ -255,6 +255,16 @@ SELECT * FROM history_rows('late');
 CREATE FOREIGN TABLE tomb.late_raw2 (k text OPTIONS (source 'key'), v text, e text) SERVER kafka
   OPTIONS (topic 'late', envelope 'upsert', key 'k', version_of 'late', carry_edits 'false');
 SELECT * FROM late_raw2 ORDER BY k;
+-- dated as in the old table: at its oldest batch (the DDL's, which stays
+-- behind, so the version has a batch of the system at its time), before
+-- since
+SELECT (SELECT array_agg(DISTINCT valid_from) FROM source_writes.history(NULL::late_raw2))
+       = (SELECT array_agg(DISTINCT valid_from) FROM source_writes.history(NULL::late))
+       AS same_valid_from,
+       (SELECT max(valid_from) FROM source_writes.history(NULL::late_raw2))
+       < (SELECT since FROM source_writes.frontiers('late_raw2')) AS before_since,
+       (SELECT count(*) FROM source_writes.updates(NULL::late_raw2)) AS updates;
+SELECT origin FROM source_writes.batches WHERE source = 'late_raw2'::regclass;
 -- a's row that ADD COLUMN rewrote, a person deletes after since, and the
 -- stream writes a again: every pass of the version counts that row as
 -- the stream's, so the stream's write retracts it (a is there once)

@@ -763,6 +763,37 @@ add_batch(const SwBatch *batch, void *arg)
 	}
 }
 
+/*
+ * Rows added before since are dated at the oldest batch a table has (the
+ * folded batch of readers, see provenance.c): without edits, the old
+ * table's may be a person's or DDL's, which stays behind, and the rows
+ * would be dated at the version's first batch of the stream, after since,
+ * or at none.  The version takes that time as a batch of the system, of
+ * the transaction that makes it, with no row.
+ */
+static void
+keep_oldest_time(Version *v)
+{
+	HASH_SEQ_STATUS status;
+	VersionBatch *vb;
+	VersionBatch *oldest = NULL;
+	SwBatch		batch = {0};
+	SwBlockRanges none[2];
+
+	hash_seq_init(&status, v->batches);
+	while ((vb = hash_seq_search(&status)) != NULL)
+		if (oldest == NULL || vb->ts < oldest->ts)
+			oldest = vb;
+	if (oldest == NULL || oldest->batch != 0)
+		return;
+	batch.batch = sw_catalog_new_batch_id();
+	batch.ts = oldest->ts;
+	batch.origin = SW_ORIGIN_SYSTEM;
+	namestrcpy(&batch.role, GetUserNameFromId(GetUserId(), false));
+	memset(none, 0, sizeof(none));	/* it wrote no row */
+	sw_catalog_insert_batch(RelationGetRelid(v->new), &batch, 0, NULL, none);
+}
+
 /* a batch of a row, by its id in the old table */
 static VersionBatch *
 version_batch(Version *v, const SwBatch *batch)
@@ -1440,6 +1471,8 @@ sw_version_create(Oid relid)
 	while ((batch = hash_seq_search(&status)) != NULL)
 		add_batch(batch, &v);
 	sw_segments_each(v.map->segments, add_batch, &v);
+	if (!v.carry)
+		keep_oldest_time(&v);
 	v.folded = sw_catalog_new_batch_id();
 	v.since = frontiers.since;
 
