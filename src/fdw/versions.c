@@ -32,8 +32,6 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_constraint.h"
-#include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/tablecmds.h"
 #include "common/hashfn.h"
@@ -48,7 +46,6 @@
 #include "tcop/deparse_utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/json.h"
@@ -89,13 +86,6 @@ typedef struct KeyWrites
 	int64	   *batch;			/* their ids in the new version */
 } KeyWrites;
 
-/* a validated CHECK constraint of a column's domain (see check_domains()) */
-typedef struct DomainCheck
-{
-	char	   *name;
-	ExprState  *expr;
-} DomainCheck;
-
 /* a version being made */
 typedef struct Version
 {
@@ -122,7 +112,8 @@ typedef struct Version
 	bool	   *domain;			/* ... copied uncast, of a domain with
 								 * constraints (see check_domains()) */
 	void	  **domain_extra;	/* ... and domain_check()'s cache */
-	List	  **valid_checks;	/* ... and its validated CHECKs (DomainCheck) */
+	List	  **valid_checks;	/* ... and its validated CHECKs, prepared */
+	List	  **check_names;	/* ... and their names */
 	MemoryContext domain_cxt;	/* ... and its memory */
 	bool		any_domain;		/* is any column so? */
 	bool		check_row;		/* check the row being copied so? */
@@ -216,65 +207,6 @@ sw_version_check_alter(CollectedCommand *command)
  */
 
 /*
- * The validated CHECK constraints of a domain and of the domains it is
- * over, prepared, for check_domains(): those that ALTER DOMAIN added NOT
- * VALID left the values columns held then alone.
- */
-static List *
-valid_domain_checks(Version *v, Oid typid)
-{
-	List	   *checks = NIL;
-	Relation	rel = table_open(ConstraintRelationId, AccessShareLock);
-
-	for (;;)
-	{
-		HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
-		Form_pg_type typ;
-		Oid			base;
-		ScanKeyData key;
-		SysScanDesc scan;
-		HeapTuple	ctup;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for type %u", typid);
-		typ = (Form_pg_type) GETSTRUCT(tup);
-		base = typ->typbasetype;
-		if (typ->typtype != TYPTYPE_DOMAIN)
-		{
-			ReleaseSysCache(tup);
-			break;
-		}
-		ReleaseSysCache(tup);
-		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber,
-					F_OIDEQ, ObjectIdGetDatum(typid));
-		scan = systable_beginscan(rel, ConstraintTypidIndexId, true, NULL, 1, &key);
-		while ((ctup = systable_getnext(scan)) != NULL)
-		{
-			Form_pg_constraint c = (Form_pg_constraint) GETSTRUCT(ctup);
-			DomainCheck *dc;
-			Datum		bin;
-			bool		isnull;
-
-			if (c->contype != CONSTRAINT_CHECK || !c->convalidated)
-				continue;
-			bin = heap_getattr(ctup, Anum_pg_constraint_conbin,
-							   RelationGetDescr(rel), &isnull);
-			if (isnull)
-				elog(ERROR, "domain %u constraint \"%s\" has NULL conbin",
-					 typid, NameStr(c->conname));
-			dc = palloc(sizeof(DomainCheck));
-			dc->name = pstrdup(NameStr(c->conname));
-			dc->expr = ExecPrepareExpr(stringToNode(TextDatumGetCString(bin)), v->estate);
-			checks = lappend(checks, dc);
-		}
-		systable_endscan(scan);
-		typid = base;
-	}
-	table_close(rel, AccessShareLock);
-	return checks;
-}
-
-/*
  * How each column of the new table is made: from the old table's column
  * of its name, cast as INSERT casts it (or, where only an explicit cast
  * exists, as CAST does) if its type differs; a column the old table has
@@ -294,6 +226,7 @@ map_columns(Version *v)
 	v->domain = palloc0(sizeof(bool) * Max(natts, 1));
 	v->domain_extra = palloc0(sizeof(void *) * Max(natts, 1));
 	v->valid_checks = palloc0(sizeof(List *) * Max(natts, 1));
+	v->check_names = palloc0(sizeof(List *) * Max(natts, 1));
 	v->domain_cxt = CurrentMemoryContext;
 	v->jsonatts = palloc0(sizeof(AttrNumber) * Max(natts, 1));
 	v->estate = CreateExecutorState();
@@ -367,8 +300,11 @@ map_columns(Version *v)
 		}
 		else if (DomainHasConstraints(att->atttypid))
 		{
+			bool		notnull;
+
 			v->domain[i] = v->any_domain = true;
-			v->valid_checks[i] = valid_domain_checks(v, att->atttypid);
+			v->valid_checks[i] = sw_domain_checks(att->atttypid, v->estate, &notnull,
+												  &v->check_names[i]);
 		}
 	}
 	v->newslot = MakeSingleTupleTableSlot(v->newdesc, &TTSOpsVirtual);
@@ -447,6 +383,7 @@ static void
 check_domains(Version *v)
 {
 	ListCell   *lc;
+	ListCell   *nc;
 
 	for (int i = 0; i < v->newdesc->natts; i++)
 	{
@@ -460,22 +397,15 @@ check_domains(Version *v)
 						 &v->domain_extra[i], v->domain_cxt);
 			continue;
 		}
-		foreach(lc, v->valid_checks[i])
-		{
-			DomainCheck *dc = lfirst(lc);
-			bool		isnull;
-			Datum		ok;
-
-			v->econtext->domainValue_datum = v->newvalues[i];
-			v->econtext->domainValue_isNull = false;
-			ok = ExecEvalExprSwitchContext(dc->expr, v->econtext, &isnull);
-			if (!isnull && !DatumGetBool(ok))
+		v->econtext->domainValue_datum = v->newvalues[i];
+		v->econtext->domainValue_isNull = false;
+		forboth(lc, v->valid_checks[i], nc, v->check_names[i])
+			if (!ExecCheck(lfirst(lc), v->econtext))
 				ereport(ERROR,
 						(errcode(ERRCODE_CHECK_VIOLATION),
 						 errmsg("value for domain %s violates check constraint \"%s\"",
-								format_type_be(typid), dc->name),
-						 errdomainconstraint(typid, dc->name)));
-		}
+								format_type_be(typid), (char *) lfirst(nc)),
+						 errdomainconstraint(typid, lfirst(nc))));
 	}
 }
 

@@ -83,10 +83,11 @@ sw_domain_check_values(Relation current, AttrNumber hattnum, Oid domain)
 /*
  * A domain's constraints that hold for the rows of a plain table: its
  * validated CHECK constraints and NOT NULL, and those of the domains it is
- * based on.  The CHECK expressions are prepared for evaluation in estate.
+ * based on.  The CHECK expressions are prepared for evaluation in estate;
+ * their names go into *names, if given, in the same order.
  */
-static List *
-domain_checks(Oid domain, EState *estate, bool *notnull)
+List *
+sw_domain_checks(Oid domain, EState *estate, bool *notnull, List **names)
 {
 	List	   *checks = NIL;
 	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
@@ -123,6 +124,8 @@ domain_checks(Oid domain, EState *estate, bool *notnull)
 					 NameStr(con->conname));
 			expr = expression_planner((Expr *) stringToNode(TextDatumGetCString(bin)));
 			checks = lappend(checks, ExecPrepareExpr(expr, estate));
+			if (names)
+				*names = lappend(*names, pstrdup(NameStr(con->conname)));
 		}
 		systable_endscan(scan);
 		type = typform->typbasetype;
@@ -144,7 +147,7 @@ check_column_rows(Relation ftrel, const SwSource *source, AttrNumber k)
 	EState	   *estate = CreateExecutorState();
 	ExprContext *econtext = GetPerTupleExprContext(estate);
 	bool		notnull;
-	List	   *checks = domain_checks(fatt->atttypid, estate, &notnull);
+	List	   *checks = sw_domain_checks(fatt->atttypid, estate, &notnull, NULL);
 	Relation	current = table_open(source->current_rel, ShareLock);
 	SwRowScan	rs;
 	TupleTableSlot *slot;

@@ -810,6 +810,7 @@ extern void sw_writer_to_row(SwWriter *w, TupleTableSlot *hidden,
  */
 
 extern void sw_domain_check_values(Relation current, AttrNumber hattnum, Oid domain);
+extern List *sw_domain_checks(Oid domain, EState *estate, bool *notnull, List **names);
 extern void sw_domain_altered(Oid domain);
 extern void sw_constraints_check(Relation ftrel);
 
