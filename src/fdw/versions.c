@@ -117,6 +117,7 @@ typedef struct Version
 	MemoryContext domain_cxt;	/* ... and its memory */
 	bool		any_domain;		/* is any column so? */
 	bool		check_row;		/* check the row being copied so? */
+	bool		past_row;		/* is it retracted in the new version? */
 	TupleTableSlot *newslot;	/* the new row, for generated columns */
 	TupleDesc	jsondesc;		/* the old columns the new table has, as
 								 * reports show the old row */
@@ -411,12 +412,15 @@ check_domains(Version *v)
 
 /*
  * The new row's columns that the old table has (see cast_old_row()),
- * checked against their domains if check_row says so.
+ * checked against their domains if check_row says so.  A row of the
+ * history keeps its NULLs uncast, as the old table's history keeps them
+ * where a domain refuses NULL now (a column added later), and as import()
+ * takes them.
  */
 static void
 make_new_row(Version *v)
 {
-	cast_old_row(v, false);
+	cast_old_row(v, v->past_row);
 	if (v->check_row)
 		check_domains(v);
 }
@@ -1189,6 +1193,7 @@ copy_row(Version *v, const SwLogRow *row)
 	/* current again: its values may be from before a domain's column */
 	v->check_row = v->any_domain && retracted && retracted->batch == 0 &&
 		retracted_id == 0;
+	v->past_row = retracted_id != 0;
 
 	/*
 	 * a row that keeps its message gets its new columns from it; one that
