@@ -1924,29 +1924,42 @@ scan_raw(LineScan *sc, RowLine *r)
 }
 
 /*
+ * What a row has before its values, in either format: the batches that
+ * added and retracted it, its partition, position and delivery, each
+ * after the bytes that lead[] gives for it, into r
+ */
+static bool
+scan_row_head(Import *im, LineScan *sc, RowLine *r, const char *const lead[5])
+{
+	int64		part;
+	bool		isnull;
+
+	if (!scan_literal(sc, lead[0], strlen(lead[0])) ||
+		!scan_batch(im, sc, &r->added) ||
+		!scan_literal(sc, lead[1], strlen(lead[1])) ||
+		!scan_batch(im, sc, &r->retracted) ||
+		!scan_literal(sc, lead[2], strlen(lead[2])) ||
+		!scan_int(sc, &part, &isnull) ||
+		(!isnull && (part < 0 || part > PG_INT32_MAX)))
+		return false;
+	r->has_part = !isnull;
+	r->part = (int32) part;
+	if (!scan_literal(sc, lead[3], strlen(lead[3])) || !scan_int(sc, &r->pos, &isnull))
+		return false;
+	r->has_pos = !isnull;
+	return scan_literal(sc, lead[4], strlen(lead[4])) && scan_string(sc, &r->delivery);
+}
+
+/*
  * A row of a line of format version 2 or 3 exactly as export() writes it,
  * into r (its texts in line memory)
  */
 static bool
 scan_row_array(Import *im, LineScan *sc, RowLine *r)
 {
-	int64		part;
-	bool		isnull;
+	static const char *const lead[5] = {"[", ",", ",", ",", ","};
 
-	if (!SCAN_LITERAL(sc, "[") ||
-		!scan_batch(im, sc, &r->added) ||
-		!SCAN_LITERAL(sc, ",") ||
-		!scan_batch(im, sc, &r->retracted) ||
-		!SCAN_LITERAL(sc, ",") ||
-		!scan_int(sc, &part, &isnull) ||
-		(!isnull && (part < 0 || part > PG_INT32_MAX)))
-		return false;
-	r->has_part = !isnull;
-	r->part = (int32) part;
-	if (!SCAN_LITERAL(sc, ",") || !scan_int(sc, &r->pos, &isnull))
-		return false;
-	r->has_pos = !isnull;
-	if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->delivery))
+	if (!scan_row_head(im, sc, r, lead))
 		return false;
 	for (int k = 0; k < im->ncolumns; k++)
 		if (!SCAN_LITERAL(sc, ",") || !scan_string(sc, &r->texts[im->order[k]]))
@@ -1963,26 +1976,13 @@ scan_row_array(Import *im, LineScan *sc, RowLine *r)
 static bool
 scan_row_object(Import *im, LineScan *sc, RowLine *r)
 {
+	static const char *const lead[5] = {
+		"{\"row\": true, \"added\": ", ", \"retracted\": ", ", \"part\": ",
+		", \"pos\": ", ", \"delivery\": "
+	};
 	TupleDesc	desc = RelationGetDescr(im->ftrel);
-	int64		part;
-	bool		isnull;
 
-	if (!SCAN_LITERAL(sc, "{\"row\": true, \"added\": ") ||
-		!scan_batch(im, sc, &r->added) ||
-		!SCAN_LITERAL(sc, ", \"retracted\": ") ||
-		!scan_batch(im, sc, &r->retracted) ||
-		!SCAN_LITERAL(sc, ", \"part\": ") ||
-		!scan_int(sc, &part, &isnull) ||
-		(!isnull && (part < 0 || part > PG_INT32_MAX)))
-		return false;
-	r->has_part = !isnull;
-	r->part = (int32) part;
-	if (!SCAN_LITERAL(sc, ", \"pos\": ") || !scan_int(sc, &r->pos, &isnull))
-		return false;
-	r->has_pos = !isnull;
-	if (!SCAN_LITERAL(sc, ", \"delivery\": ") ||
-		!scan_string(sc, &r->delivery) ||
-		!SCAN_LITERAL(sc, ", \"data\": {"))
+	if (!scan_row_head(im, sc, r, lead) || !SCAN_LITERAL(sc, ", \"data\": {"))
 		return false;
 	for (int i = 0; i < desc->natts; i++)
 	{
