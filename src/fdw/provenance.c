@@ -297,6 +297,85 @@ end_sort(ProvenanceRead *pr, SortedRows *sr)
 	tuplesort_end(sr->sort);
 }
 
+/* the columns of history() and raw_messages() */
+#define SORTED_NATTS	12
+
+/*
+ * Fill the columns of one row version of the log; false: it has no row of
+ * the result.  In the row's memory.
+ */
+typedef bool (*RowFiller) (ProvenanceRead *pr, TupleTableSlot *hidden,
+						   const SwLayout *layout, const SwLogRow *row,
+						   Datum *values, bool *nulls);
+
+/*
+ * The result of history() and raw_messages(): every version of every row
+ * that the retained history has, as fill makes them, in the order of
+ * their first column (valid_from).
+ */
+static void
+sorted_row_versions(ProvenanceRead *pr, RowFiller fill)
+{
+	TupleTableSlot *hidden;
+	const SwLayout *layout;
+	SwLogRow	row;
+	SortedRows	sorted;
+	AttrNumber	cols[1] = {1};
+	Oid			ops[1];
+	Datum		values[SORTED_NATTS];
+	bool		nulls[SORTED_NATTS];
+
+	read_every_row(pr);
+	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
+								 BTLessStrategyNumber);
+	begin_sort(&sorted, pr->rsinfo->setDesc, 1, cols, ops);
+	while ((hidden = sw_log_next(&pr->ls, &layout, &row)) != NULL)
+	{
+		MemoryContext old;
+
+		/* retracted before since, by a folded batch: compaction's to delete */
+		if (row.retracted == SW_LOG_BEFORE)
+			continue;
+		old = MemoryContextSwitchTo(pr->row_cxt);
+		if (fill(pr, hidden, layout, &row, values, nulls))
+			put_sorted(&sorted, values, nulls);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(pr->row_cxt);
+	}
+	end_read(pr);
+	end_sort(pr, &sorted);
+}
+
+/* a row of history() */
+static bool
+history_row(ProvenanceRead *pr, TupleTableSlot *hidden, const SwLayout *layout,
+			const SwLogRow *row, Datum *values, bool *nulls)
+{
+	const SwBatch *added = row_batch(pr, row->added, row->added_batch);
+	const SwBatch *retracted = row->retracted == SW_LOG_IN ? row->retracted_batch : NULL;
+	Datum		batch[BATCH_NATTS];
+	bool		batch_nulls[BATCH_NATTS];
+
+	/* valid_from, then origin, role, xid */
+	batch_values(pr, added, batch, batch_nulls);
+	values[0] = batch[0];
+	nulls[0] = batch_nulls[0];
+	memcpy(values + 2, batch + 1, sizeof(Datum) * 3);
+	memcpy(nulls + 2, batch_nulls + 1, sizeof(bool) * 3);
+	/* valid_to, retracted_origin, retracted_role */
+	batch_values(pr, retracted, batch, batch_nulls);
+	values[1] = batch[0];
+	nulls[1] = batch_nulls[0];
+	values[5] = batch[1];
+	nulls[5] = batch_nulls[1];
+	values[6] = batch[2];
+	nulls[6] = batch_nulls[2];
+	position_values(pr, hidden, layout, values + 7, nulls + 7);
+	values[11] = row_datum(pr, hidden, layout);
+	nulls[11] = false;
+	return true;
+}
+
 PG_FUNCTION_INFO_V1(source_writes_history);
 
 /*
@@ -313,58 +392,9 @@ source_writes_history(PG_FUNCTION_ARGS)
 {
 	ProvenanceRead pr;
 	SwFrontiers frontiers;
-	TupleTableSlot *hidden;
-	const SwLayout *layout;
-	SwLogRow	row;
-	SortedRows	sorted;
-	AttrNumber	cols[1] = {1};
-	Oid			ops[1];
-	Datum		values[12];
-	bool		nulls[12];
 
 	begin_read(&pr, fcinfo, "history", true, PG_INT64_MIN, PG_INT64_MAX, &frontiers);
-	read_every_row(&pr);
-	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
-								 BTLessStrategyNumber);
-	begin_sort(&sorted, pr.rsinfo->setDesc, 1, cols, ops);
-	while ((hidden = sw_log_next(&pr.ls, &layout, &row)) != NULL)
-	{
-		MemoryContext old;
-		const SwBatch *added;
-		const SwBatch *retracted;
-		Datum		batch[BATCH_NATTS];
-		bool		batch_nulls[BATCH_NATTS];
-
-		/* retracted before since, by a folded batch: compaction's to delete */
-		if (row.retracted == SW_LOG_BEFORE)
-			continue;
-		old = MemoryContextSwitchTo(pr.row_cxt);
-		added = row_batch(&pr, row.added, row.added_batch);
-		retracted = row.retracted == SW_LOG_IN ? row.retracted_batch : NULL;
-
-		/* valid_from, then origin, role, xid */
-		batch_values(&pr, added, batch, batch_nulls);
-		values[0] = batch[0];
-		nulls[0] = batch_nulls[0];
-		memcpy(values + 2, batch + 1, sizeof(Datum) * 3);
-		memcpy(nulls + 2, batch_nulls + 1, sizeof(bool) * 3);
-		/* valid_to, retracted_origin, retracted_role */
-		batch_values(&pr, retracted, batch, batch_nulls);
-		values[1] = batch[0];
-		nulls[1] = batch_nulls[0];
-		values[5] = batch[1];
-		nulls[5] = batch_nulls[1];
-		values[6] = batch[2];
-		nulls[6] = batch_nulls[2];
-		position_values(&pr, hidden, layout, values + 7, nulls + 7);
-		values[11] = row_datum(&pr, hidden, layout);
-		nulls[11] = false;
-		put_sorted(&sorted, values, nulls);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(pr.row_cxt);
-	}
-	end_read(&pr);
-	end_sort(&pr, &sorted);
+	sorted_row_versions(&pr, history_row);
 	return (Datum) 0;
 }
 
@@ -461,6 +491,37 @@ source_writes_diff(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* a row of raw_messages(): one that keeps its message */
+static bool
+raw_message_row(ProvenanceRead *pr, TupleTableSlot *hidden, const SwLayout *layout,
+				const SwLogRow *row, Datum *values, bool *nulls)
+{
+	Datum		batch[BATCH_NATTS];
+	bool		batch_nulls[BATCH_NATTS];
+	SwMessage	msg;
+
+	/* the message, as a version of a table would decode it again */
+	if (!sw_raw_message(layout, hidden, &msg))
+		return false;
+	batch_values(pr, row_batch(pr, row->added, row->added_batch), batch, batch_nulls);
+	values[0] = batch[0];
+	nulls[0] = batch_nulls[0];
+	batch_values(pr, row->retracted == SW_LOG_IN ? row->retracted_batch : NULL,
+				 batch, batch_nulls);
+	values[1] = batch[0];
+	nulls[1] = batch_nulls[0];
+	position_values(pr, hidden, layout, values + 2, nulls + 2);
+	sw_raw_columns(&msg, values + 6, nulls + 6);
+	/* a message without a timestamp: -1 kept, NULL shown */
+	nulls[6 + SW_RAW_TIMESTAMP] = msg.timestamp_ms < 0;
+	/* webhooks keep the piece of the body only */
+	for (int i = 0; i < SW_NUM_RAW; i++)
+		nulls[6 + i] |= !sw_raw_column_of(pr->source.kind, i);
+	values[11] = row_datum(pr, hidden, layout);
+	nulls[11] = false;
+	return true;
+}
+
 PG_FUNCTION_INFO_V1(source_writes_raw_messages);
 
 /*
@@ -483,14 +544,6 @@ source_writes_raw_messages(PG_FUNCTION_ARGS)
 {
 	ProvenanceRead pr;
 	SwFrontiers frontiers;
-	TupleTableSlot *hidden;
-	const SwLayout *layout;
-	SwLogRow	row;
-	SortedRows	sorted;
-	AttrNumber	cols[1] = {1};
-	Oid			ops[1];
-	Datum		values[12];
-	bool		nulls[12];
 
 	begin_read(&pr, fcinfo, "raw_messages", true, PG_INT64_MIN, PG_INT64_MAX, &frontiers);
 
@@ -500,53 +553,6 @@ source_writes_raw_messages(PG_FUNCTION_ARGS)
 	 * kept errors, which hold the same messages.
 	 */
 	(void) sw_check_source_privilege(pr.relid, GetUserId(), ACL_SELECT, false);
-	read_every_row(&pr);
-	ops[0] = get_opfamily_member(INTEGER_BTREE_FAM_OID, INT8OID, INT8OID,
-								 BTLessStrategyNumber);
-	begin_sort(&sorted, pr.rsinfo->setDesc, 1, cols, ops);
-	while ((hidden = sw_log_next(&pr.ls, &layout, &row)) != NULL)
-	{
-		MemoryContext old;
-		const SwBatch *added;
-		const SwBatch *retracted;
-		Datum		batch[BATCH_NATTS];
-		bool		batch_nulls[BATCH_NATTS];
-		SwMessage	msg;
-
-		/* retracted before since, by a folded batch: compaction's to delete */
-		if (row.retracted == SW_LOG_BEFORE)
-			continue;
-		old = MemoryContextSwitchTo(pr.row_cxt);
-		/* the message, as a version of a table would decode it again */
-		if (!sw_raw_message(layout, hidden, &msg))
-		{
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(pr.row_cxt);
-			continue;
-		}
-		added = row_batch(&pr, row.added, row.added_batch);
-		retracted = row.retracted == SW_LOG_IN ? row.retracted_batch : NULL;
-
-		batch_values(&pr, added, batch, batch_nulls);
-		values[0] = batch[0];
-		nulls[0] = batch_nulls[0];
-		batch_values(&pr, retracted, batch, batch_nulls);
-		values[1] = batch[0];
-		nulls[1] = batch_nulls[0];
-		position_values(&pr, hidden, layout, values + 2, nulls + 2);
-		sw_raw_columns(&msg, values + 6, nulls + 6);
-		/* a message without a timestamp: -1 kept, NULL shown */
-		nulls[6 + SW_RAW_TIMESTAMP] = msg.timestamp_ms < 0;
-		/* webhooks keep the piece of the body only */
-		for (int i = 0; i < SW_NUM_RAW; i++)
-			nulls[6 + i] |= !sw_raw_column_of(pr.source.kind, i);
-		values[11] = row_datum(&pr, hidden, layout);
-		nulls[11] = false;
-		put_sorted(&sorted, values, nulls);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(pr.row_cxt);
-	}
-	end_read(&pr);
-	end_sort(&pr, &sorted);
+	sorted_row_versions(&pr, raw_message_row);
 	return (Datum) 0;
 }
