@@ -161,6 +161,19 @@ sub produce_bytes
 	die "kcat: $err" if $err ne '';
 }
 
+# POST a body to a webhook URL with curl, with the headers given ("Name:
+# value"); returns "status answer", the answer's newlines removed.
+sub post
+{
+	my ($url, $body, @headers) = @_;
+	my ($out) = PostgreSQL::Test::Utils::run_command(
+		[ 'curl', '-s', '-X', 'POST', '-o', '-', '-w', ' %{http_code}',
+		  $url, '--data-binary', $body, map { ('-H', $_) } @headers ]);
+	$out =~ s/\n//g;
+	my ($text, $status) = $out =~ /^(.*) (\d+)$/s;
+	return "$status $text";
+}
+
 # Stop a broker with SIGTERM and wait for it; returns its exit status.
 sub stop_broker
 {

@@ -22,15 +22,7 @@ my $dir = PostgreSQL::Test::Utils::tempdir();
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
-sub post
-{
-	my ($table, $body, @headers) = @_;
-	my ($out) = run_command([ 'curl', '-s', '-X', 'POST', '-o', '-', '-w', ' %{http_code}',
-		"$base/$table", '--data-binary', $body, map { ('-H', $_) } @headers ]);
-	$out =~ s/\n//g;
-	my ($text, $status) = $out =~ /^(.*) (\d+)$/s;
-	return "$status $text";
-}
+sub post { my ($table, @rest) = @_; return SwTest::post("$base/$table", @rest); }
 
 # the bytes of every file of a relation (all its segments and forks)
 sub relation_bytes
